@@ -1,0 +1,624 @@
+"""The strict model-evaluation shard reader (modelrecord.md section A).
+
+Pure Python, no Django. It reads one shard line by line, in bounded memory, and validates each
+line exactly as the upstream strict reader does: envelope (A.4), payload fields (A.5) and, once
+the whole shard has been seen, the joins (A.6). Every error is a `ShardError` naming the file, the
+line and the field.
+
+One deliberate difference from upstream, documented in the README: a `completed` attempt that
+carries a `reason` is accepted with a warning (the upstream runner writes the model's closing
+prose there, G.3), because refusing real shards helps nobody.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import orjson
+
+SCHEMA_VERSION = 1
+MAX_LINE_BYTES = 1_048_576  # including the newline (A.3 maxShardLine)
+MAX_RESULT_BYTES = 65_536
+MAX_TEXT_BYTES = 65_536
+LINE_TYPES = ("run", "session", "attempt", "turn", "call", "verify")
+ENDINGS = (
+    "completed",
+    "over_budget",
+    "malformed",
+    "no_tool_call",
+    "provider_error",
+    "harness_error",
+    "skipped",
+)
+TURN_STATUSES = ("ok", "rate_limited", "server_error", "request_error", "transport_error")
+BLOCK_KINDS = ("text", "thinking", "tool_call")
+CALL_OUTCOMES = ("ok", "tool_error", "protocol_error", "transport_error", "preview")
+SURFACES = ("dynamic", "meta", "individual")
+_INT64 = 2**63
+_ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(
+    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
+)
+
+
+def is_shard_name(name: str) -> bool:
+    """A shard is any file whose base name starts with `modeleval-` and ends with `.jsonl`."""
+    base = name.replace("\\", "/").rsplit("/", 1)[-1]
+    return base.startswith("modeleval-") and base.endswith(".jsonl")
+
+
+class ShardError(Exception):
+    """A shard refused: where (file, line, field) and why, in words a user can act on."""
+
+    def __init__(
+        self, file: str, message: str, *, line: int | None = None, field: str | None = None
+    ) -> None:
+        self.file = file
+        self.line = line
+        self.field = field
+        self.message = message
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        where = self.file
+        if self.line is not None:
+            where += f" line {self.line}"
+        if self.field:
+            where += f": {self.field}"
+        return f"{where}: {self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
+
+
+class _FieldError(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+
+
+# Field kinds. Each decoder takes (value, path) and returns the Python value or raises.
+def _str(v: Any, path: str) -> str:
+    if isinstance(v, str):
+        return v
+    raise _FieldError(path, f"must be a string, not {_kind(v)}")
+
+
+def _int(v: Any, path: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float):
+            raise _FieldError(path, f"must be a whole number, not {v!r}")
+        raise _FieldError(path, f"must be a whole number, not {_kind(v)}")
+    if not -_INT64 <= v < _INT64:
+        raise _FieldError(path, f"{v} does not fit in a 64-bit integer")
+    return v
+
+
+def _float(v: Any, path: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise _FieldError(path, f"must be a number, not {_kind(v)}")
+    return float(v)
+
+
+def _bool(v: Any, path: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise _FieldError(path, f"must be true or false, not {_kind(v)}")
+
+
+def _raw(v: Any, path: str) -> Any:
+    return v
+
+
+def _map(v: Any, path: str) -> dict[str, str]:
+    if not isinstance(v, dict):
+        raise _FieldError(path, f"must be an object of strings, not {_kind(v)}")
+    for k, item in v.items():
+        if not isinstance(item, str):
+            raise _FieldError(f"{path}.{k}", f"must be a string, not {_kind(item)}")
+    return v
+
+
+def _str_list(v: Any, path: str) -> list[str]:
+    if not isinstance(v, list):
+        raise _FieldError(path, f"must be a list of strings, not {_kind(v)}")
+    for i, item in enumerate(v):
+        if not isinstance(item, str):
+            raise _FieldError(f"{path}[{i}]", f"must be a string, not {_kind(item)}")
+    return v
+
+
+def _time(v: Any, path: str) -> datetime | None:
+    if not isinstance(v, str):
+        raise _FieldError(path, f"must be an RFC 3339 timestamp string, not {_kind(v)}")
+    m = _RFC3339.match(v)
+    if not m:
+        raise _FieldError(path, f"{v!r} is not an RFC 3339 timestamp")
+    try:
+        frac = (m.group(7) or ".0")[1:7].ljust(6, "0")
+        tz = m.group(8)
+        stamp = datetime.fromisoformat(
+            f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
+            f".{frac}{'+00:00' if tz in 'Zz' else tz}"
+        )
+    except ValueError:
+        raise _FieldError(path, f"{v!r} is not a valid date and time") from None
+    stamp = stamp.astimezone(UTC)
+    # Go's zero time is what an unset started_at serializes to: it means "no date".
+    return None if stamp == _ZERO_TIME else stamp
+
+
+def _kind(v: Any) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, int | float):
+        return "a number"
+    if isinstance(v, str):
+        return "a string"
+    if isinstance(v, list):
+        return "a list"
+    return "an object"
+
+
+Decoder = Callable[[Any, str], Any]
+
+
+class _Struct:
+    """A Go struct as the strict decoder sees it: known fields, case-insensitive, nothing else."""
+
+    def __init__(self, fields: dict[str, Decoder]) -> None:
+        self.fields = fields
+        self.folded = {name.lower(): name for name in fields}
+
+    def __call__(self, obj: Any, path: str) -> dict[str, Any]:
+        if not isinstance(obj, dict):
+            raise _FieldError(path, f"must be an object, not {_kind(obj)}")
+        out: dict[str, Any] = {}
+        fields = self.fields
+        for key, value in obj.items():
+            name = key if key in fields else self.folded.get(key.lower())
+            if name is None:
+                raise _FieldError(f"{path}.{key}", "unknown field (this reader is strict)")
+            if value is None:  # Go leaves the zero value in place for null
+                continue
+            out[name] = fields[name](value, f"{path}.{name}")
+        return out
+
+
+def _list_of(item: _Struct) -> Decoder:
+    def decode(v: Any, path: str) -> list[dict[str, Any]]:
+        if not isinstance(v, list):
+            raise _FieldError(path, f"must be a list, not {_kind(v)}")
+        return [item(x, f"{path}[{i}]") if x is not None else {} for i, x in enumerate(v)]
+
+    return decode
+
+
+_PRICE = _Struct(
+    {
+        "input_per_million_usd": _float,
+        "output_per_million_usd": _float,
+        "cache_write_per_million_usd": _float,
+        "cache_read_per_million_usd": _float,
+        "retrieved_on": _str,
+    }
+)
+_PROVIDER = _Struct({"spec": _str, "name": _str, "model": _str, "options": _map, "price": _PRICE})
+_USAGE = _Struct({"input": _int, "output": _int, "cache_created": _int, "cache_read": _int})
+_BLOCK = _Struct(
+    {"kind": _str, "text": _str, "tool": _str, "arguments": _raw, "raw": _str, "call_id": _str}
+)
+
+PAYLOADS: dict[str, _Struct] = {
+    "run": _Struct(
+        {
+            "package": _str,
+            "run_id": _str,
+            "commit": _str,
+            "started_at": _time,
+            "edition": _str,
+            "gitlab_version": _str,
+            "tier": _str,
+            "tier_confirmed": _bool,
+            "filter": _str,
+            "corpus_digest": _str,
+            "contract_digest": _str,
+            "providers": _list_of(_PROVIDER),
+            "budget_usd": _float,
+            "repeat": _int,
+        }
+    ),
+    "session": _Struct(
+        {
+            "label": _str,
+            "surface": _str,
+            "mode": _str,
+            "capabilities": _str,
+            "meta_param_schema": _str,
+            "tier_pin": _str,
+            "slice_size": _int,
+            "token_scopes": _str_list,
+            "served_tools": _int,
+            "tool_schema_digests": _map,
+        }
+    ),
+    "attempt": _Struct(
+        {
+            "id": _str,
+            "case": _str,
+            "model": _str,
+            "surface": _str,
+            "session": _str,
+            "repeat": _int,
+            "shown_tools": _int,
+            "overflowed": _bool,
+            "tool_digest": _str,
+            "facts": _map,
+            "stimulus": _str,
+            "ended_by": _str,
+            "reason": _str,
+        }
+    ),
+    "turn": _Struct(
+        {
+            "attempt": _str,
+            "index": _int,
+            "try": _int,
+            "request_digest": _str,
+            "blocks": _list_of(_BLOCK),
+            "usage": _USAGE,
+            "status": _str,
+            "detail": _str,
+            "latency_ms": _float,
+        }
+    ),
+    "call": _Struct(
+        {
+            "attempt": _str,
+            "turn": _int,
+            "index": _int,
+            "tool": _str,
+            "arguments": _raw,
+            "requested_action": _str,
+            "dispatched_action": _str,
+            "dispatched_tool": _str,
+            "refusal_reason": _str,
+            "outcome": _str,
+            "result": _raw,
+            "result_truncated": _bool,
+            "text": _str,
+            "text_truncated": _bool,
+            "duration_ms": _float,
+            "trace_id": _str,
+            "requests": _int,
+            "dispatch_observed": _bool,
+        }
+    ),
+    "verify": _Struct({"attempt": _str, "name": _str, "passed": _bool, "detail": _str}),
+}
+_ENVELOPE_KEYS = {"schema": "schema", "type": "type", **{t: t for t in LINE_TYPES}}
+
+
+def _blank(p: dict[str, Any], name: str) -> bool:
+    return not p.get(name, "").strip()
+
+
+def _require(p: dict[str, Any], typ: str, *names: str) -> None:
+    for name in names:
+        if _blank(p, name):
+            raise _FieldError(f"{typ}.{name}", "is required and is empty")
+
+
+def _at_least(p: dict[str, Any], typ: str, name: str, low: int, *, present: bool = False) -> None:
+    if present and name not in p:
+        return
+    value = p.get(name, 0)
+    if value < low:
+        raise _FieldError(f"{typ}.{name}", f"must be at least {low}, not {value}")
+
+
+def _check_run(p: dict[str, Any]) -> None:
+    _require(p, "run", "run_id")
+    _at_least(p, "run", "repeat", 1)
+
+
+def _check_session(p: dict[str, Any]) -> None:
+    _require(p, "session", "label")
+    _at_least(p, "session", "served_tools", 0)
+    _at_least(p, "session", "slice_size", 0, present=True)
+
+
+def _check_attempt(p: dict[str, Any]) -> None:
+    _require(p, "attempt", "id", "case", "model")
+    ended_by = p.get("ended_by", "")
+    if ended_by not in ENDINGS:
+        raise _FieldError("attempt.ended_by", f"{ended_by!r} is not one of {', '.join(ENDINGS)}")
+    if ended_by not in ("skipped", "harness_error"):
+        _require(p, "attempt", "session")
+    _at_least(p, "attempt", "repeat", 1)
+    _at_least(p, "attempt", "shown_tools", 0, present=True)
+    if ended_by == "skipped" and _blank(p, "reason"):
+        raise _FieldError("attempt.reason", "a skipped attempt must say why it was skipped")
+
+
+def _check_turn(p: dict[str, Any]) -> None:
+    _require(p, "turn", "attempt")
+    _at_least(p, "turn", "index", 1)
+    _at_least(p, "turn", "try", 1)
+    status = p.get("status", "")
+    if status not in TURN_STATUSES:
+        raise _FieldError("turn.status", f"{status!r} is not one of {', '.join(TURN_STATUSES)}")
+    for i, block in enumerate(p.get("blocks", ())):
+        kind = block.get("kind", "")
+        if kind not in BLOCK_KINDS:
+            raise _FieldError(
+                f"turn.blocks[{i}].kind",
+                f"block {i + 1} has kind {kind!r}, not one of {', '.join(BLOCK_KINDS)}",
+            )
+    usage = p.get("usage", {})
+    for name in ("input", "output", "cache_created", "cache_read"):
+        if usage.get(name, 0) < 0:
+            raise _FieldError(f"turn.usage.{name}", f"must be at least 0, not {usage[name]}")
+
+
+def _check_call(p: dict[str, Any]) -> None:
+    _require(p, "call", "attempt", "tool")
+    _at_least(p, "call", "turn", 1)
+    _at_least(p, "call", "index", 1)
+    outcome = p.get("outcome", "")
+    if outcome.startswith("refused:"):
+        if not outcome[len("refused:") :].strip():
+            raise _FieldError("call.outcome", "a refused outcome must name its reason")
+    elif outcome not in CALL_OUTCOMES:
+        raise _FieldError(
+            "call.outcome",
+            f"{outcome!r} is not one of {', '.join(CALL_OUTCOMES)} or refused:<reason>",
+        )
+
+
+def _check_verify(p: dict[str, Any]) -> None:
+    _require(p, "verify", "attempt", "name")
+    if not p.get("passed", False) and _blank(p, "detail"):
+        raise _FieldError("verify.detail", "a failed check must say what did not hold")
+
+
+_CHECKS = {
+    "run": _check_run,
+    "session": _check_session,
+    "attempt": _check_attempt,
+    "turn": _check_turn,
+    "call": _check_call,
+    "verify": _check_verify,
+}
+
+
+def parse_line(raw: bytes) -> tuple[str, dict[str, Any]]:
+    """Decode and validate one non-blank shard line; raises `_FieldError`-bearing ShardError parts."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "unexpected content after document" in str(exc):
+            raise _FieldError("", "more than one JSON value on the line") from None
+        raise _FieldError("", f"the line is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise _FieldError("", f"a shard line must be a JSON object, not {_kind(doc)}")
+    schema: Any = 0
+    typ: Any = ""
+    payloads: dict[str, Any] = {}
+    for key, value in doc.items():
+        name = _ENVELOPE_KEYS.get(key) or _ENVELOPE_KEYS.get(key.lower())
+        if name is None:
+            raise _FieldError(key, "unknown field (this reader is strict)")
+        if name == "schema":
+            schema = 0 if value is None else _int(value, "schema")
+        elif name == "type":
+            typ = "" if value is None else _str(value, "type")
+        elif value is None:
+            payloads.pop(name, None)
+        else:
+            payloads[name] = value
+    if schema != SCHEMA_VERSION:
+        raise _FieldError(
+            "schema",
+            f"schema {schema} is not {SCHEMA_VERSION}: the shard was written by another "
+            "version of this package",
+        )
+    if typ not in PAYLOADS:
+        raise _FieldError("type", f"unknown line type {typ!r}")
+    if typ not in payloads:
+        raise _FieldError(typ, f"line type {typ} carries no payload")
+    if len(payloads) != 1:
+        raise _FieldError(
+            ", ".join(payloads),
+            f"line type {typ} carries {len(payloads)} payloads, want exactly one",
+        )
+    payload = PAYLOADS[typ](payloads[typ], typ)
+    _CHECKS[typ](payload)
+    return typ, payload
+
+
+def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, dict[str, Any], int]]:
+    """Yield (line number, type, payload, byte length) for every non-blank line, in file order.
+
+    Memory is bounded by the line cap: a line is never read past 1 MiB.
+    """
+    lineno = 0
+    readline = stream.readline
+    while True:
+        raw = readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        lineno += 1
+        size = len(raw)
+        if size > MAX_LINE_BYTES or (size == MAX_LINE_BYTES and not raw.endswith(b"\n")):
+            raise ShardError(
+                name,
+                f"the line is longer than the shard line cap of {MAX_LINE_BYTES:,} bytes",
+                line=lineno,
+            )
+        stripped = raw.strip()
+        if not stripped:
+            continue
+        try:
+            typ, payload = parse_line(stripped)
+        except _FieldError as exc:
+            raise ShardError(name, exc.message, line=lineno, field=exc.field or None) from None
+        yield lineno, typ, payload, size
+
+
+@dataclass
+class Joins:
+    """The A.6 join rules, checked in one streaming pass plus a final check.
+
+    Sessions and the run line usually come last, so references are remembered (with the first
+    line that made them) and settled in `finish()`.
+    """
+
+    name: str
+    run: dict[str, Any] | None = None
+    run_line: int = 0
+    sessions: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    attempts: set[str] = field(default_factory=set)
+    attempt_refs: dict[str, tuple[int, str]] = field(default_factory=dict)
+    session_refs: dict[str, tuple[int, str]] = field(default_factory=dict)
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINE_TYPES, 0))
+
+    def see(self, lineno: int, typ: str, p: dict[str, Any]) -> None:
+        self.counts[typ] += 1
+        if typ == "attempt":
+            key = p["id"]
+            if key in self.attempts:
+                raise ShardError(
+                    self.name,
+                    f"two attempt lines carry the id {key!r}; attempt ids must be unique",
+                    line=lineno,
+                    field="attempt.id",
+                )
+            self.attempts.add(key)
+            label = p.get("session", "")
+            if label and label not in self.session_refs:
+                self.session_refs[label] = (lineno, key)
+            if p.get("ended_by") == "completed" and not _blank(p, "reason"):
+                self.warnings.append(
+                    {
+                        "line": lineno,
+                        "field": "attempt.reason",
+                        "message": f"attempt {key!r} is completed but carries a reason; "
+                        "upstream's runner writes the model's closing prose there and "
+                        "upstream's reader refuses such a line. Kept, with its reason.",
+                    }
+                )
+        elif typ == "run":
+            if self.run is not None and self.run["run_id"] != p["run_id"]:
+                raise ShardError(
+                    self.name,
+                    f"a second run line carries run_id {p['run_id']!r} but line "
+                    f"{self.run_line} carries {self.run['run_id']!r}; a shard holds one run",
+                    line=lineno,
+                    field="run.run_id",
+                )
+            self.run, self.run_line = p, lineno  # the last run line wins
+        elif typ == "session":
+            self.sessions[p["label"]] = (lineno, p)  # a later label replaces an earlier one
+        else:
+            key = p["attempt"]
+            if key not in self.attempt_refs:
+                self.attempt_refs[key] = (lineno, typ)
+
+    def finish(self) -> None:
+        if self.run is None:
+            raise ShardError(
+                self.name,
+                "the shard carries no run line, so the tier its attempts ran at is unknown",
+                field="run",
+            )
+        missing = [
+            (ln, key, typ)
+            for key, (ln, typ) in self.attempt_refs.items()
+            if key not in self.attempts
+        ]
+        if missing:
+            ln, key, typ = min(missing)
+            raise ShardError(
+                self.name,
+                f"names attempt {key!r}, which no attempt line of this shard carries "
+                "(is the shard truncated?)",
+                line=ln,
+                field=f"{typ}.attempt",
+            )
+        unknown = [
+            (ln, label, key)
+            for label, (ln, key) in self.session_refs.items()
+            if label not in self.sessions
+        ]
+        if unknown:
+            ln, label, key = min(unknown)
+            raise ShardError(
+                self.name,
+                f"attempt {key!r} names session {label!r}, which no session line of this "
+                "shard carries",
+                line=ln,
+                field="attempt.session",
+            )
+
+
+@dataclass
+class AttemptRecord:
+    line: int
+    attempt: dict[str, Any]
+    turns: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    calls: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    verifies: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass
+class Shard:
+    """A whole shard in memory, joined: for tests and small inputs (ingest streams instead)."""
+
+    name: str
+    run: dict[str, Any]
+    sessions: dict[str, dict[str, Any]]
+    attempts: list[AttemptRecord]
+    warnings: list[dict[str, Any]]
+
+    def session_of(self, rec: AttemptRecord) -> dict[str, Any] | None:
+        return self.sessions.get(rec.attempt.get("session", ""))
+
+
+def read_shard(stream: IO[bytes], name: str) -> Shard:
+    joins = Joins(name)
+    attempts: dict[str, AttemptRecord] = {}
+    children: list[tuple[str, int, dict[str, Any]]] = []
+    for lineno, typ, p, _ in iter_lines(stream, name):
+        joins.see(lineno, typ, p)
+        if typ == "attempt":
+            attempts[p["id"]] = AttemptRecord(lineno, p)
+        elif typ in ("turn", "call", "verify"):
+            children.append((typ, lineno, p))
+    joins.finish()
+    for typ, lineno, p in children:  # attached in file order once every attempt is known
+        rec = attempts[p["attempt"]]
+        {"turn": rec.turns, "call": rec.calls, "verify": rec.verifies}[typ].append((lineno, p))
+    assert joins.run is not None
+    return Shard(
+        name=name,
+        run=joins.run,
+        sessions={label: p for label, (_, p) in joins.sessions.items()},
+        attempts=list(attempts.values()),
+        warnings=joins.warnings,
+    )
+
+
+def read_shard_bytes(data: bytes | Iterable[bytes], name: str) -> Shard:
+    import io
+
+    if not isinstance(data, bytes):
+        data = b"".join(data)
+    return read_shard(io.BytesIO(data), name)

@@ -1,0 +1,78 @@
+"""Query-string state of the pages. Invalid input is a 400; every state has a shareable URL."""
+
+from __future__ import annotations
+
+from django import forms
+
+from records.models import ENDINGS
+
+SURFACE_CHOICES = [
+    ("", "any surface"),
+    ("dynamic", "dynamic"),
+    ("meta", "meta"),
+    ("individual", "individual"),
+]
+MODE_CHOICES = [
+    ("", "any mode"),
+    ("default", "default"),
+    ("read-only", "read-only"),
+    ("safe", "safe"),
+]
+TIER_CHOICES = [
+    ("", "any tier"),
+    ("free", "free"),
+    ("ce", "ce"),
+    ("premium", "premium"),
+    ("ultimate", "ultimate"),
+]
+
+
+class RunFilterForm(forms.Form):
+    SORTS = {
+        "-started": ("-started_at", "-id"),
+        "started": ("started_at", "id"),
+        "-attempts": ("-attempt_count", "-id"),
+        "attempts": ("attempt_count", "id"),
+        "-tokens": ("-token_total", "-id"),
+        "tokens": ("token_total", "id"),
+        "commit": ("commit", "-id"),
+    }
+    model = forms.CharField(required=False, max_length=300)
+    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
+    mode = forms.ChoiceField(required=False, choices=MODE_CHOICES)
+    tier = forms.ChoiceField(required=False, choices=TIER_CHOICES)
+    commit = forms.CharField(required=False, max_length=100, help_text="prefix")
+    corpus_digest = forms.CharField(required=False, max_length=64)
+    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("-started", "newest first"),
+            ("started", "oldest first"),
+            ("-attempts", "most attempts"),
+            ("attempts", "fewest attempts"),
+            ("-tokens", "most tokens"),
+            ("tokens", "fewest tokens"),
+            ("commit", "commit"),
+        ],
+    )
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError("the 'since' date is after the 'until' date")
+        return data
+
+
+class AttemptFilterForm(forms.Form):
+    model = forms.CharField(required=False, max_length=300)
+    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
+    case = forms.CharField(required=False, max_length=100)
+    ended_by = forms.ChoiceField(
+        required=False, choices=[("", "any ending")] + [(e, e) for e in ENDINGS]
+    )
+    outcome = forms.CharField(required=False, max_length=30)
+    page = forms.IntegerField(required=False, min_value=1)

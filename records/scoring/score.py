@@ -1,0 +1,809 @@
+"""The upstream scorer (modelrecord.md section C), ported rule by rule. Pure Python, no Django.
+
+Inputs are small plain objects (`AttemptInput`, `CallInput`) so the same code scores a shard read
+into memory and attempts loaded back from the database. Two documented departures, both forced
+by what a shard carries:
+
+* `Requested` is the recorded `requested_action`: upstream identifies (tool, arguments) against
+  its own catalog first and only falls back to the recorded field (G.7).
+* `Clean` is the derived reading of C.7 (not pinned upstream); the UI legend says so.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from records.formats.corpus_key import Arg, Catalog, CatalogEntry, CorpusKey, Step
+
+SCORER_VERSION = "modelscore-port/1"
+DISPATCHER_REFUSALS = frozenset(
+    {
+        "safe_mode",
+        "needs_confirmation",
+        "invalid_params",
+        "unknown_action",
+        "rate_limited",
+        "fine_grained",
+    }
+)
+COUNTED_APART = ("skipped", "unobserved", "provider_error", "harness_error", "gitlab_refused")
+RECORDED_ENDINGS = ("skipped", "provider_error", "harness_error", "malformed", "over_budget")
+OUTCOMES = (
+    "completed",
+    "failed",
+    "gitlab_refused",
+    "over_budget",
+    "malformed",
+    "provider_error",
+    "harness_error",
+    "skipped",
+    "unobserved",
+)
+DYNAMIC_DISPATCHER = "gitlab_execute_action"
+DISCOVERY_TOOL = "gitlab_find_action"
+_NOT_SENT = object()
+
+
+class ScoringError(Exception):
+    """An attempt that cannot be scored at all (an error, not a verdict: C.1)."""
+
+
+@dataclass
+class CallInput:
+    index: int
+    tool: str
+    arguments: Any = None  # decoded JSON, None when absent
+    requested_action: str = ""
+    dispatched_action: str = ""
+    dispatched_tool: str = ""
+    outcome: str = ""
+    result: Any = None
+    result_truncated: bool = False
+    text: str = ""
+    observed: bool = False
+    line: int = 0
+
+
+@dataclass
+class AttemptInput:
+    id: str
+    case: str
+    model: str
+    surface: str  # the attempt's own surface, else its session's (C.1)
+    mode: str  # session mode, '' read as default
+    tier: str  # session tier pin, else the run's tier
+    ended_by: str
+    reason: str = ""
+    facts: dict[str, str] = field(default_factory=dict)
+    calls: list[CallInput] = field(default_factory=list)
+    last_turn_has_tool_call: bool | None = None  # None: the attempt has no turn lines
+    verifies: list[bool] = field(default_factory=list)
+
+
+# --- Go-compatible number parse (G.15) --------------------------------------------------------
+
+_DEC = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_HEX = re.compile(
+    r"[+-]?0[xX](?:_?[0-9a-fA-F])*(?:\.(?:[0-9a-fA-F](?:_?[0-9a-fA-F])*)?)?[pP][+-]?\d+"
+)
+_SPECIAL = {
+    "inf": math.inf,
+    "+inf": math.inf,
+    "-inf": -math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-infinity": -math.inf,
+    "nan": math.nan,
+    "+nan": math.nan,
+    "-nan": math.nan,
+}
+
+
+def go_parse_float(s: str) -> float | None:
+    """strconv.ParseFloat(s, 64): the value, or None where Go returns an error."""
+    special = _SPECIAL.get(s.lower())
+    if special is not None:
+        return special
+    if _DEC.fullmatch(s):
+        value = float(s)
+    elif _HEX.fullmatch(s):
+        try:
+            value = float.fromhex(s.replace("_", ""))
+        except (ValueError, OverflowError):
+            return None
+    else:
+        return None
+    if math.isinf(value):
+        return None  # out of range: Go reports ErrRange
+    return value
+
+
+def canonical(value: Any) -> str | None:
+    """None when not sent (absent or null); the decoded text of a string; else compact JSON."""
+    if value is _NOT_SENT or value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value).decode()
+
+
+def equal_value(value: Any, want: str) -> bool:
+    got = canonical(value)
+    if got is None:
+        return False
+    if got == want:
+        return True
+    a, b = go_parse_float(got), go_parse_float(want)
+    return a is not None and b is not None and a == b
+
+
+# --- events (C.2) -----------------------------------------------------------------------------
+
+
+@dataclass
+class Event:
+    call: CallInput
+    requested: str
+    dispatched: str
+    dispatched_tool: str
+    discovery: bool
+    action_args: dict[str, Any] | None
+    confirmed: bool
+
+    @property
+    def outcome(self) -> str:
+        return self.call.outcome
+
+    @property
+    def observed(self) -> bool:
+        return self.call.observed
+
+
+def _is_true(v: Any) -> bool:
+    return v is True or (isinstance(v, str) and v.strip().lower() == "true")
+
+
+def events_of(calls: Iterable[CallInput], surface: str, catalog: Catalog) -> list[Event]:
+    meta_tools = catalog.meta_tools
+    out = []
+    for c in sorted(calls, key=lambda c: c.index):  # stable: ties keep file order
+        if c.dispatched_action:
+            discovery = False
+        elif c.dispatched_tool:
+            discovery = c.dispatched_tool == DISCOVERY_TOOL
+        else:
+            discovery = c.tool == DISCOVERY_TOOL
+        top = c.arguments if isinstance(c.arguments, dict) else None
+        dispatcher = (surface == "dynamic" and c.tool == DYNAMIC_DISPATCHER) or (
+            surface == "meta" and c.tool in meta_tools
+        )
+        if dispatcher:
+            params = top.get("params") if top is not None else None
+            action_args = params if isinstance(params, dict) else None
+        else:
+            action_args = top
+        if surface == "dynamic":
+            confirmed = top is not None and _is_true(top.get("confirm"))
+        else:
+            confirmed = action_args is not None and _is_true(action_args.get("confirm"))
+        out.append(
+            Event(
+                c,
+                c.requested_action,
+                c.dispatched_action,
+                c.dispatched_tool,
+                discovery,
+                action_args,
+                confirmed,
+            )
+        )
+    return out
+
+
+def git_lab_refused(outcome: str) -> bool:
+    if outcome == "tool_error":
+        return True
+    return outcome.startswith("refused:") and outcome[8:] not in DISPATCHER_REFUSALS
+
+
+def declined_by_refusal(e: Event) -> bool:
+    o = e.outcome
+    return (
+        o == "refused:unknown_action"
+        or o == "protocol_error"
+        or (o == "refused:invalid_params" and "/properties/action" in e.call.text)
+    )
+
+
+def retried(e: Event) -> bool:
+    return not declined_by_refusal(e) and e.outcome in (
+        "refused:invalid_params",
+        "refused:needs_confirmation",
+    )
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ArgVerdict:
+    name: str
+    truth: str
+    required: bool
+    sent: str | None
+    want: str
+    compared: bool
+    matched: bool
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class StepVerdict:
+    number: int
+    name: str
+    optional: bool
+    known: bool = True
+    destructive: bool = False
+    mutating: bool = False
+    reached: bool = False
+    matched_by: str = ""
+    requested: str = ""
+    dispatched: str = ""
+    rewritten: bool = False
+    call_index: int = 0
+    call_line: int = 0
+    call_outcome: str = ""
+    observed: bool = True
+    retries: int = 0
+    retry_outcomes: list[str] = field(default_factory=list)
+    answer: str = ""
+    decline: str = ""
+    accepted_first_time: bool = False
+    complete: bool = False
+    reason: str = ""
+    confirmation: str = ""
+    args: list[ArgVerdict] = field(default_factory=list)
+
+    def compared_all_matched(self) -> bool:
+        return all(a.matched for a in self.args if a.compared)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = self.__dict__.copy()
+        d["args"] = [a.as_dict() for a in self.args]
+        return d
+
+
+@dataclass
+class Verdict:
+    attempt: str
+    case: str
+    outcome: str
+    reason: str
+    steps: list[StepVerdict]
+    discovery: int
+    invalid_params: int
+    verified: bool
+    unaided: bool
+    ended_in_text: bool
+    clean: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "steps"}
+        d["steps"] = [s.as_dict() for s in self.steps]
+        return d
+
+
+def _entry(catalog: Catalog, step: Step) -> CatalogEntry | None:
+    if step.action:
+        return catalog.actions.get(step.action)
+    return catalog.standalone.get(step.standalone)
+
+
+def _names_step(e: Event, step: Step) -> str:
+    if step.standalone:
+        return "tool" if (e.dispatched_tool or e.call.tool) == step.standalone else ""
+    if e.dispatched:
+        return "dispatched" if e.dispatched == step.action else ""
+    return "requested" if e.requested == step.action else ""
+
+
+def _ended_in_text(a: AttemptInput) -> bool:
+    if a.ended_by == "no_tool_call":
+        return True
+    if a.ended_by == "completed":
+        return not a.last_turn_has_tool_call  # no turn lines counts as ended in text
+    return False
+
+
+def _compare_args(
+    step: Step,
+    sent_obj: dict[str, Any] | None,
+    a: AttemptInput,
+    steps: list[StepVerdict],
+    reaching: list[Event | None],
+) -> list[ArgVerdict]:
+    out = []
+    for arg in step.args:
+        raw = _NOT_SENT if sent_obj is None else sent_obj.get(arg.name, _NOT_SENT)
+        sent = canonical(raw)
+        t = arg.truth
+        if t.kind == "authored":
+            out.append(
+                ArgVerdict(
+                    arg.name,
+                    "authored",
+                    arg.required,
+                    sent,
+                    "",
+                    False,
+                    False,
+                    "authored by the model; never compared",
+                )
+            )
+            continue
+        accepted, why = _resolve(arg, a, steps, reaching)
+        want = " or ".join(accepted)
+        if sent is None:
+            if arg.required:
+                out.append(
+                    ArgVerdict(
+                        arg.name, t.kind, True, None, want, True, False, "the argument was not sent"
+                    )
+                )
+            else:
+                out.append(
+                    ArgVerdict(
+                        arg.name, t.kind, False, None, want, False, False, "optional and not sent"
+                    )
+                )
+            continue
+        if why:
+            out.append(ArgVerdict(arg.name, t.kind, arg.required, sent, want, True, False, why))
+            continue
+        matched = any(equal_value(raw, w) for w in accepted)
+        reason = ""
+        if not matched:
+            reason = {
+                "fact": "the value is none of the spellings the recipe produced",
+                "literal": "the value is not the one the prompt states",
+                "produced": f"the value is not what step {t.produced_step} answered at "
+                f"{t.produced_field}",
+            }[t.kind]
+        out.append(ArgVerdict(arg.name, t.kind, arg.required, sent, want, True, matched, reason))
+    return out
+
+
+def _resolve(
+    arg: Arg, a: AttemptInput, steps: list[StepVerdict], reaching: list[Event | None]
+) -> tuple[list[str], str]:
+    t = arg.truth
+    if t.kind == "fact":
+        values = []
+        if t.fact in a.facts:
+            values.append(a.facts[t.fact])
+        extra = {"project_path": "project_id", "group_path": "group_id"}.get(t.fact)
+        if extra and extra in a.facts:
+            values.append(a.facts[extra])
+        if not values:
+            return (
+                [],
+                f"the attempt recorded no fact named {t.fact}, so the value cannot be checked",
+            )
+        return values, ""
+    if t.kind == "literal":
+        return [t.literal], ""
+    if t.kind == "produced":
+        s = t.produced_step
+        if not 1 <= s <= len(steps) or reaching[s - 1] is None:
+            return [], f"step {s} was not reached, so {t.produced_field} has no value to bind to"
+        ev = reaching[s - 1]
+        assert ev is not None
+        if ev.call.result_truncated:
+            return [], (
+                f"step {s} answered with more than the record keeps, so "
+                f"{t.produced_field} was cut off rather than absent"
+            )
+        node: Any = ev.call.result
+        for part in t.produced_field.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return [], f"step {s} answered with no field {t.produced_field}"
+            node = node[part]
+        if node is None:
+            return [], f"step {s} answered with no value at {t.produced_field}"
+        value = canonical(node)
+        assert value is not None
+        return [value], ""
+    return [], "the case declares no truth for this argument"
+
+
+def score_attempt(a: AttemptInput, key: CorpusKey) -> Verdict:
+    case = key.case(a.case)
+    if case is None:
+        raise ScoringError(
+            f"attempt {a.id} names case {a.case!r}, which the corpus key does not have"
+        )
+    if a.surface not in ("dynamic", "meta", "individual"):
+        raise ScoringError(
+            f"attempt {a.id} has surface {a.surface!r}, which is not dynamic, meta or individual"
+        )
+    mode = a.mode or "default"
+    catalog = key.catalog_for(a.tier)
+    if catalog is None:
+        raise ScoringError(
+            f"attempt {a.id} ran at tier {a.tier!r}, for which the corpus key has no catalog"
+        )
+    events = events_of(a.calls, a.surface, catalog)
+    ended_in_text = _ended_in_text(a)
+    steps: list[StepVerdict] = []
+    reaching_events: list[Event | None] = []
+    by_refusal_reaching: set[int] = set()
+    cursor = 0
+    for number, step in enumerate(case.steps, 1):
+        sv = StepVerdict(number, step.name, step.optional)
+        entry = _entry(catalog, step)
+        steps.append(sv)
+        reaching_events.append(None)
+        if entry is None:
+            sv.known = False
+            sv.reason = (
+                f"the catalog at this tier has no {step.name}, so the case cannot be "
+                "scored against it"
+            )
+            continue
+        sv.destructive = entry.destructive
+        sv.mutating = not entry.read_only
+        reaching: Event | None = None
+        prior: list[Event] = []
+        at = cursor
+        for i in range(cursor, len(events)):
+            e = events[i]
+            if e.discovery:
+                continue
+            kind = _names_step(e, step)
+            if not kind:
+                continue
+            if retried(e):
+                prior.append(e)
+                continue
+            reaching, at = e, i
+            sv.matched_by = kind
+            break
+        sv.retries = len(prior)
+        sv.retry_outcomes = [e.outcome for e in prior]
+        if reaching is not None:
+            cursor = at + 1
+            reaching_events[-1] = reaching
+            sv.reached = True
+            sv.requested = reaching.requested
+            sv.dispatched = reaching.dispatched
+            sv.rewritten = bool(
+                reaching.requested
+                and reaching.dispatched
+                and reaching.requested != reaching.dispatched
+            )
+            sv.call_index = reaching.call.index
+            sv.call_line = reaching.call.line
+            sv.call_outcome = reaching.outcome
+            sv.observed = reaching.observed
+            sv.args = _compare_args(step, reaching.action_args, a, steps, reaching_events)
+            served_in_read_only = False
+            if mode == "read-only" and sv.mutating:
+                if declined_by_refusal(reaching):
+                    sv.decline = "by-refusal"
+                    sv.answer = "accepted"
+                    by_refusal_reaching.add(id(reaching))
+                else:
+                    sv.answer = "wrong"
+                    served_in_read_only = True
+            else:
+                sv.answer = _answer_of(mode, sv.mutating, reaching.outcome)
+            sv.accepted_first_time = not prior and sv.answer == "accepted"
+            sv.complete = sv.answer == "accepted" and sv.compared_all_matched()
+            if not sv.complete:
+                if served_in_read_only:
+                    sv.reason = (
+                        "read-only withholds this action and the model was served "
+                        "rather than declined"
+                    )
+                elif sv.answer == "gitlab_refused":
+                    sv.reason = f"the action ran and GitLab refused it: {reaching.outcome}"
+                elif sv.answer == "wrong":
+                    sv.reason = (
+                        f"the call was answered {reaching.outcome}, which is not what "
+                        "this mode expects"
+                    )
+                else:
+                    sv.reason = (
+                        "the arguments did not carry the values the case declares: "
+                        + ", ".join(
+                            f"{x.name} ({x.reason})"
+                            for x in sv.args
+                            if x.compared and not x.matched
+                        )
+                    )
+        else:
+            declined = False
+            if mode == "read-only" and sv.mutating and ended_in_text:
+                if not any(_mutating(catalog, e.dispatched) for e in events if e.dispatched):
+                    declined = True
+                    sv.decline = "by-text"
+                    sv.answer = "accepted"
+                    sv.complete = True
+                    sv.accepted_first_time = True
+                    sv.observed = all(e.observed for e in events)
+                else:
+                    sv.reason = "the attempt dispatched a mutating action and then declined in text"
+            if not declined:
+                sv.complete = step.optional
+                if not step.optional:
+                    if not prior:
+                        sv.reason = "no call named this step"
+                    else:
+                        sv.reason = (
+                            f"{len(prior)} call(s) named this step and the server asked for each "
+                            f"again ({prior[-1].outcome}); none was answered"
+                        )
+                    sv.observed = not any(
+                        not e.observed for e in events[cursor:] if not e.discovery
+                    )
+        if sv.destructive:
+            if not sv.reached or not reaching or not reaching.confirmed:
+                sv.confirmation = "never"
+            elif any(e.outcome == "refused:needs_confirmation" for e in prior):
+                sv.confirmation = "server-aided"
+            else:
+                sv.confirmation = "unaided"
+    discovery = sum(1 for e in events if e.discovery)
+    counted = [e for e in events if id(e) not in by_refusal_reaching]
+    invalid_params = sum(1 for e in counted if e.outcome == "refused:invalid_params")
+    verified = all(a.verifies)
+    outcome, reason = _outcome_of(a, steps, verified)
+    unaided = outcome == "completed" and not any(
+        e.outcome in ("refused:invalid_params", "refused:needs_confirmation") for e in counted
+    )
+    v = Verdict(
+        a.id,
+        a.case,
+        outcome,
+        reason,
+        steps,
+        discovery,
+        invalid_params,
+        verified,
+        unaided,
+        ended_in_text,
+    )
+    v.clean = is_clean(v)
+    return v
+
+
+def _mutating(catalog: Catalog, action: str) -> bool:
+    entry = catalog.actions.get(action) or catalog.standalone.get(action)
+    return entry is not None and not entry.read_only
+
+
+def _answer_of(mode: str, mutating: bool, outcome: str) -> str:
+    if mode == "safe" and mutating:
+        return "accepted" if outcome == "preview" else "wrong"
+    if outcome == "ok":
+        return "accepted"
+    if git_lab_refused(outcome):
+        return "gitlab_refused"
+    return "wrong"
+
+
+def _outcome_of(a: AttemptInput, steps: list[StepVerdict], verified: bool) -> tuple[str, str]:
+    if a.ended_by in RECORDED_ENDINGS:
+        return a.ended_by, a.reason
+    refused: StepVerdict | None = None
+    for s in steps:
+        if not s.observed:
+            return (
+                "unobserved",
+                f"step {s.number} rests on a call whose dispatch was never observed",
+            )
+        if s.complete:
+            continue
+        if s.answer == "gitlab_refused" and s.compared_all_matched():
+            refused = s
+            continue
+        if refused is not None and not s.reached:
+            return "gitlab_refused", (
+                f"step {refused.number} ({refused.name}) ran and GitLab refused it, so step "
+                f"{s.number} ({s.name}) was never reached"
+            )
+        return "failed", f"step {s.number} ({s.name}): {s.reason}"
+    if not verified:
+        return "failed", "a recipe check against GitLab did not hold afterwards"
+    if refused is not None:
+        return "gitlab_refused", (
+            f"step {refused.number} ({refused.name}) ran and GitLab refused it: "
+            f"{refused.call_outcome}"
+        )
+    return "completed", ""
+
+
+def is_clean(v: Verdict) -> bool:
+    """C.7, derived reading (not pinned upstream)."""
+    if not (v.outcome == "completed" and v.unaided and v.verified):
+        return False
+    for s in v.steps:
+        if s.optional and not s.reached and s.decline == "":
+            continue
+        if not s.observed or not (s.reached or s.decline):
+            return False
+        if s.destructive and s.confirmation not in ("unaided", "server-aided"):
+            return False
+        if not s.compared_all_matched():
+            return False
+    return True
+
+
+# --- aggregation (C.8) ------------------------------------------------------------------------
+
+RATIO_COLUMNS = (
+    "clean",
+    "reached",
+    "accepted_first_time",
+    "argument_fidelity",
+    "confirmation",
+    "unaided",
+    "completion",
+)
+
+
+@dataclass
+class Aggregate:
+    """Additive figures for a set of verdicts; `+` is upstream's `Sum`."""
+
+    attempts: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    declines: dict[str, int] = field(default_factory=dict)
+    confirmations: dict[str, int] = field(default_factory=dict)
+    ratios: dict[str, list[int]] = field(default_factory=lambda: {c: [0, 0] for c in RATIO_COLUMNS})
+    discovery: int = 0
+    invalid_params: int = 0
+    steps: int = 0
+
+    def counted_apart(self, outcome: str) -> int:
+        return self.outcomes.get(outcome, 0)
+
+    def add(self, v: Verdict) -> None:
+        self.outcomes[v.outcome] = self.outcomes.get(v.outcome, 0) + 1
+        if v.outcome in COUNTED_APART:
+            return
+        r = self.ratios
+        self.attempts += 1
+        for col, hit in (
+            ("completion", v.outcome == "completed"),
+            ("unaided", v.unaided),
+            ("clean", v.clean),
+        ):
+            r[col][1] += 1
+            r[col][0] += hit
+        self.discovery += v.discovery
+        self.invalid_params += v.invalid_params
+        for s in v.steps:
+            if not s.observed:
+                continue
+            if s.decline:
+                self.declines[s.decline] = self.declines.get(s.decline, 0) + 1
+            if s.destructive:
+                r["confirmation"][1] += 1
+                self.confirmations[s.confirmation] = self.confirmations.get(s.confirmation, 0) + 1
+                r["confirmation"][0] += s.confirmation in ("unaided", "server-aided")
+            reached = s.reached or bool(s.decline)
+            if not s.optional:
+                r["reached"][1] += 1
+                r["reached"][0] += reached
+            if reached:
+                self.steps += 1
+                r["accepted_first_time"][1] += 1
+                r["accepted_first_time"][0] += s.accepted_first_time
+                for arg in s.args:
+                    if arg.compared:
+                        r["argument_fidelity"][1] += 1
+                        r["argument_fidelity"][0] += arg.matched
+
+    def __add__(self, other: Aggregate) -> Aggregate:
+        out = Aggregate(
+            self.attempts + other.attempts,
+            _sum_maps(self.outcomes, other.outcomes),
+            _sum_maps(self.declines, other.declines),
+            _sum_maps(self.confirmations, other.confirmations),
+            {
+                c: [self.ratios[c][0] + other.ratios[c][0], self.ratios[c][1] + other.ratios[c][1]]
+                for c in RATIO_COLUMNS
+            },
+            self.discovery + other.discovery,
+            self.invalid_params + other.invalid_params,
+            self.steps + other.steps,
+        )
+        return out
+
+
+def _sum_maps(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def aggregate(verdicts: Iterable[Verdict]) -> Aggregate:
+    agg = Aggregate()
+    for v in verdicts:
+        agg.add(v)
+    return agg
+
+
+def ratio_text(n: int, d: int) -> str:
+    return "-" if d == 0 else f"{n} / {d}"
+
+
+def overhead_text(agg: Aggregate) -> str:
+    if agg.steps == 0:
+        return "-"
+    return (
+        f"{agg.discovery + agg.invalid_params} / {agg.steps} "
+        f"({agg.discovery} find, {agg.invalid_params} invalid_params)"
+    )
+
+
+# --- inputs from a shard read into memory -------------------------------------------------------
+
+
+def attempt_inputs(shard: Any) -> list[AttemptInput]:
+    """AttemptInputs for every attempt of a `records.formats.shard.Shard` (C.1 placement)."""
+    run = shard.run
+    out = []
+    for rec in shard.attempts:
+        p = rec.attempt
+        session = shard.sessions.get(p.get("session", "")) or {}
+        last = None
+        for line, t in rec.turns:
+            if last is None or t["index"] >= last[1]["index"]:
+                last = (line, t)
+        out.append(
+            AttemptInput(
+                id=p["id"],
+                case=p["case"],
+                model=p["model"],
+                surface=p.get("surface") or session.get("surface", ""),
+                mode=session.get("mode", ""),
+                tier=session.get("tier_pin") or run.get("tier", ""),
+                ended_by=p["ended_by"],
+                reason=p.get("reason", ""),
+                facts=p.get("facts") or {},
+                calls=[
+                    CallInput(
+                        index=c["index"],
+                        tool=c["tool"],
+                        arguments=c.get("arguments"),
+                        requested_action=c.get("requested_action", ""),
+                        dispatched_action=c.get("dispatched_action", ""),
+                        dispatched_tool=c.get("dispatched_tool", ""),
+                        outcome=c["outcome"],
+                        result=c.get("result"),
+                        result_truncated=c.get("result_truncated", False),
+                        text=c.get("text", ""),
+                        observed=c.get("dispatch_observed", False),
+                        line=line,
+                    )
+                    for line, c in rec.calls
+                ],
+                last_turn_has_tool_call=None
+                if last is None
+                else any(b.get("kind") == "tool_call" for b in last[1].get("blocks", [])),
+                verifies=[v.get("passed", False) for _, v in rec.verifies],
+            )
+        )
+    return out

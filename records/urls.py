@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+from django.urls import path, register_converter
+
+from records import views
+
+
+class ExportFormat:
+    regex = "csv|json"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(ExportFormat, "fmt")
+
+app_name = "records"
+urlpatterns = [
+    path("", views.runs, name="runs"),
+    path("runs.<fmt:fmt>", views.runs_export, name="runs-export"),
+    path("runs/<int:pk>/", views.run_detail, name="run"),
+    path("runs/<int:pk>/attempts.<fmt:fmt>", views.run_attempts_export, name="run-attempts-export"),
+    path("attempts/<int:pk>/", views.attempt_detail, name="attempt"),
+    path("attempts/<int:pk>.<fmt:fmt>", views.attempt_export, name="attempt-export"),
+    path("upload/", views.upload, name="upload"),
+    path("uploads/<int:pk>/", views.upload_detail, name="upload-detail"),
+    path("api/v1/uploads", views.api_upload, name="api-upload"),
+]

@@ -1,0 +1,443 @@
+"""Thin views: parse the request, call the domain, render."""
+
+from __future__ import annotations
+
+import csv
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.core.paginator import Paginator
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from records import pages
+from records.forms import AttemptFilterForm, RunFilterForm
+from records.ingest import Input, ingest
+from records.models import ENDINGS, ApiToken, Attempt, Run, Upload, Verify
+
+RUNS_PER_PAGE = 25
+ATTEMPTS_PER_PAGE = 50
+
+
+def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Browsing needs a login unless the operator opened read access (EVALDASH_PUBLIC_READ)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if settings.EVALDASH_PUBLIC_READ or request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper
+
+
+def _get_run_or_404(pk: int) -> Run:
+    return get_object_or_404(Run.objects.select_related("shard", "shard__upload"), pk=pk)
+
+
+def _get_attempt_or_404(pk: int) -> Attempt:
+    return get_object_or_404(Attempt.objects.select_related("run", "session"), pk=pk)
+
+
+def _partial(request: HttpRequest) -> bool:
+    return bool(request.htmx and not request.htmx.history_restore_request)
+
+
+def _bad_request(form: Any) -> HttpResponse:
+    errors = "; ".join(
+        f"{name}: {' '.join(msgs)}" if name != "__all__" else " ".join(msgs)
+        for name, msgs in form.errors.items()
+    )
+    return HttpResponseBadRequest(f"Invalid query: {errors}", content_type="text/plain")
+
+
+# --- runs ----------------------------------------------------------------------------------------
+
+
+@require_GET
+@read_access
+@vary_on_headers("HX-Request")
+def runs(request: HttpRequest) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    qs = pages.filtered_runs(form.cleaned_data)
+    page = Paginator(qs, RUNS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
+    run_list = list(page.object_list.prefetch_related("summaries", "providers"))
+    rows = [(run, pages.run_figures(run)) for run in run_list]
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "rows": rows, "query": query.urlencode()}
+    template = "records/runs.html#runs-table" if _partial(request) else "records/runs.html"
+    return render(request, template, context)
+
+
+def _runs_export_rows(qs: Iterable[Run]) -> Iterable[dict[str, Any]]:
+    for run in qs:
+        figures = pages.run_figures(run)
+        yield {
+            "id": run.pk,
+            "run_id": run.run_id,
+            "commit": run.commit,
+            "started_at": run.started_at.isoformat() if run.started_at else "",
+            "edition": run.edition,
+            "gitlab_version": run.gitlab_version,
+            "tier": run.tier,
+            "tier_confirmed": run.tier_confirmed,
+            "filter": run.filter,
+            "corpus_digest": run.corpus_digest,
+            "contract_digest": run.contract_digest,
+            "models": " ".join(run.models_seen),
+            "surfaces": " ".join(run.surfaces_seen),
+            "attempts": run.attempt_count,
+            "input_tokens": run.input_tokens,
+            "output_tokens": run.output_tokens,
+            "cache_created_tokens": run.cache_created_tokens,
+            "cache_read_tokens": run.cache_read_tokens,
+            "priced_cost_usd": round(figures.priced_total, 6) if figures.priced_models else None,
+            "unpriced_models": " ".join(figures.unpriced_models),
+        }
+
+
+@require_GET
+@read_access
+def runs_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    form = RunFilterForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    qs = pages.filtered_runs(form.cleaned_data).prefetch_related("summaries", "providers")
+    return _export(fmt, "runs", _runs_export_rows(qs.iterator(chunk_size=200)))
+
+
+# --- one run -------------------------------------------------------------------------------------
+
+
+@require_GET
+@read_access
+@vary_on_headers("HX-Request")
+def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    form = AttemptFilterForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    attempts = pages.filtered_attempts(run, form.cleaned_data)
+    page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context: dict[str, Any] = {"run": run, "form": form, "page": page, "query": query.urlencode()}
+    if _partial(request):
+        return render(request, "records/run.html#attempts", context)
+    figures = pages.run_figures(run)
+    models = sorted(figures.by_model)
+    context.update(
+        figures=figures,
+        providers=list(run.providers.all()),
+        sessions=list(run.sessions.all()),
+        endings=ENDINGS,
+        models=models,
+        chart=pages.cost_chart(figures),
+        cases=list(run.attempts.order_by().values_list("case", flat=True).distinct()[:500]),
+    )
+    return render(request, "records/run.html", context)
+
+
+def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
+    for a in qs:
+        yield {
+            "id": a.pk,
+            "attempt": a.key,
+            "case": a.case,
+            "model": a.model,
+            "surface": a.effective_surface,
+            "mode": a.effective_mode,
+            "repeat": a.repeat,
+            "ended_by": a.ended_by,
+            "reason": a.reason,
+            "turns": a.turn_count,
+            "tries": a.try_count,
+            "calls": a.call_count,
+            "input_tokens": a.input_tokens,
+            "output_tokens": a.output_tokens,
+            "cache_created_tokens": a.cache_created_tokens,
+            "cache_read_tokens": a.cache_read_tokens,
+            "latency_ms": a.latency_ms,
+        }
+
+
+@require_GET
+@read_access
+def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    form = AttemptFilterForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    qs = pages.filtered_attempts(run, form.cleaned_data)
+    return _export(
+        fmt, f"run-{run.pk}-attempts", _attempt_export_rows(qs.iterator(chunk_size=1000))
+    )
+
+
+# --- one attempt ---------------------------------------------------------------------------------
+
+
+def _price_for(attempt: Attempt) -> tuple[Any, str]:
+    provider = attempt.run.providers.filter(spec=attempt.model).first()
+    if provider is None:
+        return None, "the run line lists no provider with this spec, so cost is unknown"
+    if not provider.priced:
+        return None, "the run line carries no price for this model, so cost is unknown"
+    return provider.price, f"priced from the run line, retrieved on {provider.retrieved_on or '?'}"
+
+
+@require_GET
+@read_access
+def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    attempt = _get_attempt_or_404(pk)
+    price, price_note = _price_for(attempt)
+    turns = pages.trace(attempt, price)
+    total = None
+    if price is not None:
+        from records.cost import Tokens, cost_of
+
+        total = cost_of(Tokens.of(attempt), price)
+    context = {
+        "attempt": attempt,
+        "run": attempt.run,
+        "turns": turns,
+        "verifies": list(Verify.objects.filter(attempt=attempt).order_by("line")),
+        "price_note": price_note,
+        "total_cost": total,
+        "facts": sorted((attempt.facts or {}).items()),
+    }
+    return render(request, "records/attempt.html", context)
+
+
+@require_GET
+@read_access
+def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    attempt = _get_attempt_or_404(pk)
+    price, _ = _price_for(attempt)
+    rows = []
+    for t in pages.trace(attempt, price):
+        calls = [b.call for b in t.blocks if b.call] + t.extra_calls
+        base = {
+            "turn": t.turn.index,
+            "try": t.turn.try_number,
+            "status": t.turn.status,
+            "latency_ms": t.turn.latency_ms,
+            "input_tokens": t.turn.input_tokens,
+            "output_tokens": t.turn.output_tokens,
+            "cache_created_tokens": t.turn.cache_created_tokens,
+            "cache_read_tokens": t.turn.cache_read_tokens,
+            "cost_usd": round(t.cost.total, 8) if t.cost else None,
+            "blocks": t.turn.blocks if fmt == "json" else len(t.turn.blocks or []),
+        }
+        if fmt == "json":
+            base["calls"] = [_call_dict(c) for c in calls]
+            rows.append(base)
+        else:
+            for c in calls or [None]:
+                rows.append({**base, **(_call_dict(c, flat=True) if c else {})})
+    if fmt == "json":
+        doc = {
+            "attempt": attempt.key,
+            "case": attempt.case,
+            "model": attempt.model,
+            "surface": attempt.effective_surface,
+            "ended_by": attempt.ended_by,
+            "reason": attempt.reason,
+            "facts": attempt.facts,
+            "stimulus": attempt.stimulus,
+            "turns": rows,
+            "verify": [
+                {"name": v.name, "passed": v.passed, "detail": v.detail}
+                for v in Verify.objects.filter(attempt=attempt).order_by("line")
+            ],
+        }
+        return JsonResponse(doc, json_dumps_params={"indent": 2})
+    return _export("csv", f"attempt-{attempt.pk}", rows)
+
+
+def _call_dict(c: Any, flat: bool = False) -> dict[str, Any]:
+    d = {
+        "call_index": c.index,
+        "tool": c.tool,
+        "requested_action": c.requested_action,
+        "dispatched_action": c.dispatched_action,
+        "dispatched_tool": c.dispatched_tool,
+        "outcome": c.outcome,
+        "refusal_reason": c.refusal_reason,
+        "duration_ms": c.duration_ms,
+        "requests": c.requests,
+        "trace_id": c.trace_id,
+        "dispatch_observed": c.dispatch_observed,
+        "result_truncated": c.result_truncated,
+        "text_truncated": c.text_truncated,
+    }
+    if not flat:
+        d.update(arguments=c.arguments, result=c.result, text=c.text)
+    return d
+
+
+# --- exports -------------------------------------------------------------------------------------
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+def _csv_safe(value: Any) -> Any:
+    # A cell starting with = + - @ is a formula to a spreadsheet; quote it as text.
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def _export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse:
+    if fmt == "json":
+        return JsonResponse({"rows": list(rows)}, json_dumps_params={"indent": 1})
+    writer = csv.writer(_Echo())
+
+    def stream() -> Iterable[str]:
+        header = None
+        for row in rows:
+            if header is None:
+                header = list(row)
+                yield writer.writerow(header)
+            yield writer.writerow([_csv_safe(row.get(k)) for k in header])
+
+    response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
+
+
+# --- uploads -------------------------------------------------------------------------------------
+
+
+def _uploaded_inputs(request: HttpRequest) -> list[Input]:
+    files = request.FILES.getlist("file") + request.FILES.getlist("files")
+    out = []
+    for f in files:
+        out.append(Input(f.name, _opener(f), f.size))
+    return out
+
+
+def _opener(f: Any) -> Callable[[], Any]:
+    def open_() -> Any:
+        f.seek(0)
+        return _NoClose(f)
+
+    return open_
+
+
+class _NoClose:
+    """Hands an uploaded file to the ingest as a stream without letting it close the upload."""
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.f, name)
+
+    def __enter__(self) -> _NoClose:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.f.seek(0)
+
+    def close(self) -> None:
+        pass
+
+
+def _too_large(request: HttpRequest) -> bool:
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return True
+    return length > settings.EVALDASH_MAX_UPLOAD_BYTES
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def upload(request: HttpRequest) -> HttpResponse:
+    can_upload = request.user.has_perm("records.add_upload")
+    context: dict[str, Any] = {
+        "can_upload": can_upload,
+        "max_bytes": settings.EVALDASH_MAX_UPLOAD_BYTES,
+    }
+    if request.method == "POST":
+        if not can_upload:
+            return HttpResponse("You do not have the upload permission.", status=403)
+        if _too_large(request):
+            return HttpResponse(
+                f"The upload is larger than {settings.EVALDASH_MAX_UPLOAD_BYTES:,} bytes.",
+                status=413,
+            )
+        inputs = _uploaded_inputs(request)
+        if not inputs:
+            context["error"] = "Choose at least one file to upload."
+            status = 400
+        else:
+            up = Upload.objects.create(source=Upload.Source.WEB, user=request.user)
+            context["report"] = ingest(inputs, up)
+            context["upload"] = up
+            status = 200 if context["report"].ok else 422
+        template = "records/upload.html#report" if _partial(request) else "records/upload.html"
+        return render(request, template, context, status=status)
+    context["recent"] = Upload.objects.select_related("user").order_by("-created_at")[:15]
+    return render(request, "records/upload.html", context)
+
+
+@require_GET
+@read_access
+def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    up = get_object_or_404(Upload.objects.select_related("user", "token"), pk=pk)
+    return render(
+        request,
+        "records/upload_detail.html",
+        {"upload": up, "summary": up.summary, "shards": up.shards.select_related("run")},
+    )
+
+
+@csrf_exempt  # token-authenticated, no cookies involved
+@require_POST
+def api_upload(request: HttpRequest) -> HttpResponse:
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return JsonResponse(
+            {"error": "send an upload token as 'Authorization: Bearer TOKEN'"}, status=401
+        )
+    token = ApiToken.authenticate(raw.strip())
+    if token is None:
+        return JsonResponse({"error": "the token is not known"}, status=401)
+    if not token.active:
+        return JsonResponse({"error": "the token was revoked"}, status=403)
+    if _too_large(request):
+        return JsonResponse(
+            {"error": f"the upload is larger than {settings.EVALDASH_MAX_UPLOAD_BYTES:,} bytes"},
+            status=413,
+        )
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    inputs = _uploaded_inputs(request)
+    if not inputs:
+        return JsonResponse({"error": "no file: send files as multipart field 'file'"}, status=400)
+    up = Upload.objects.create(source=Upload.Source.API, token=token)
+    report = ingest(inputs, up)
+    body = {"upload": up.pk, **report.as_dict(), "summary": report.summary_line()}
+    return JsonResponse(body, status=200 if report.ok else 422)

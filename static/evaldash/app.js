@@ -1,0 +1,66 @@
+// evaldash: the little JavaScript the pages need. No inline script anywhere (CSP).
+(function () {
+  "use strict";
+
+  function drawCharts(root) {
+    if (!window.Plotly) return;
+    root.querySelectorAll("[data-plotly]").forEach(function (el) {
+      var src = document.getElementById(el.dataset.plotly);
+      if (!src || el.dataset.drawn) return;
+      var fig = JSON.parse(src.textContent);
+      window.Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true });
+      el.dataset.drawn = "1";
+    });
+  }
+
+  function loadPlotlyThenDraw() {
+    if (!document.querySelector("[data-plotly]")) return;
+    if (window.Plotly) { drawCharts(document); return; }
+    var s = document.createElement("script");
+    s.src = document.body.dataset.plotlySrc || "/static/plotly/plotly.min.js";
+    s.onload = function () { drawCharts(document); };
+    document.head.appendChild(s);
+  }
+
+  function wireUpload() {
+    var form = document.getElementById("upload-form");
+    if (!form) return;
+    var input = form.querySelector("input[type=file]");
+    var list = document.getElementById("chosen");
+    var bar = document.getElementById("upload-progress");
+    function show() {
+      list.textContent = "";
+      Array.prototype.forEach.call(input.files, function (f) {
+        var li = document.createElement("li");
+        li.textContent = f.name + " (" + Math.round(f.size / 1024) + " KiB)";
+        list.appendChild(li);
+      });
+    }
+    input.addEventListener("change", show);
+    ["dragenter", "dragover"].forEach(function (t) {
+      form.addEventListener(t, function (e) { e.preventDefault(); form.classList.add("over"); });
+    });
+    ["dragleave", "drop"].forEach(function (t) {
+      form.addEventListener(t, function (e) { e.preventDefault(); form.classList.remove("over"); });
+    });
+    form.addEventListener("drop", function (e) {
+      if (e.dataTransfer && e.dataTransfer.files.length) { input.files = e.dataTransfer.files; show(); }
+    });
+    form.addEventListener("htmx:xhr:progress", function (e) {
+      if (!e.detail.lengthComputable) return;
+      bar.hidden = false;
+      bar.value = (e.detail.loaded / e.detail.total) * 100;
+    });
+    form.addEventListener("htmx:afterRequest", function () { bar.hidden = true; bar.value = 0; });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    loadPlotlyThenDraw();
+    wireUpload();
+  });
+  document.addEventListener("htmx:afterSettle", function (e) { loadPlotlyThenDraw(); });
+  // Error answers (400 for a bad filter, 422 for a refused upload) still carry a page to show.
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    if (e.detail.xhr.status === 422) { e.detail.shouldSwap = true; e.detail.isError = false; }
+  });
+})();

@@ -1,0 +1,76 @@
+"""Small shard builders for tests: minimal valid lines (Appendix 2) and helpers to vary them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE_SHARD = FIXTURES / "modelrecord" / "modeleval-dynamic.jsonl"
+SAMPLE_KEY = FIXTURES / "corpus" / "corpus-key-sample.json"
+
+MINIMAL: dict[str, dict[str, Any]] = {
+    "run": {
+        "run_id": "run-1",
+        "repeat": 1,
+        "tier": "ultimate",
+        "corpus_digest": "b519a10571ab2192",
+    },
+    "session": {
+        "label": "dynamic/default",
+        "surface": "dynamic",
+        "mode": "default",
+        "capabilities": "full",
+        "served_tools": 2,
+    },
+    "attempt": {
+        "id": "a1",
+        "case": "MS-001",
+        "model": "fake:perfect",
+        "surface": "dynamic",
+        "session": "dynamic/default",
+        "repeat": 1,
+        "ended_by": "completed",
+    },
+    "turn": {"attempt": "a1", "index": 1, "try": 1, "status": "ok"},
+    "call": {"attempt": "a1", "turn": 1, "index": 1, "tool": "gitlab_find_action", "outcome": "ok"},
+    "verify": {"attempt": "a1", "name": "the issue exists", "passed": True},
+}
+
+
+def line(typ: str, **changes: Any) -> dict[str, Any]:
+    payload = copy.deepcopy(MINIMAL[typ])
+    for k, v in changes.items():
+        if v is _DROP:
+            payload.pop(k, None)
+        else:
+            payload[k] = v
+    return {"schema": 1, "type": typ, typ: payload}
+
+
+class _Drop:
+    pass
+
+
+_DROP = _Drop()
+DROP = _DROP
+
+
+def encode(lines: list[dict[str, Any] | str]) -> bytes:
+    out = []
+    for item in lines:
+        out.append(item if isinstance(item, str) else json.dumps(item))
+    return ("\n".join(out) + "\n").encode()
+
+
+def shard(*extra: dict[str, Any] | str, base: bool = True) -> bytes:
+    """A valid minimal shard (attempt, turn, call, verify, session, run) plus `extra` lines."""
+    lines: list[dict[str, Any] | str] = []
+    if base:
+        lines += [line("attempt"), line("turn"), line("call"), line("verify")]
+    lines += list(extra)
+    if base:
+        lines += [line("session"), line("run")]
+    return encode(lines)

@@ -1,0 +1,363 @@
+"""Every way a shard arrives, one ingest entry point behind them, and every refusal."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
+
+from records.ingest import bytes_input, ingest
+from records.models import (
+    ApiToken,
+    Attempt,
+    Call,
+    Provider,
+    Run,
+    Session,
+    ShardFile,
+    SurfaceSummary,
+    Turn,
+    Upload,
+    Verify,
+)
+from tests.builders import FIXTURE_SHARD, encode, line, shard
+
+pytestmark = pytest.mark.django_db
+
+GOOD = FIXTURE_SHARD.read_bytes()
+
+
+def _ingest(*items: tuple[str, bytes]):
+    up = Upload.objects.create(source=Upload.Source.CLI)
+    return ingest([bytes_input(n, d) for n, d in items], up)
+
+
+def _zip(entries: dict[str, bytes], *, symlink: str | None = None) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+        if symlink:
+            info = zipfile.ZipInfo(symlink)
+            info.external_attr = 0o120777 << 16
+            z.writestr(info, "/etc/passwd")
+    return buf.getvalue()
+
+
+def _tgz(entries: dict[str, bytes], *, extra: list[tarfile.TarInfo] | None = None) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as t:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+        for info in extra or []:
+            t.addfile(info)
+    return buf.getvalue()
+
+
+def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
+    report = _ingest(("modeleval-dynamic.jsonl", GOOD))
+    assert report.ok and len(report.stored) == 1
+    run = Run.objects.get()
+    assert (run.run_id, run.tier, run.corpus_digest, run.repeat) == (
+        "run-fixture-dynamic",
+        "ultimate",
+        "fixture-corpus",
+        1,
+    )
+    assert run.started_at.isoformat() == "2026-09-16T09:00:00+00:00"
+    assert Session.objects.get().surface == "dynamic"
+    assert Attempt.objects.count() == 2 and Turn.objects.count() == 5 and Call.objects.count() == 3
+    assert not Turn.objects.filter(attempt=None).exists()
+    perfect = Attempt.objects.get(model="fake:perfect")
+    assert (perfect.turn_count, perfect.try_count, perfect.call_count) == (3, 3, 2)
+    assert (perfect.input_tokens, perfect.output_tokens, perfect.cache_read_tokens) == (
+        4600,
+        124,
+        2700,
+    )
+    assert perfect.session.label == "dynamic-default" and perfect.effective_mode == "default"
+    call = Call.objects.get(attempt=perfect, index=2)
+    assert call.result == {
+        "project": {
+            "id": 42,
+            "path_with_namespace": "eval-group/eval-project",
+            "default_branch": "main",
+        }
+    }
+    assert call.arguments["params"]["project_id"] == "eval-group/eval-project"
+    rows = {s.model: s for s in SurfaceSummary.objects.all()}
+    assert rows["fake:wrong-args"].input_tokens == 2600 and rows["fake:wrong-args"].turns == 2
+    assert run.attempt_count == 2 and run.input_tokens == 7200
+
+
+def test_the_same_content_is_stored_once_and_reported_as_already_present():
+    _ingest(("modeleval-dynamic.jsonl", GOOD))
+    report = _ingest(("modeleval-copy.jsonl", GOOD))
+    assert report.stored == [] and report.present[0]["file"] == "modeleval-copy.jsonl"
+    assert ShardFile.objects.count() == 1 and Attempt.objects.count() == 2
+
+
+def test_a_bad_shard_stores_nothing_of_itself_and_the_good_shard_beside_it_is_stored():
+    bad = shard(line("turn", attempt="ghost"))
+    report = _ingest(("modeleval-bad.jsonl", bad), ("modeleval-good.jsonl", GOOD))
+    assert [s["file"] for s in report.stored] == ["modeleval-good.jsonl"]
+    assert report.refused == [
+        {
+            "file": "modeleval-bad.jsonl",
+            "line": 5,
+            "field": "turn.attempt",
+            "message": report.refused[0]["message"],
+        }
+    ]
+    assert Run.objects.count() == 1 and Attempt.objects.count() == 2
+
+
+def test_an_error_on_the_last_line_leaves_no_row_of_the_shard_behind():
+    big = [line("attempt", id=f"a{i}") for i in range(3000)]
+    big += [line("turn", attempt=f"a{i}") for i in range(3000)]  # more than one write batch
+    big += [line("session"), '{"schema":1,"type":"run","run":{"run_id":"r","repeat":0}}']
+    report = _ingest(("modeleval-late.jsonl", encode(big)))
+    assert report.refused[0]["line"] == 6002 and report.refused[0]["field"] == "run.repeat"
+    for model in (ShardFile, Run, Attempt, Turn, Call, Verify, Session, Provider, SurfaceSummary):
+        assert not model.objects.exists(), model
+
+
+def test_providers_and_prices_are_stored_from_the_run_line():
+    price = {
+        "input_per_million_usd": 1.0,
+        "output_per_million_usd": 5.0,
+        "cache_write_per_million_usd": 1.25,
+        "cache_read_per_million_usd": 0.1,
+        "retrieved_on": "2026-09-16",
+    }
+    run = line(
+        "run",
+        providers=[
+            {
+                "spec": "anthropic:claude",
+                "name": "anthropic",
+                "model": "claude",
+                "options": {"temperature": "provider default"},
+                "price": price,
+            },
+            {"spec": "qwen:flash", "name": "qwen", "model": "flash"},
+        ],
+    )
+    _ingest(("modeleval-p.jsonl", encode([line("attempt"), line("session"), run])))
+    priced, unpriced = Provider.objects.order_by("position")
+    assert priced.price == (1.0, 5.0, 1.25, 0.1) and priced.retrieved_on == "2026-09-16"
+    assert priced.options == {"temperature": "provider default"}
+    assert unpriced.price is None
+
+
+def test_sessionless_skips_join_the_single_candidate_with_their_model_and_surface():
+    skip = line("attempt", id="a2", session="", ended_by="skipped", reason="needs ultimate")
+    _ingest(("modeleval-s.jsonl", shard(skip)))
+    a2 = Attempt.objects.get(key="a2")
+    assert (
+        a2.session is None and a2.effective_mode == "default" and a2.effective_surface == "dynamic"
+    )
+    assert SurfaceSummary.objects.get().skipped == 1
+
+
+def test_a_completed_attempt_with_a_reason_is_stored_with_a_warning_the_shard_keeps():
+    report = _ingest(
+        ("modeleval-w.jsonl", encode([line("attempt", reason="42."), line("session"), line("run")]))
+    )
+    assert report.stored[0]["warnings"] == 1
+    sf = ShardFile.objects.get()
+    assert sf.warning_count == 1 and sf.warnings[0]["field"] == "attempt.reason"
+    assert Attempt.objects.get().completed_with_reason
+
+
+class TestArchives:
+    def test_a_zip_artifact_stores_its_shards_and_ignores_other_files(self):
+        data = _zip(
+            {"ce/modeleval-1.jsonl": GOOD, "ce/e2e-calls/calls-1.jsonl": b"{}", "README.md": b"hi"}
+        )
+        report = _ingest(("artifact.zip", data))
+        assert [s["file"] for s in report.stored] == ["artifact.zip!ce/modeleval-1.jsonl"]
+        assert {i["file"] for i in report.ignored} == {
+            "artifact.zip!ce/e2e-calls/calls-1.jsonl",
+            "artifact.zip!README.md",
+        }
+
+    def test_a_tar_gz_artifact_stores_its_shards(self):
+        report = _ingest(("artifact.tar.gz", _tgz({"ee/modeleval-2.jsonl": GOOD})))
+        assert len(report.stored) == 1 and Run.objects.count() == 1
+
+    @pytest.mark.parametrize(
+        "name", ["../modeleval-1.jsonl", "/abs/modeleval-1.jsonl", "a/../../modeleval-1.jsonl"]
+    )
+    def test_entries_that_escape_the_archive_are_refused(self, name):
+        report = _ingest(("a.zip", _zip({name: GOOD, "ok/modeleval-3.jsonl": GOOD})))
+        assert report.refused[0]["file"] == f"a.zip!{name}"
+        assert "path" in report.refused[0]["message"]
+        assert len(report.stored) == 1
+
+    def test_symlinks_in_zip_files_are_refused(self):
+        report = _ingest(("a.zip", _zip({"modeleval-1.jsonl": GOOD}, symlink="modeleval-l.jsonl")))
+        assert "symbolic link" in report.refused[0]["message"]
+
+    @pytest.mark.parametrize(
+        "kind", [tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE, tarfile.FIFOTYPE]
+    )
+    def test_links_and_devices_in_tar_files_are_refused(self, kind):
+        info = tarfile.TarInfo("modeleval-dev.jsonl")
+        info.type = kind
+        info.linkname = "/etc/passwd"
+        report = _ingest(("a.tar.gz", _tgz({"modeleval-1.jsonl": GOOD}, extra=[info])))
+        assert report.refused[0]["file"] == "a.tar.gz!modeleval-dev.jsonl"
+        assert len(report.stored) == 1
+
+    def test_an_archive_without_a_shard_is_refused(self):
+        report = _ingest(("empty.zip", _zip({})))
+        assert "holds no shard" in report.refused[0]["message"]
+
+    def test_a_file_that_is_not_what_its_name_says_is_refused(self):
+        assert "not a zip archive" in _ingest(("x.zip", GOOD)).refused[0]["message"]
+        assert "not a gzip-compressed tar" in _ingest(("x.tar.gz", GOOD)).refused[0]["message"]
+        gz = _tgz({"modeleval-1.jsonl": GOOD})
+        err = _ingest(("modeleval-9.jsonl", gz)).refused[0]
+        assert err["line"] == 1 and "not valid JSON" in err["message"]
+
+    def test_a_zip_bomb_by_ratio_is_refused(self, settings):
+        settings.EVALDASH_MAX_ARCHIVE_RATIO = 10
+        bomb = _zip({"modeleval-bomb.jsonl": b"\n" * (8 * 1024 * 1024)})
+        report = _ingest(("bomb.zip", bomb))
+        assert "compressed size" in report.refused[0]["message"] and not report.stored
+
+    def test_a_zip_bomb_by_total_size_is_refused(self, settings):
+        settings.EVALDASH_MAX_ARCHIVE_BYTES = 2 * 1024 * 1024
+        bomb = _zip({f"modeleval-{i}.jsonl": b"\n" * (1024 * 1024) for i in range(3)})
+        report = _ingest(("bomb.zip", bomb))
+        assert "expands beyond" in report.refused[-1]["message"]
+        assert report.refused[-1]["file"] == "bomb.zip"
+
+    def test_other_files_are_refused_by_name(self):
+        assert "neither a shard" in _ingest(("notes.txt", b"x")).refused[0]["message"]
+
+
+class TestCommand:
+    def test_it_ingests_a_file_a_directory_and_an_archive(self, tmp_path: Path, capsys):
+        (tmp_path / "ce").mkdir()
+        (tmp_path / "ce" / "modeleval-1.jsonl").write_bytes(GOOD)
+        (tmp_path / "ce" / "calls-1.jsonl").write_bytes(b"{}")
+        call_command("ingest", str(tmp_path), "--quiet")
+        assert "1 shard(s) stored (2 attempts, 12 lines)" in capsys.readouterr().out
+        other = tmp_path / "modeleval-2.jsonl"
+        other.write_bytes(encode([line("attempt"), line("session"), line("run", run_id="r2")]))
+        archive = tmp_path / "a.tar.gz"
+        archive.write_bytes(_tgz({"modeleval-3.jsonl": shard(line("attempt", id="a9"))}))
+        call_command("ingest", str(other), str(archive), "--quiet")
+        assert "2 shard(s) stored" in capsys.readouterr().out
+        assert Run.objects.count() == 3
+
+    def test_it_fails_naming_what_it_refused(self, tmp_path: Path, capsys):
+        bad = tmp_path / "modeleval-bad.jsonl"
+        bad.write_bytes(b"{\n")
+        with pytest.raises(CommandError):
+            call_command("ingest", str(bad), "--quiet")
+        assert f"refused: {bad} line 1" in capsys.readouterr().err
+
+    def test_an_empty_directory_is_an_error(self, tmp_path: Path):
+        with pytest.raises(CommandError):
+            call_command("ingest", str(tmp_path), "--quiet")
+
+
+class TestUploadPage:
+    @pytest.fixture
+    def uploader(self, client):
+        user = User.objects.create_user("ana", password="pw-123456789")
+        user.user_permissions.add(Permission.objects.get(codename="add_upload"))
+        client.force_login(user)
+        return user
+
+    def test_several_files_upload_at_once_and_the_report_names_each(self, client, uploader):
+        bad = SimpleUploadedFile("modeleval-bad.jsonl", b'{"schema":3}\n')
+        good = SimpleUploadedFile("modeleval-good.jsonl", GOOD)
+        r = client.post("/upload/", {"files": [good, bad]}, headers={"HX-Request": "true"})
+        assert r.status_code == 422
+        html = r.content.decode()
+        assert "modeleval-good.jsonl" in html and "run-fixture-dynamic" in html
+        assert "modeleval-bad.jsonl" in html and "schema 3 is not 1" in html
+        assert "<html" not in html  # the partial only
+        up = Upload.objects.get()
+        assert up.user == uploader and up.source == "web" and len(up.summary["stored"]) == 1
+
+    def test_uploading_needs_the_permission(self, client):
+        client.force_login(User.objects.create_user("bo", password="pw-123456789"))
+        r = client.post("/upload/", {"files": [SimpleUploadedFile("modeleval-1.jsonl", GOOD)]})
+        assert r.status_code == 403 and not Run.objects.exists()
+
+    def test_anonymous_users_are_sent_to_log_in(self, client):
+        assert client.get("/upload/").status_code == 302
+
+
+class TestApi:
+    def post(self, client, token: str | None, *files: tuple[str, bytes]):
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        data = {"file": [SimpleUploadedFile(n, d) for n, d in files]}
+        return client.post("/api/v1/uploads", data, headers=headers)
+
+    def test_a_token_uploads_and_the_answer_says_what_was_stored(self, client):
+        token, raw = ApiToken.issue("ci")
+        r = self.post(client, raw, ("artifact.zip", _zip({"modeleval-1.jsonl": GOOD})))
+        assert r.status_code == 200
+        body = r.json()
+        assert body["stored"][0]["run_id"] == "run-fixture-dynamic" and body["refused"] == []
+        r = self.post(client, raw, ("modeleval-1.jsonl", GOOD))
+        assert r.json()["already_present"][0]["file"] == "modeleval-1.jsonl"
+        token.refresh_from_db()
+        assert token.last_used_at is not None
+        assert Upload.objects.filter(token=token).count() == 2
+
+    def test_refusals_come_back_as_422_with_file_line_and_field(self, client):
+        _, raw = ApiToken.issue("ci")
+        r = self.post(client, raw, ("modeleval-1.jsonl", b"\n{\n"))
+        assert r.status_code == 422
+        assert r.json()["refused"][0] | {"message": ""} == {
+            "file": "modeleval-1.jsonl",
+            "line": 2,
+            "field": None,
+            "message": "",
+        }
+
+    def test_a_wrong_token_gets_401_and_stores_nothing(self, client):
+        ApiToken.issue("ci")
+        assert self.post(client, "evd_wrong", ("modeleval-1.jsonl", GOOD)).status_code == 401
+        assert self.post(client, None, ("modeleval-1.jsonl", GOOD)).status_code == 401
+        assert not Run.objects.exists() and not Upload.objects.exists()
+
+    def test_a_revoked_token_gets_403_and_stores_nothing(self, client):
+        from django.utils import timezone
+
+        token, raw = ApiToken.issue("ci")
+        token.revoked_at = timezone.now()
+        token.save()
+        assert self.post(client, raw, ("modeleval-1.jsonl", GOOD)).status_code == 403
+        assert not Run.objects.exists()
+
+    def test_tokens_are_stored_hashed(self):
+        token, raw = ApiToken.issue("ci")
+        assert raw not in (token.digest, token.hint) and len(token.digest) == 64
+        assert ApiToken.authenticate(raw) == token
+
+    def test_the_upload_limit_answers_413(self, client, settings):
+        settings.EVALDASH_MAX_UPLOAD_BYTES = 100
+        _, raw = ApiToken.issue("ci")
+        assert self.post(client, raw, ("modeleval-1.jsonl", GOOD)).status_code == 413
+
+    def test_the_create_token_command_prints_the_token_once(self, capsys):
+        call_command("create_token", "ci-bot")
+        out = capsys.readouterr().out
+        raw = out.split()[-1]
+        assert ApiToken.authenticate(raw).name == "ci-bot"
