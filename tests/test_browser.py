@@ -1,0 +1,94 @@
+"""A person's path through the dashboard in a real Chromium, under the real CSP."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+from records.ingest import ingest, inputs_from_paths
+from records.models import Attempt, Upload
+from records.synth import demo_runs
+
+CHROMIUM = os.environ.get("EVALDASH_CHROMIUM", "/usr/bin/chromium")
+REQUIRED = os.environ.get("EVALDASH_REQUIRE_BROWSER") == "1"
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+    if REQUIRED:
+        raise RuntimeError(f"EVALDASH_REQUIRE_BROWSER=1 but there is no Chromium at {CHROMIUM}")
+    pytest.skip(f"no Chromium at {CHROMIUM}", allow_module_level=True)
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls in these tests are
+# plain set-up, not concurrent work.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, live_server, settings, tmp_path):
+    settings.EVALDASH_PUBLIC_READ = True
+    ingest(inputs_from_paths(demo_runs(tmp_path)), Upload.objects.create(source="demo"))
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" and
+          "favicon" not in m.text and "404" not in m.text else None)
+    pg.problems = problems
+    pg.base = live_server.url
+    yield pg
+    context.close()
+
+
+def test_a_person_filters_runs_opens_a_run_sees_the_chart_and_reads_a_trace(page):
+    page.goto(page.base + "/")
+    assert page.locator("#runs-table tbody tr").count() == 3
+    page.select_option("select[name=surface]", "meta")
+    page.fill("input[name=commit]", "f00d")
+    page.press("input[name=commit]", "Enter")
+    page.wait_for_url("**commit=f00d**")
+    rows = page.locator("#runs-table tbody tr")
+    rows.first.wait_for()
+    assert rows.count() == 1 and "run-2026-11-23-f00dfa" in rows.first.inner_text()
+
+    rows.first.locator("a").first.click()
+    page.wait_for_selector("#cost-chart .main-svg", timeout=15000)  # Plotly drew the chart
+    assert page.locator("#cost-chart .bars .point").count() > 0
+
+    page.select_option("form.filters select[name=ended_by]", "completed")
+    page.wait_for_url("**ended_by=completed**")
+    endings = page.locator("#attempt-list .ending").all_inner_texts()
+    assert endings and set(endings) == {"completed"}
+
+    page.goto(page.base + f"/attempts/{_attempt_with_thinking()}/")
+    details = page.locator("details.thinking").first
+    assert details.get_attribute("open") is None
+    details.locator("summary").click()
+    assert details.get_attribute("open") is not None
+    assert details.locator("pre").is_visible()
+    assert page.problems == [], page.problems
+
+
+def _attempt_with_thinking() -> int:
+    for a in Attempt.objects.filter(model__startswith="anthropic:").order_by("pk"):
+        if any(b.get("kind") == "thinking" for t in a.turns.all() for b in t.blocks):
+            return a.pk
+    raise AssertionError("the demo has no attempt with a thinking block")
