@@ -22,7 +22,7 @@ from typing import IO, Any
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from records.formats.shard import Joins, ShardError, is_shard_name, iter_lines
 from records.models import (
@@ -359,6 +359,7 @@ class _ShardWriter:
                 "status",
                 "detail",
                 "latency_ms",
+                "has_tool_call",
             ],
         )
         self.calls = _Table(
@@ -425,6 +426,7 @@ class _ShardWriter:
             )
         elif typ == "turn":
             u = g("usage") or {}
+            blocks = g("blocks", [])
             self.turns.rows.append(
                 (
                     run,
@@ -433,7 +435,7 @@ class _ShardWriter:
                     p["index"],
                     p["try"],
                     g("request_digest", ""),
-                    _json(g("blocks", [])),
+                    _json(blocks),
                     u.get("input", 0),
                     u.get("output", 0),
                     u.get("cache_created", 0),
@@ -441,6 +443,7 @@ class _ShardWriter:
                     p["status"],
                     g("detail", ""),
                     g("latency_ms"),
+                    any(b.get("kind") == "tool_call" for b in blocks),
                 )
             )
         elif typ == "call":
@@ -681,6 +684,14 @@ def ingest_shard(
             report.present.append({"file": name, "sha256": sha})
             return
         raise
+    except DatabaseError as exc:
+        # A value the database cannot hold; the transaction rolled back, nothing is stored.
+        if "lock" in str(exc).lower():
+            raise
+        report.refused.append(
+            ShardError(name, f"the database refused a value of this shard: {exc}").as_dict()
+        )
+        return
     if progress:
         progress(name, size, size)
     report.stored.append(

@@ -50,7 +50,7 @@ class ShardFile(models.Model):
     """A shard file as it arrived. Its sha256 makes ingestion idempotent."""
 
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="shards")
-    name = models.CharField(max_length=500)
+    name = models.TextField()
     sha256 = models.CharField(max_length=64, unique=True)
     size = models.BigIntegerField()
     lines = models.IntegerField()
@@ -66,17 +66,17 @@ class Run(models.Model):
     """The run line of one shard (one shard, one run line, one process)."""
 
     shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
-    run_id = models.CharField(max_length=300, db_index=True)
-    package = models.CharField(max_length=300, blank=True)
-    commit = models.CharField(max_length=100, blank=True, db_index=True)
+    run_id = models.TextField(db_index=True)
+    package = models.TextField(blank=True)
+    commit = models.TextField(blank=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    edition = models.CharField(max_length=50, blank=True)
-    gitlab_version = models.CharField(max_length=50, blank=True)
-    tier = models.CharField(max_length=20, blank=True)
+    edition = models.TextField(blank=True)
+    gitlab_version = models.TextField(blank=True)
+    tier = models.TextField(blank=True)
     tier_confirmed = models.BooleanField(default=False)
-    filter = models.CharField(max_length=500, blank=True)
-    corpus_digest = models.CharField(max_length=64, blank=True, db_index=True)
-    contract_digest = models.CharField(max_length=64, blank=True)
+    filter = models.TextField(blank=True)
+    corpus_digest = models.TextField(blank=True, db_index=True)
+    contract_digest = models.TextField(blank=True)
     budget_usd = models.FloatField(null=True, blank=True)
     repeat = models.IntegerField()
     line = models.IntegerField()
@@ -111,16 +111,16 @@ class Provider(models.Model):
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="providers")
     position = models.IntegerField()
-    spec = models.CharField(max_length=300)
-    name = models.CharField(max_length=50, blank=True)
-    model = models.CharField(max_length=200, blank=True)
+    spec = models.TextField()
+    name = models.TextField(blank=True)
+    model = models.TextField(blank=True)
     options = models.JSONField(default=dict, blank=True)
     priced = models.BooleanField(default=False)
     input_per_million_usd = models.FloatField(null=True, blank=True)
     output_per_million_usd = models.FloatField(null=True, blank=True)
     cache_write_per_million_usd = models.FloatField(null=True, blank=True)
     cache_read_per_million_usd = models.FloatField(null=True, blank=True)
-    retrieved_on = models.CharField(max_length=20, blank=True)
+    retrieved_on = models.TextField(blank=True)
 
     class Meta:
         ordering = ["run", "position"]
@@ -143,12 +143,12 @@ class Provider(models.Model):
 
 class Session(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sessions")
-    label = models.CharField(max_length=300)
-    surface = models.CharField(max_length=20, blank=True)
-    mode = models.CharField(max_length=20, blank=True)
-    capabilities = models.CharField(max_length=20, blank=True)
-    meta_param_schema = models.CharField(max_length=20, blank=True)
-    tier_pin = models.CharField(max_length=20, blank=True)
+    label = models.TextField()
+    surface = models.TextField(blank=True)
+    mode = models.TextField(blank=True)
+    capabilities = models.TextField(blank=True)
+    meta_param_schema = models.TextField(blank=True)
+    tier_pin = models.TextField(blank=True)
     slice_size = models.IntegerField(null=True, blank=True)
     token_scopes = models.JSONField(default=list, blank=True)
     served_tools = models.IntegerField(default=0)
@@ -174,22 +174,22 @@ class Attempt(models.Model):
     session = models.ForeignKey(
         Session, null=True, blank=True, on_delete=models.CASCADE, related_name="attempts"
     )
-    key = models.CharField(max_length=500)
+    key = models.TextField()
     line = models.IntegerField()
-    case = models.CharField(max_length=100)
-    model = models.CharField(max_length=300)
-    surface = models.CharField(max_length=20, blank=True)
+    case = models.TextField()
+    model = models.TextField()
+    surface = models.TextField(blank=True)
     # The attempt's own surface, else its session's (modelrecord C.1); set at ingest.
-    effective_surface = models.CharField(max_length=20, blank=True)
-    effective_mode = models.CharField(max_length=20, blank=True)
-    session_label = models.CharField(max_length=300, blank=True)
+    effective_surface = models.TextField(blank=True)
+    effective_mode = models.TextField(blank=True)
+    session_label = models.TextField(blank=True)
     repeat = models.IntegerField()
     shown_tools = models.IntegerField(null=True, blank=True)
     overflowed = models.BooleanField(null=True, blank=True)
-    tool_digest = models.CharField(max_length=200, blank=True)
+    tool_digest = models.TextField(blank=True)
     facts = models.JSONField(null=True, blank=True)
     stimulus = models.TextField(blank=True)
-    ended_by = models.CharField(max_length=20)
+    ended_by = models.TextField()
     reason = models.TextField(blank=True)
     # Totals over the attempt's turn and call lines, written once at ingest.
     turn_count = models.IntegerField(default=0)
@@ -227,19 +227,21 @@ class Turn(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
     # Set in the same transaction that stores the shard, once every attempt line is known.
     attempt = models.ForeignKey(Attempt, null=True, on_delete=models.CASCADE, related_name="turns")
-    attempt_key = models.CharField(max_length=500)
+    attempt_key = models.TextField()
     line = models.IntegerField()
     index = models.IntegerField()
     try_number = models.IntegerField()
-    request_digest = models.CharField(max_length=200, blank=True)
+    request_digest = models.TextField(blank=True)
     blocks = models.JSONField(default=list, blank=True)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     cache_created_tokens = models.BigIntegerField(default=0)
     cache_read_tokens = models.BigIntegerField(default=0)
-    status = models.CharField(max_length=20)
+    status = models.TextField()
     detail = models.TextField(blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
+    # Whether the turn carried a tool_call block: the scorer's "ended in text" test (C.4).
+    has_tool_call = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["attempt", "index", "line"]
@@ -255,23 +257,23 @@ class Turn(models.Model):
 class Call(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
     attempt = models.ForeignKey(Attempt, null=True, on_delete=models.CASCADE, related_name="calls")
-    attempt_key = models.CharField(max_length=500)
+    attempt_key = models.TextField()
     line = models.IntegerField()
     turn = models.IntegerField()
     index = models.IntegerField()
-    tool = models.CharField(max_length=300)
+    tool = models.TextField()
     arguments = models.JSONField(null=True, blank=True)
-    requested_action = models.CharField(max_length=300, blank=True)
-    dispatched_action = models.CharField(max_length=300, blank=True)
-    dispatched_tool = models.CharField(max_length=300, blank=True)
+    requested_action = models.TextField(blank=True)
+    dispatched_action = models.TextField(blank=True)
+    dispatched_tool = models.TextField(blank=True)
     refusal_reason = models.TextField(blank=True)
-    outcome = models.CharField(max_length=300)
+    outcome = models.TextField()
     result = models.JSONField(null=True, blank=True)
     result_truncated = models.BooleanField(default=False)
     text = models.TextField(blank=True)
     text_truncated = models.BooleanField(default=False)
     duration_ms = models.FloatField(null=True, blank=True)
-    trace_id = models.CharField(max_length=200, blank=True)
+    trace_id = models.TextField(blank=True)
     requests = models.IntegerField(null=True, blank=True)
     dispatch_observed = models.BooleanField(default=False)
 
@@ -299,9 +301,9 @@ class Verify(models.Model):
     attempt = models.ForeignKey(
         Attempt, null=True, on_delete=models.CASCADE, related_name="verifies"
     )
-    attempt_key = models.CharField(max_length=500)
+    attempt_key = models.TextField()
     line = models.IntegerField()
-    name = models.CharField(max_length=500)
+    name = models.TextField()
     passed = models.BooleanField()
     detail = models.TextField(blank=True)
 
@@ -317,9 +319,9 @@ class SurfaceSummary(models.Model):
     """Totals per (run, model, surface, mode), computed in the database at ingest."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summaries")
-    model = models.CharField(max_length=300)
-    surface = models.CharField(max_length=20, blank=True)
-    mode = models.CharField(max_length=20, blank=True)
+    model = models.TextField()
+    surface = models.TextField(blank=True)
+    mode = models.TextField(blank=True)
     attempts = models.IntegerField(default=0)
     completed = models.IntegerField(default=0)
     over_budget = models.IntegerField(default=0)
@@ -385,3 +387,121 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class CorpusKey(models.Model):
+    """An uploaded `evaldash-corpus-key/1` file: the answers a run is scored against."""
+
+    digest = models.CharField(max_length=16, db_index=True)
+    declared_digest = models.TextField()
+    verified = models.BooleanField(default=True)
+    sha256 = models.CharField(max_length=64, unique=True)
+    name = models.TextField()
+    source = models.TextField(blank=True)
+    upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="keys")
+    created_at = models.DateTimeField(default=timezone.now)
+    case_count = models.IntegerField()
+    document = models.JSONField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.digest} ({self.name})"
+
+    def load(self):
+        """The key as the scorer reads it."""
+        import orjson
+
+        from records.formats.corpus_key import read_corpus_key
+
+        return read_corpus_key(
+            orjson.dumps(self.document), self.name, allow_digest_mismatch=not self.verified
+        )
+
+
+class KeyCase(models.Model):
+    key = models.ForeignKey(CorpusKey, on_delete=models.CASCADE, related_name="cases")
+    position = models.IntegerField()
+    case_id = models.TextField()
+    prompt = models.TextField()
+    recipe = models.TextField(blank=True)
+    tier = models.TextField(blank=True)
+    needs = models.JSONField(default=dict)
+    surfaces_only = models.JSONField(default=list)
+    surfaces_reason = models.TextField(blank=True)
+    steps = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["key", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "case_id"], name="case_unique_in_key")
+        ]
+
+    def __str__(self) -> str:
+        return self.case_id
+
+
+class Scoring(models.Model):
+    """One scoring of a run against a key by one scorer version. Kept, so scorings compare."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scorings")
+    key = models.ForeignKey(CorpusKey, on_delete=models.CASCADE, related_name="scorings")
+    scorer_version = models.CharField(max_length=50)
+    created_at = models.DateTimeField(default=timezone.now)
+    # The key's digest differs from the run's corpus_digest: upstream's `stale-corpus`.
+    stale = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    verdict_count = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["run", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} against {self.key.digest}"
+
+
+class Verdict(models.Model):
+    """One attempt's verdict, with its additive contribution to every C.8 column."""
+
+    scoring = models.ForeignKey(Scoring, on_delete=models.CASCADE, related_name="verdicts")
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="verdicts")
+    row_key = models.TextField()
+    case = models.TextField()
+    model = models.TextField()
+    surface = models.TextField()
+    outcome = models.TextField()
+    reason = models.TextField(blank=True)
+    clean = models.BooleanField(default=False)
+    unaided = models.BooleanField(default=False)
+    verified = models.BooleanField(default=True)
+    counted = models.BooleanField(default=False)
+    discovery = models.IntegerField(default=0)
+    invalid_params = models.IntegerField(default=0)
+    steps = models.IntegerField(default=0)
+    reached_n = models.IntegerField(default=0)
+    reached_d = models.IntegerField(default=0)
+    aft_n = models.IntegerField(default=0)
+    aft_d = models.IntegerField(default=0)
+    fidelity_n = models.IntegerField(default=0)
+    fidelity_d = models.IntegerField(default=0)
+    confirmation_n = models.IntegerField(default=0)
+    confirmation_d = models.IntegerField(default=0)
+    declined_by_refusal = models.IntegerField(default=0)
+    declined_by_text = models.IntegerField(default=0)
+    confirmed_unaided = models.IntegerField(default=0)
+    confirmed_server_aided = models.IntegerField(default=0)
+    confirmed_never = models.IntegerField(default=0)
+    detail = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["scoring", "attempt"]
+        indexes = [
+            models.Index(fields=["scoring", "row_key"]),
+            models.Index(fields=["scoring", "case"]),
+            models.Index(fields=["scoring", "attempt"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}: {self.outcome}"

@@ -34,9 +34,15 @@ def browser() -> Iterator[object]:
     with sync_playwright() as p:
         b = p.chromium.launch(
             executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync"],
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
         )
         yield b
         b.close()
@@ -50,8 +56,14 @@ def page(browser, live_server, settings, tmp_path):
     pg = context.new_page()
     problems: list[str] = []
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" and
-          "favicon" not in m.text and "404" not in m.text else None)
+    pg.on(
+        "console",
+        lambda m: (
+            problems.append(m.text)
+            if m.type == "error" and "favicon" not in m.text and "404" not in m.text
+            else None
+        ),
+    )
     pg.problems = problems
     pg.base = live_server.url
     yield pg

@@ -331,3 +331,21 @@ def test_reading_is_bounded_by_the_line_cap_not_the_file():
     with pytest.raises(ShardError):
         read_shard(stream, "modeleval-big.jsonl")
     assert stream.tell() <= MAX_LINE_BYTES + 1
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        (line("attempt", id="x" * 501), "attempt.id"),
+        (line("turn", attempt="y" * 600), "turn.attempt"),
+        (line("run", providers=[{"spec": "z" * 501}]), "run.providers[0].spec"),
+    ],
+)
+def test_identifiers_longer_than_500_characters_are_refused(bad, field):
+    err = refuse(encode([bad]))
+    assert err.field == field and "at most 500 characters" in err.message
+
+
+def test_long_free_text_is_kept():
+    s = read_shard_bytes(shard(line("verify", name="n" * 5000)), "modeleval-long.jsonl")
+    assert len(s.attempts[0].verifies[1][1]["name"]) == 5000

@@ -38,6 +38,17 @@ TURN_STATUSES = ("ok", "rate_limited", "server_error", "request_error", "transpo
 BLOCK_KINDS = ("text", "thinking", "tool_call")
 CALL_OUTCOMES = ("ok", "tool_error", "protocol_error", "transport_error", "preview")
 SURFACES = ("dynamic", "meta", "individual")
+# evaldash's own bound, not upstream's: identifiers are indexed, and a database index entry is
+# bounded (PostgreSQL b-tree entries hold about 2,700 bytes). Real ids are under 200 characters.
+MAX_ID_CHARS = 500
+ID_FIELDS = {
+    "run": ("run_id", "commit", "corpus_digest", "contract_digest", "tier"),
+    "session": ("label", "surface", "mode"),
+    "attempt": ("id", "case", "model", "surface", "session"),
+    "turn": ("attempt",),
+    "call": ("attempt",),
+    "verify": ("attempt",),
+}
 _INT64 = 2**63
 _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _RFC3339 = re.compile(
@@ -439,8 +450,21 @@ def parse_line(raw: bytes) -> tuple[str, dict[str, Any]]:
             f"line type {typ} carries {len(payloads)} payloads, want exactly one",
         )
     payload = PAYLOADS[typ](payloads[typ], typ)
+    for name in ID_FIELDS[typ]:
+        _short(payload.get(name, ""), f"{typ}.{name}")
+    for i, provider in enumerate(payload.get("providers", ()) if typ == "run" else ()):
+        _short(provider.get("spec", ""), f"run.providers[{i}].spec")
     _CHECKS[typ](payload)
     return typ, payload
+
+
+def _short(value: str, path: str) -> None:
+    if len(value) > MAX_ID_CHARS:
+        raise _FieldError(
+            path,
+            f"is {len(value):,} characters long; evaldash keeps identifiers of at most "
+            f"{MAX_ID_CHARS} characters",
+        )
 
 
 def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, dict[str, Any], int]]:
