@@ -24,6 +24,7 @@ import orjson
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
+from records.formats.corpus_key import CorpusKeyError
 from records.formats.shard import Joins, ShardError, is_shard_name, iter_lines
 from records.models import (
     Attempt,
@@ -58,6 +59,7 @@ class IngestReport:
     present: list[dict[str, Any]] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
     ignored: list[dict[str, Any]] = field(default_factory=list)
+    keys: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +71,7 @@ class IngestReport:
             "already_present": self.present,
             "refused": self.refused,
             "ignored": self.ignored,
+            "keys": self.keys,
         }
 
     def summary_line(self) -> str:
@@ -78,6 +81,7 @@ class IngestReport:
             f"{len(self.stored)} shard(s) stored ({attempts} attempts, {lines} lines), "
             f"{len(self.present)} already present, {len(self.refused)} refused, "
             f"{len(self.ignored)} ignored"
+            + (f", {len(self.keys)} corpus key(s)" if self.keys else "")
         )
 
 
@@ -694,6 +698,9 @@ def ingest_shard(
         return
     if progress:
         progress(name, size, size)
+    from records.scores import score_if_key
+
+    scoring = score_if_key(run)
     report.stored.append(
         {
             "file": name,
@@ -703,26 +710,63 @@ def ingest_shard(
             "attempts": attempts,
             "lines": lineno,
             "warnings": shard.warning_count,
+            "scored_against": scoring.key.digest if scoring else None,
         }
     )
 
 
 def ingest(
-    inputs: Iterable[Input | ShardError], upload: Upload, progress: Progress | None = None
+    inputs: Iterable[Input | ShardError],
+    upload: Upload,
+    progress: Progress | None = None,
+    *,
+    allow_digest_mismatch: bool = False,
 ) -> IngestReport:
-    """The one entry point: expand each input, store each shard, and record what happened."""
+    """The one entry point: expand each input, store each shard or key, record what happened.
+
+    `allow_digest_mismatch` is the operator's explicit override for corpus keys whose declared
+    digest differs from the recomputed one (the key is then marked "digest not verified").
+    """
     report = IngestReport()
     for item in inputs:
         if isinstance(item, ShardError):
             report.refused.append(item.as_dict())
             continue
         try:
-            _ingest_one(item, upload, report, progress)
-        except ShardError as exc:
+            if item.name.lower().endswith(".json"):
+                _ingest_key(item, upload, report, allow_digest_mismatch)
+            else:
+                _ingest_one(item, upload, report, progress)
+        except (ShardError, CorpusKeyError) as exc:
             report.refused.append(exc.as_dict())
     upload.summary = report.as_dict()
     upload.save(update_fields=["summary"])
     return report
+
+
+MAX_KEY_BYTES = 64 * 1024 * 1024
+
+
+def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
+    from records.scores import rescore_for_key, store_key
+
+    with item.open() as fh:
+        data = fh.read(MAX_KEY_BYTES + 1)
+    if len(data) > MAX_KEY_BYTES:
+        raise CorpusKeyError(item.name, f"a corpus key is larger than {MAX_KEY_BYTES:,} bytes")
+    key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
+    rescored = [s.run_id for s in rescore_for_key(key)] if created else []
+    report.keys.append(
+        {
+            "file": item.name,
+            "digest": key.digest,
+            "key": key.pk,
+            "cases": key.case_count,
+            "verified": key.verified,
+            "created": created,
+            "rescored_runs": rescored,
+        }
+    )
 
 
 def _ingest_one(
@@ -739,7 +783,8 @@ def _ingest_one(
     else:
         raise ShardError(
             item.name,
-            "is neither a shard (modeleval-*.jsonl) nor a .zip or .tar.gz artifact",
+            "is neither a shard (modeleval-*.jsonl), a corpus key (.json) nor a .zip or "
+            ".tar.gz artifact",
         )
 
 

@@ -501,6 +501,7 @@ class Verdict(models.Model):
             models.Index(fields=["scoring", "row_key"]),
             models.Index(fields=["scoring", "case"]),
             models.Index(fields=["scoring", "attempt"]),
+            models.Index(fields=["row_key"]),
         ]
 
     def __str__(self) -> str:

@@ -157,7 +157,7 @@ def write_run(
                 "token_scopes": ["api"],
                 "served_tools": {"dynamic": 2, "meta": 46, "individual": 24}[surface],
                 "tool_schema_digests": {
-                    m.spec: hashlib.sha256(f"{m.spec}|{surface}".encode()).hexdigest()[:16]
+                    m.spec: hashlib.sha256(f"tools|{surface}".encode()).hexdigest()[:16]
                     for m in models
                 },
             },

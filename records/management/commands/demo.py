@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from records.ingest import ingest, inputs_from_paths
 from records.models import Upload
-from records.synth import demo_runs
+from records.synth import DEMO_KEY, demo_runs
 
 
 class Command(BaseCommand):
@@ -23,7 +23,7 @@ class Command(BaseCommand):
             self.stdout.write("demo: runs already stored, nothing loaded")
             return
         with tempfile.TemporaryDirectory() as tmp:
-            paths = demo_runs(Path(tmp))
+            paths = [DEMO_KEY, *demo_runs(Path(tmp))]
             upload = Upload.objects.create(source=Upload.Source.DEMO)
             report = ingest(inputs_from_paths(paths), upload)
         self.stdout.write(f"demo: {report.summary_line()}")

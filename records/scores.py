@@ -1,0 +1,809 @@
+"""Scoring stored runs against stored corpus keys, and the score tables pages show.
+
+The scorer itself is pure (`records.scoring.score`); this module loads a run's attempts back from
+the database, stores one Verdict per attempt with its additive contribution to every C.8 column,
+and adds verdicts up in the database. Scores are a pure function of what is stored, so any run can
+be re-scored at any time; every scoring is kept so two scorings of a run can be compared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from django.db import connection, transaction
+from django.db.models import Case, Count, IntegerField, Max, Sum, TextField, Value, When
+
+from records.formats.corpus_key import CorpusKey as KeyDoc
+from records.formats.corpus_key import key_to_json, read_corpus_key
+from records.models import (
+    Attempt,
+    Call,
+    CorpusKey,
+    KeyCase,
+    Provider,
+    Run,
+    Scoring,
+    Session,
+    Turn,
+    Upload,
+    Verdict,
+    Verify,
+)
+from records.scoring.score import (
+    COUNTED_APART,
+    OUTCOMES,
+    SCORER_VERSION,
+    Aggregate,
+    AttemptInput,
+    CallInput,
+    ScoringError,
+    score_attempt,
+)
+
+# --- keys ----------------------------------------------------------------------------------------
+
+
+def store_key(
+    data: bytes, name: str, upload: Upload, *, allow_digest_mismatch: bool = False
+) -> tuple[CorpusKey, bool]:
+    """Store a corpus key (raises CorpusKeyError). Returns (key, created)."""
+    doc = read_corpus_key(data, name, allow_digest_mismatch=allow_digest_mismatch)
+    canonical = key_to_json(doc)
+    canonical["corpus_digest"] = doc.declared_digest
+    sha = hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    existing = CorpusKey.objects.filter(sha256=sha).first()
+    if existing:
+        return existing, False
+    with transaction.atomic():
+        key = CorpusKey.objects.create(
+            digest=doc.digest,
+            declared_digest=doc.declared_digest,
+            verified=doc.verified,
+            sha256=sha,
+            name=name[:500],
+            source=doc.source,
+            upload=upload,
+            case_count=len(doc.cases),
+            document=canonical,
+        )
+        KeyCase.objects.bulk_create(
+            KeyCase(
+                key=key,
+                position=i,
+                case_id=c["id"],
+                prompt=c["prompt"],
+                recipe=c["recipe"],
+                tier=c["needs"]["tier"],
+                needs=c["needs"],
+                surfaces_only=c["surfaces"]["only"],
+                surfaces_reason=c["surfaces"]["reason"],
+                steps=c["steps"],
+            )
+            for i, c in enumerate(canonical["cases"])
+        )
+    return key, True
+
+
+def key_for_run(run: Run) -> CorpusKey | None:
+    """The newest stored key whose digest is the run's corpus digest."""
+    if not run.corpus_digest:
+        return None
+    return CorpusKey.objects.filter(digest=run.corpus_digest).order_by("-created_at", "-id").first()
+
+
+def latest_scoring(run: Run) -> Scoring | None:
+    return run.scorings.select_related("key").order_by("-created_at", "-id").first()
+
+
+# --- loading attempts back -----------------------------------------------------------------------
+
+
+@dataclass
+class _Placement:
+    mode: str
+    tier: str
+    row_key: str
+
+
+def _row_key(model: str, surface: str, mode: str, run: Run, session: Session | None) -> str:
+    """The C.9 row key string."""
+    parts = [
+        f"model={model}",
+        f"surface={surface}",
+        f"mode={mode or 'default'}",
+        f"tier={run.tier}",
+    ]
+    if session is not None:
+        if session.tier_pin:
+            parts.append(f"tier-pin={session.tier_pin}")
+        if session.meta_param_schema:
+            parts.append(f"meta-schema={session.meta_param_schema}")
+        if session.slice_size:
+            parts.append(f"slice={session.slice_size}")
+    tools = (session.tool_schema_digests or {}).get(model, "") if session else ""
+    parts += [
+        f"corpus={run.corpus_digest}",
+        f"contract={run.contract_digest}",
+        f"tools={tools}",
+        f"repeat={run.repeat}",
+    ]
+    return " ".join(parts)
+
+
+def _inputs(run: Run, chunk: int = 2000) -> Iterator[tuple[int, AttemptInput, str]]:
+    """(attempt pk, scorer input, row key) for every attempt of the run, in bounded memory."""
+    sessions = {s.pk: s for s in run.sessions.all()}
+    rows = list(
+        Attempt.objects.filter(run=run)
+        .order_by("pk")
+        .values_list(
+            "pk",
+            "key",
+            "case",
+            "model",
+            "surface",
+            "effective_surface",
+            "session_id",
+            "ended_by",
+            "reason",
+            "repeat",
+        )
+    )
+    # Sessionless attempts join the one candidate of the shard with their model and surface.
+    candidates: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for _, _, _, model, _, surface, session_id, *_ in rows:
+        if session_id is not None:
+            candidates[(model, surface)].add(session_id)
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        ids = [r[0] for r in part]
+        facts = dict(Attempt.objects.filter(pk__in=ids).values_list("pk", "facts"))
+        calls: dict[int, list[CallInput]] = defaultdict(list)
+        for c in (
+            Call.objects.filter(attempt_id__in=ids)
+            .order_by("attempt_id", "index", "line")
+            .annotate(
+                # The text is read only for the meta decline test (C.2): skip it elsewhere.
+                needed_text=Case(
+                    When(outcome="refused:invalid_params", then="text"),
+                    default=Value(""),
+                    output_field=TextField(),
+                )
+            )
+            .values_list(
+                "attempt_id",
+                "index",
+                "line",
+                "tool",
+                "arguments",
+                "requested_action",
+                "dispatched_action",
+                "dispatched_tool",
+                "outcome",
+                "result",
+                "result_truncated",
+                "needed_text",
+                "dispatch_observed",
+            )
+        ):
+            calls[c[0]].append(
+                CallInput(
+                    index=c[1],
+                    line=c[2],
+                    tool=c[3],
+                    arguments=c[4],
+                    requested_action=c[5],
+                    dispatched_action=c[6],
+                    dispatched_tool=c[7],
+                    outcome=c[8],
+                    result=c[9],
+                    result_truncated=c[10],
+                    text=c[11],
+                    observed=c[12],
+                )
+            )
+        last: dict[int, tuple[int, int, bool]] = {}
+        for aid, index, line, has_call in Turn.objects.filter(attempt_id__in=ids).values_list(
+            "attempt_id", "index", "line", "has_tool_call"
+        ):
+            seen = last.get(aid)
+            if seen is None or (index, line) >= seen[:2]:
+                last[aid] = (index, line, has_call)
+        verifies: dict[int, list[bool]] = defaultdict(list)
+        for aid, passed in Verify.objects.filter(attempt_id__in=ids).values_list(
+            "attempt_id", "passed"
+        ):
+            verifies[aid].append(passed)
+        for pk, key, case, model, _own, surface, session_id, ended_by, reason, _ in part:
+            session = sessions.get(session_id) if session_id else None
+            if session is None:
+                cands = candidates.get((model, surface), set())
+                if len(cands) == 1:
+                    session_for_key = sessions[next(iter(cands))]
+                    mode = session_for_key.mode
+                else:
+                    session_for_key, mode = None, ""
+            else:
+                session_for_key, mode = session, session.mode
+            tier = (session.tier_pin if session and session.tier_pin else "") or run.tier
+            turn = last.get(pk)
+            yield (
+                pk,
+                AttemptInput(
+                    id=key,
+                    case=case,
+                    model=model,
+                    surface=surface,
+                    mode=mode,
+                    tier=tier,
+                    ended_by=ended_by,
+                    reason=reason,
+                    facts=facts.get(pk) or {},
+                    calls=calls.get(pk, []),
+                    last_turn_has_tool_call=None if turn is None else turn[2],
+                    verifies=verifies.get(pk, []),
+                ),
+                _row_key(model, surface, mode, run, session_for_key),
+            )
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+_VERDICT_COLUMNS = [
+    "scoring",
+    "attempt",
+    "row_key",
+    "case",
+    "model",
+    "surface",
+    "outcome",
+    "reason",
+    "clean",
+    "unaided",
+    "verified",
+    "counted",
+    "discovery",
+    "invalid_params",
+    "steps",
+    "reached_n",
+    "reached_d",
+    "aft_n",
+    "aft_d",
+    "fidelity_n",
+    "fidelity_d",
+    "confirmation_n",
+    "confirmation_d",
+    "declined_by_refusal",
+    "declined_by_text",
+    "confirmed_unaided",
+    "confirmed_server_aided",
+    "confirmed_never",
+    "detail",
+]
+
+
+def _verdict_sql() -> str:
+    qn = connection.ops.quote_name
+    cols = [Verdict._meta.get_field(c).column for c in _VERDICT_COLUMNS]
+    return (
+        f"INSERT INTO {qn(Verdict._meta.db_table)} ({', '.join(qn(c) for c in cols)}) "
+        f"VALUES ({', '.join(['%s'] * len(cols))})"
+    )
+
+
+def _json_param(value: Any) -> Any:
+    if connection.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        return Jsonb(value, dumps=lambda v: orjson.dumps(v).decode())
+    return orjson.dumps(value).decode()
+
+
+def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
+    """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
+    doc = doc or key.load()
+    stale = key.digest != run.corpus_digest or not key.verified
+    sql = _verdict_sql()
+    with transaction.atomic():
+        scoring = Scoring.objects.create(
+            run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
+        )
+        batch: list[tuple[Any, ...]] = []
+        count = 0
+        skipped_retired = 0
+        skipped_unknown = 0
+        try:
+            for pk, a, row_key in _inputs(run):
+                if a.case in doc.retired:
+                    skipped_retired += 1
+                    continue
+                if doc.case(a.case) is None and stale:
+                    skipped_unknown += 1
+                    continue
+                v = score_attempt(a, doc)
+                agg = Aggregate()
+                agg.add(v)
+                r = agg.ratios
+                counted = v.outcome not in COUNTED_APART
+                batch.append(
+                    (
+                        scoring.pk,
+                        pk,
+                        row_key,
+                        a.case,
+                        a.model,
+                        a.surface,
+                        v.outcome,
+                        v.reason,
+                        v.clean,
+                        v.unaided,
+                        v.verified,
+                        counted,
+                        agg.discovery,
+                        agg.invalid_params,
+                        agg.steps,
+                        r["reached"][0],
+                        r["reached"][1],
+                        r["accepted_first_time"][0],
+                        r["accepted_first_time"][1],
+                        r["argument_fidelity"][0],
+                        r["argument_fidelity"][1],
+                        r["confirmation"][0],
+                        r["confirmation"][1],
+                        agg.declines.get("by-refusal", 0),
+                        agg.declines.get("by-text", 0),
+                        agg.confirmations.get("unaided", 0),
+                        agg.confirmations.get("server-aided", 0),
+                        agg.confirmations.get("never", 0),
+                        _json_param(v.as_dict()),
+                    )
+                )
+                count += 1
+                if len(batch) >= 1000:
+                    with connection.cursor() as cur:
+                        cur.executemany(sql, batch)
+                    batch = []
+            if batch:
+                with connection.cursor() as cur:
+                    cur.executemany(sql, batch)
+        except ScoringError as exc:
+            transaction.set_rollback(True)
+            error = str(exc)
+        else:
+            error = ""
+    if error:
+        # The verdicts were rolled back; keep the failed scoring so the run page can say why.
+        scoring = Scoring.objects.create(
+            run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
+        )
+        return scoring
+    notes = []
+    if skipped_retired:
+        notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
+    if skipped_unknown:
+        notes.append(f"{skipped_unknown} attempt(s) name cases this key does not have")
+    Scoring.objects.filter(pk=scoring.pk).update(verdict_count=count, error="; ".join(notes))
+    scoring.verdict_count, scoring.error = count, "; ".join(notes)
+    return scoring
+
+
+def rescore_for_key(key: CorpusKey) -> list[Scoring]:
+    """Score every stored run that carries this key's digest."""
+    doc = key.load()
+    return [score_run(run, key, doc) for run in Run.objects.filter(corpus_digest=key.digest)]
+
+
+def score_if_key(run: Run) -> Scoring | None:
+    key = key_for_run(run)
+    return score_run(run, key) if key else None
+
+
+# --- score tables --------------------------------------------------------------------------------
+
+
+def _count(outcome: str) -> Sum:
+    return Sum(Case(When(outcome=outcome, then=1), default=0, output_field=IntegerField()))
+
+
+def _true(name: str) -> Sum:
+    return Sum(Case(When(**{name: True}, then=1), default=0, output_field=IntegerField()))
+
+
+@dataclass
+class ScoreRow:
+    row_key: str
+    model: str
+    surface: str
+    figures: dict[str, Any]
+    provider: Provider | None = None
+    session: Session | None = None
+    cases: list[str] = field(default_factory=list)
+    refusal: tuple[str, str] | None = None
+
+    def ratio(self, name: str) -> tuple[int, int]:
+        return self.figures[f"{name}_n"], self.figures[f"{name}_d"]
+
+    @property
+    def columns(self) -> list[tuple[str, tuple[int, int]]]:
+        f = self.figures
+        return [
+            ("clean", (f["clean"], f["attempts"])),
+            ("reached", self.ratio("reached")),
+            ("accepted_first_time", self.ratio("aft")),
+            ("argument_fidelity", self.ratio("fidelity")),
+            ("confirmation", self.ratio("confirmation")),
+            ("unaided", (f["unaided"], f["attempts"])),
+            ("completion", (f["completed"], f["attempts"])),
+        ]
+
+    @property
+    def overhead(self) -> str:
+        f = self.figures
+        if not f["steps"]:
+            return "-"
+        return (
+            f"{f['discovery'] + f['invalid_params']} / {f['steps']} "
+            f"({f['discovery']} find, {f['invalid_params']} invalid_params)"
+        )
+
+
+def score_rows(scoring: Scoring) -> list[ScoreRow]:
+    """One row per C.9 row key, summed in the database."""
+    qs = (
+        Verdict.objects.filter(scoring=scoring)
+        .values("row_key", "model", "surface")
+        .annotate(
+            attempts=_true("counted"),
+            total=Count("id"),
+            clean=_true("clean"),
+            unaided=_true("unaided"),
+            discovery=Sum("discovery"),
+            invalid_params=Sum("invalid_params"),
+            steps=Sum("steps"),
+            reached_n=Sum("reached_n"),
+            reached_d=Sum("reached_d"),
+            aft_n=Sum("aft_n"),
+            aft_d=Sum("aft_d"),
+            fidelity_n=Sum("fidelity_n"),
+            fidelity_d=Sum("fidelity_d"),
+            confirmation_n=Sum("confirmation_n"),
+            confirmation_d=Sum("confirmation_d"),
+            declined_by_refusal=Sum("declined_by_refusal"),
+            declined_by_text=Sum("declined_by_text"),
+            confirmed_unaided=Sum("confirmed_unaided"),
+            confirmed_server_aided=Sum("confirmed_server_aided"),
+            confirmed_never=Sum("confirmed_never"),
+            turns=Sum("attempt__try_count"),
+            input_tokens=Sum("attempt__input_tokens"),
+            output_tokens=Sum("attempt__output_tokens"),
+            cache_created_tokens=Sum("attempt__cache_created_tokens"),
+            cache_read_tokens=Sum("attempt__cache_read_tokens"),
+            session_id=Max("attempt__session_id"),
+            **{o: _count(o) for o in OUTCOMES},
+        )
+        .order_by("row_key")
+    )
+    rows = [ScoreRow(r["row_key"], r["model"], r["surface"], r) for r in qs]
+    cases = defaultdict(list)
+    for row_key, case in (
+        Verdict.objects.filter(scoring=scoring)
+        .values_list("row_key", "case")
+        .distinct()
+        .order_by("row_key", "case")
+    ):
+        cases[row_key].append(case)
+    for r in rows:
+        r.cases = cases[r.row_key]
+    return rows
+
+
+def fnv1a64(case_ids: Iterable[str]) -> str:
+    h = 0xCBF29CE484222325
+    for cid in sorted(case_ids):
+        for b in cid.encode() + b"\x00":
+            h ^= b
+            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return format(h, "x")
+
+
+def coverage_caption(cases: list[str], corpus_cases: int) -> str:
+    if not cases:
+        return ""
+    if len(cases) == corpus_cases:
+        return f"the whole corpus ({corpus_cases} cases)"
+    return f"{len(cases)} of {corpus_cases} cases (`{fnv1a64(cases)}`)"
+
+
+# --- refusal rules (E.3) and comparison groups (E.4) ---------------------------------------------
+
+REFUSAL_RULES = (
+    "filtered-run",
+    "unobserved-session",
+    "fake-provider",
+    "incomplete-provenance",
+    "stale-corpus",
+    "duplicate-row",
+)
+
+
+def _refusal(
+    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int]
+) -> tuple[str, str] | None:
+    """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
+    s, p = row.session, row.provider
+    if run.filter:
+        return "filtered-run", f"the run was filtered with -run {run.filter!r}"
+    if s is not None and s.pk in unobserved:
+        return "unobserved-session", f"session {s.label!r} made calls and none was observed"
+    if p is not None and p.name == "fake":
+        return "fake-provider", "the provider is the fake one"
+    if p is None:
+        return "incomplete-provenance", f"the run line has no provider with spec {row.model!r}"
+    checks = [
+        ("commit", run.commit),
+        ("date", run.started_at),
+        ("gitlab_version", run.gitlab_version),
+        ("edition", run.edition),
+        ("tier", run.tier),
+        ("surface", row.surface),
+        ("mode", s.mode if s else ""),
+        ("capability_surface", s.capabilities if s else ""),
+        ("token_scopes", s.token_scopes if s else []),
+        ("served_tools", (s.served_tools if s else 0) > 0),
+        ("provider", p.name),
+        ("model", p.model),
+        ("request_options", p.options),
+        ("repeat", run.repeat > 0),
+        ("corpus_digest", run.corpus_digest),
+        ("contract_digest", run.contract_digest),
+        ("tool_schema_digest", (s.tool_schema_digests or {}).get(row.model) if s else ""),
+    ]
+    for name, value in checks:
+        if not value:
+            return "incomplete-provenance", f"{name} is empty"
+    if scoring.stale:
+        return "stale-corpus", (
+            f"the run's corpus digest {run.corpus_digest} is not the key's {scoring.key.digest}"
+        )
+    earlier = (
+        Verdict.objects.filter(row_key=row.row_key, scoring__run__pk__lt=run.pk)
+        .exclude(scoring__run=run)
+        .exists()
+    )
+    if earlier:
+        return "duplicate-row", "an earlier run already produced a row with this key"
+    return None
+
+
+@dataclass
+class Group:
+    caption: str
+    rows: list[ScoreRow]
+    opaque_meta: bool = False
+
+
+def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[Group]:
+    """Rows grouped by the cross-vendor key (row key less the model, plus case coverage)."""
+    run = scoring.run
+    rows = score_rows(scoring) if rows is None else rows
+    sessions = {s.pk: s for s in run.sessions.all()}
+    providers = {p.spec: p for p in run.providers.all()}
+    observed: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    for session_id, observed_flag, n in (
+        Call.objects.filter(run=run)
+        .values_list("attempt__session_id", "dispatch_observed")
+        .annotate(n=Count("id"))
+        .order_by()
+    ):
+        observed[session_id][0 if observed_flag else 1] += n
+    unobserved = {sid for sid, (yes, no) in observed.items() if sid and no and not yes}
+    corpus_cases = scoring.key.case_count
+    groups: dict[tuple[str, str], Group] = {}
+    for row in rows:
+        row.session = sessions.get(row.figures.get("session_id"))
+        row.provider = providers.get(row.model)
+        row.refusal = _refusal(row, run, scoring, unobserved)
+        rest = row.row_key.split(" ", 1)[1]
+        coverage = coverage_caption(row.cases, corpus_cases)
+        gk = (rest, coverage)
+        if gk not in groups:
+            groups[gk] = Group(_caption(row, run, coverage), [])
+        groups[gk].rows.append(row)
+    out = sorted(groups.values(), key=lambda g: g.caption)
+    for g in out:
+        g.rows.sort(key=lambda r: r.model)
+        g.opaque_meta = any(
+            r.surface == "meta" and r.session and r.session.meta_param_schema == "opaque"
+            for r in g.rows
+        )
+    return out
+
+
+def _caption(row: ScoreRow, run: Run, coverage: str) -> str:
+    s = row.session
+    mode = (s.mode if s else "") or "default"
+    parts = [f"surface `{row.surface}`", f"mode `{mode}`", f"tier `{run.tier}`"]
+    if s and s.tier_pin:
+        parts.append(f"tier pinned to `{s.tier_pin}`")
+    if s and s.meta_param_schema:
+        parts.append(f"meta schema `{s.meta_param_schema}`")
+    if s and s.slice_size:
+        parts.append(f"slice of {s.slice_size} tools")
+    parts.append(f"corpus `{run.corpus_digest}`")
+    if coverage:
+        parts.append(coverage)
+    tools = (s.tool_schema_digests or {}).get(row.model, "") if s else ""
+    parts += [
+        f"contract `{run.contract_digest}`",
+        f"tool schemas `{tools}`",
+        f"repeat {run.repeat}",
+    ]
+    return "Compared as one table because these rows agree on " + ", ".join(parts) + "."
+
+
+# --- Markdown in upstream's table format (E.6) ---------------------------------------------------
+
+COLUMN_TITLES = [
+    "Clean",
+    "Reached",
+    "Accepted first time",
+    "Argument fidelity",
+    "Confirmation",
+    "Unaided",
+    "Completion",
+]
+
+
+def _md_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)
+    ]
+
+    def cell(text: str, i: int) -> str:
+        return text.rjust(widths[i]) if i in right else text.ljust(widths[i])
+
+    lines = [
+        "| " + " | ".join(cell(h, i) for i, h in enumerate(header)) + " |",
+        "| "
+        + " | ".join(
+            ("-" * (widths[i] - 1) + ":") if i in right else "-" * widths[i]
+            for i in range(len(header))
+        )
+        + " |",
+    ]
+    lines += ["| " + " | ".join(cell(c, i) for i, c in enumerate(r)) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _md_text(value: str) -> str:
+    """Untrusted text inside a Markdown table cell: no pipes, no HTML, no line breaks."""
+    return (
+        value.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\n", " ")
+        .replace("`", "'")
+    )
+
+
+def _ratio(pair: tuple[int, int]) -> str:
+    n, d = pair
+    return "-" if d == 0 else f"{n} / {d}"
+
+
+def markdown(groups: list[Group], run: Run) -> str:
+    out = []
+    for g in groups:
+        out.append(g.caption.replace("<", "&lt;").replace(">", "&gt;").replace("\n", " "))
+        out.append("")
+        out.append(
+            _md_table(
+                ["Model", *COLUMN_TITLES, "Overhead"],
+                [
+                    [f"`{_md_text(r.model)}`", *(_ratio(p) for _, p in r.columns), r.overhead]
+                    for r in g.rows
+                ],
+                right=set(range(1, 9)),
+            )
+        )
+        if g.opaque_meta:
+            out += [
+                "",
+                "Argument fidelity on meta rows with the `opaque` parameter schema is not "
+                "comparable with dynamic or individual rows.",
+            ]
+        out += ["", "Counted apart, in no column above:", ""]
+        out.append(
+            _md_table(
+                [
+                    "Model",
+                    "Attempts",
+                    "Turns",
+                    "Skipped",
+                    "Unobserved",
+                    "Provider errors",
+                    "Harness errors",
+                    "GitLab refused",
+                ],
+                [
+                    [
+                        f"`{_md_text(r.model)}`",
+                        str(r.figures["attempts"]),
+                        str(r.figures["turns"] or 0),
+                        str(r.figures["skipped"]),
+                        str(r.figures["unobserved"]),
+                        str(r.figures["provider_error"]),
+                        str(r.figures["harness_error"]),
+                        str(r.figures["gitlab_refused"]),
+                    ]
+                    for r in g.rows
+                ],
+                right=set(range(1, 8)),
+            )
+        )
+        out += ["", "Tokens, every attempt and every try:", ""]
+        out.append(
+            _md_table(
+                ["Model", "Input", "Output", "Cache created", "Cache read"],
+                [
+                    [
+                        f"`{_md_text(r.model)}`",
+                        *(
+                            str(r.figures[k] or 0)
+                            for k in (
+                                "input_tokens",
+                                "output_tokens",
+                                "cache_created_tokens",
+                                "cache_read_tokens",
+                            )
+                        ),
+                    ]
+                    for r in g.rows
+                ],
+                right={1, 2, 3, 4},
+            )
+        )
+        out += [""]
+        out.append(
+            _md_table(
+                [
+                    "Model",
+                    "Provider",
+                    "Commit",
+                    "Date",
+                    "GitLab",
+                    "Tools served",
+                    "Token scopes",
+                    "Request options",
+                ],
+                [_provenance_cells(r, run) for r in g.rows],
+                right={5},
+            )
+        )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _provenance_cells(r: ScoreRow, run: Run) -> list[str]:
+    s, p = r.session, r.provider
+    options = (
+        ", ".join(f"`{_md_text(k)}={_md_text(v)}`" for k, v in sorted((p.options or {}).items()))
+        if p
+        else ""
+    )
+    return [
+        f"`{_md_text(r.model)}`",
+        f"`{_md_text(p.name)}`" if p else "-",
+        f"`{_md_text(run.commit[:9])}`" if run.commit else "-",
+        run.started_at.strftime("%Y-%m-%d") if run.started_at else "",
+        _md_text(f"{run.gitlab_version} {run.edition}".strip()),
+        str(s.served_tools) if s else "-",
+        _md_text(", ".join(s.token_scopes)) if s and s.token_scopes else "-",
+        options or "-",
+    ]
