@@ -74,5 +74,39 @@ class AttemptFilterForm(forms.Form):
     ended_by = forms.ChoiceField(
         required=False, choices=[("", "any ending")] + [(e, e) for e in ENDINGS]
     )
-    outcome = forms.CharField(required=False, max_length=30)
+    outcome = forms.ChoiceField(
+        required=False,
+        choices=[("", "any outcome")]
+        + [
+            (o, o)
+            for o in (
+                "completed",
+                "failed",
+                "gitlab_refused",
+                "over_budget",
+                "malformed",
+                "provider_error",
+                "harness_error",
+                "skipped",
+                "unobserved",
+            )
+        ],
+    )
+    clean = forms.ChoiceField(
+        required=False, choices=[("", "clean or not"), ("yes", "clean"), ("no", "not clean")]
+    )
     page = forms.IntegerField(required=False, min_value=1)
+
+
+class MatrixForm(forms.Form):
+    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES[1:])
+    page = forms.IntegerField(required=False, min_value=1)
+
+
+class FlipsForm(forms.Form):
+    before = forms.IntegerField(required=False, min_value=1)
+    after = forms.IntegerField(required=False, min_value=1)
+
+
+class ScoreForm(forms.Form):
+    key = forms.IntegerField(min_value=1)

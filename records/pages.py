@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, QuerySet
+from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 
 from records.cost import Cost, Tokens, cost_of, cost_without_cache
 from records.models import ENDINGS, Attempt, Call, Provider, Run, SurfaceSummary, Turn
@@ -201,8 +201,20 @@ def cost_chart(figures: RunFigures) -> dict[str, Any]:
     return {"data": data, "layout": layout}
 
 
-def filtered_attempts(run: Run, data: dict[str, Any]) -> QuerySet[Attempt]:
+def filtered_attempts(run: Run, data: dict[str, Any], scoring: Any = None) -> QuerySet[Attempt]:
     qs = Attempt.objects.filter(run=run)
+    if scoring is not None:
+        from records.models import Verdict
+
+        verdicts = Verdict.objects.filter(scoring=scoring, attempt=OuterRef("pk"))
+        qs = qs.annotate(
+            outcome=Subquery(verdicts.values("outcome")[:1]),
+            clean=Subquery(verdicts.values("clean")[:1]),
+        )
+        if data.get("outcome"):
+            qs = qs.filter(Exists(verdicts.filter(outcome=data["outcome"])))
+        if data.get("clean") in ("yes", "no"):
+            qs = qs.filter(Exists(verdicts.filter(clean=data["clean"] == "yes")))
     if data.get("model"):
         qs = qs.filter(model=data["model"])
     if data.get("surface"):

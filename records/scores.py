@@ -807,3 +807,103 @@ def _provenance_cells(r: ScoreRow, run: Run) -> list[str]:
         _md_text(", ".join(s.token_scopes)) if s and s.token_scopes else "-",
         options or "-",
     ]
+
+
+# --- legend, matrices and flips -------------------------------------------------------------------
+
+LEGEND = [
+    (
+        "Clean",
+        "completed, unaided, every check held, and every step reached (or correctly declined), "
+        "observed, confirmed when destructive and sent every compared argument right. Derived "
+        "reading of upstream's Verdict.Clean (modelrecord.md C.7), not pinned upstream; a "
+        "destructive step declined in read-only mode counts as unclean under this reading.",
+    ),
+    (
+        "Reached",
+        "required steps reached by a call (or declined correctly) over required steps, "
+        "over attempts counted in the columns.",
+    ),
+    (
+        "Accepted first time",
+        "reached steps answered as the mode expects with no call retried "
+        "before, over reached steps.",
+    ),
+    (
+        "Argument fidelity",
+        "compared arguments that carried the declared value, over compared "
+        "arguments of reached steps.",
+    ),
+    (
+        "Confirmation",
+        "destructive steps confirmed (unaided or after the server asked), over destructive steps.",
+    ),
+    (
+        "Unaided",
+        "completed attempts with no call refused for invalid params or a missing "
+        "confirmation, over counted attempts.",
+    ),
+    ("Completion", "completed attempts over counted attempts."),
+    ("Overhead", "discovery calls plus invalid_params refusals, per reached step (may exceed 1)."),
+    (
+        "Counted apart",
+        "skipped, unobserved, provider errors, harness errors and GitLab refusals "
+        "are in no column above, with their steps.",
+    ),
+    (
+        "Requested action",
+        "read from the call line's recorded requested_action; upstream first "
+        "identifies (tool, arguments) against its own catalog, so the two can disagree on calls "
+        "the runner could not resolve.",
+    ),
+]
+
+
+def case_matrix(scoring: Scoring, surface: str, cases: list[str]) -> tuple[list[str], dict]:
+    """Outcomes per (case, model) on one surface, repeats side by side, for the given cases."""
+    cells: dict[tuple[str, str], list[tuple[int, int, str, bool]]] = defaultdict(list)
+    models: set[str] = set()
+    for case, model, attempt_id, repeat, outcome, clean in (
+        Verdict.objects.filter(scoring=scoring, surface=surface, case__in=cases)
+        .order_by("case", "model", "attempt__repeat", "attempt_id")
+        .values_list("case", "model", "attempt_id", "attempt__repeat", "outcome", "clean")
+    ):
+        cells[(case, model)].append((attempt_id, repeat, outcome, clean))
+        models.add(model)
+    return sorted(models), cells
+
+
+def flips(before: Scoring, after: Scoring) -> list[dict[str, Any]]:
+    """Attempts whose outcome or Clean changed between two scorings of one run."""
+    old = {
+        a: (o, c, r)
+        for a, o, c, r in Verdict.objects.filter(scoring=before).values_list(
+            "attempt_id", "outcome", "clean", "reason"
+        )
+    }
+    out = []
+    for a, o, c, r, key, model, surface, case in (
+        Verdict.objects.filter(scoring=after)
+        .values_list(
+            "attempt_id", "outcome", "clean", "reason", "attempt__key", "model", "surface", "case"
+        )
+        .order_by("model", "surface", "case", "attempt_id")
+    ):
+        was = old.pop(a, None)
+        if was is None or was[0] != o or was[1] != c:
+            out.append(
+                {
+                    "attempt": a,
+                    "key": key,
+                    "model": model,
+                    "surface": surface,
+                    "case": case,
+                    "before": was[0] if was else "not scored",
+                    "before_clean": was[1] if was else None,
+                    "before_reason": was[2] if was else "",
+                    "after": o,
+                    "after_clean": c,
+                    "after_reason": r,
+                }
+            )
+    return out

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.core.paginator import Paginator
+from django.db.models import Count, Q
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -18,16 +19,26 @@ from django.http import (
     JsonResponse,
     StreamingHttpResponse,
 )
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from records import pages
-from records.forms import AttemptFilterForm, RunFilterForm
+from records import pages, scores
+from records.forms import AttemptFilterForm, FlipsForm, MatrixForm, RunFilterForm, ScoreForm
 from records.ingest import Input, ingest
-from records.models import ENDINGS, ApiToken, Attempt, Run, Upload, Verify
+from records.models import (
+    ENDINGS,
+    ApiToken,
+    Attempt,
+    CorpusKey,
+    Run,
+    Upload,
+    Verdict,
+    Verify,
+)
 
 RUNS_PER_PAGE = 25
 ATTEMPTS_PER_PAGE = 50
@@ -134,11 +145,20 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     form = AttemptFilterForm(request.GET)
     if not form.is_valid():
         return _bad_request(form)
-    attempts = pages.filtered_attempts(run, form.cleaned_data)
+    scoring = scores.latest_scoring(run)
+    usable = scoring if scoring and scoring.verdict_count else None
+    attempts = pages.filtered_attempts(run, form.cleaned_data, usable)
     page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
     query = request.GET.copy()
     query.pop("page", None)
-    context: dict[str, Any] = {"run": run, "form": form, "page": page, "query": query.urlencode()}
+    context: dict[str, Any] = {
+        "run": run,
+        "form": form,
+        "page": page,
+        "query": query.urlencode(),
+        "scoring": scoring,
+        "scored": usable is not None,
+    }
     if _partial(request):
         return render(request, "records/run.html#attempts", context)
     figures = pages.run_figures(run)
@@ -151,8 +171,216 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         models=models,
         chart=pages.cost_chart(figures),
         cases=list(run.attempts.order_by().values_list("case", flat=True).distinct()[:500]),
+        groups=scores.score_groups(usable) if usable else [],
+        matching_key=scores.key_for_run(run),
+        keys=list(CorpusKey.objects.only("pk", "digest", "name", "verified", "created_at")[:50]),
+        legend=scores.LEGEND,
+        scoring_count=run.scorings.count(),
+        can_score=request.user.has_perm("records.add_scoring"),
     )
     return render(request, "records/run.html", context)
+
+
+@require_POST
+@login_required
+def run_score(request: HttpRequest, pk: int) -> HttpResponse:
+    """Score (again) against a chosen key; a key of another digest is fenced as stale corpus."""
+    if not request.user.has_perm("records.add_scoring"):
+        return HttpResponse("You do not have the permission to score runs.", status=403)
+    run = _get_run_or_404(pk)
+    form = ScoreForm(request.POST)
+    if not form.is_valid():
+        return _bad_request(form)
+    key = get_object_or_404(CorpusKey, pk=form.cleaned_data["key"])
+    scores.score_run(run, key)
+    return redirect(reverse("records:run", args=[run.pk]) + "#scores")
+
+
+@require_GET
+@read_access
+def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    scoring = scores.latest_scoring(run)
+    if scoring is None or not scoring.verdict_count:
+        return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
+    groups = scores.score_groups(scoring)
+    if fmt == "md":
+        text = scores.markdown(groups, run)
+        if scoring.stale:
+            text = (
+                "> **Stale corpus**: scored against key "
+                + scoring.key.digest
+                + ", not the run's corpus "
+                + run.corpus_digest
+                + ".\n\n"
+                + text
+            )
+        response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'inline; filename="run-{run.pk}-scores.md"'
+        return response
+    rows = []
+    for g in groups:
+        for r in g.rows:
+            row = {
+                "caption": g.caption,
+                "row_key": r.row_key,
+                "model": r.model,
+                "surface": r.surface,
+                "stale_corpus": scoring.stale,
+                "corpus_key": scoring.key.digest,
+                "scorer": scoring.scorer_version,
+                "refusal": r.refusal[0] if r.refusal else "",
+                "refusal_reason": r.refusal[1] if r.refusal else "",
+            }
+            for name, (n, d) in r.columns:
+                row[f"{name}_numerator"], row[f"{name}_denominator"] = n, d
+            for name in (
+                "discovery",
+                "invalid_params",
+                "steps",
+                "attempts",
+                "turns",
+                "skipped",
+                "unobserved",
+                "provider_error",
+                "harness_error",
+                "gitlab_refused",
+                "input_tokens",
+                "output_tokens",
+                "cache_created_tokens",
+                "cache_read_tokens",
+            ):
+                row[name] = r.figures[name] or 0
+            rows.append(row)
+    return _export(fmt, f"run-{run.pk}-scores", rows)
+
+
+@require_GET
+@read_access
+def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    form = MatrixForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    scoring = scores.latest_scoring(run)
+    surfaces = sorted(run.surfaces_seen)
+    surface = form.cleaned_data.get("surface") or (surfaces[0] if surfaces else "dynamic")
+    context: dict[str, Any] = {
+        "run": run,
+        "scoring": scoring,
+        "surface": surface,
+        "surfaces": surfaces,
+        "form": form,
+    }
+    if scoring and scoring.verdict_count:
+        all_cases = (
+            Verdict.objects.filter(scoring=scoring, surface=surface)
+            .order_by("case")
+            .values_list("case", flat=True)
+            .distinct()
+        )
+        page = Paginator(all_cases, 50).get_page(form.cleaned_data.get("page") or 1)
+        models, cells = scores.case_matrix(scoring, surface, list(page.object_list))
+        rows = []
+        for case in page.object_list:
+            row = []
+            for m in models:
+                got = cells.get((case, m), [])
+                row.append(
+                    {
+                        "attempts": got,
+                        "pass_k": bool(got) and all(o == "completed" for _, _, o, _ in got),
+                        "k": len(got),
+                    }
+                )
+            rows.append((case, row))
+        context.update(page=page, models=models, rows=rows, repeat=run.repeat)
+    return render(request, "records/matrix.html", context)
+
+
+@require_GET
+@read_access
+def run_flips(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    form = FlipsForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    scorings = list(run.scorings.select_related("key").order_by("-created_at", "-id"))
+    by_id = {s.pk: s for s in scorings}
+    after = by_id.get(form.cleaned_data.get("after") or 0) or (scorings[0] if scorings else None)
+    before = by_id.get(form.cleaned_data.get("before") or 0) or (
+        scorings[1] if len(scorings) > 1 else None
+    )
+    changed = scores.flips(before, after) if before and after else []
+    summary: dict[tuple[str, str], dict[str, int]] = {}
+    for f in changed:
+        key = (f["model"], f["surface"])
+        bucket = summary.setdefault(key, {"fixed": 0, "broke": 0, "other": 0})
+        if f["after"] == "completed" and f["before"] != "completed":
+            bucket["fixed"] += 1
+        elif f["before"] == "completed" and f["after"] != "completed":
+            bucket["broke"] += 1
+        else:
+            bucket["other"] += 1
+    return render(
+        request,
+        "records/flips.html",
+        {
+            "run": run,
+            "scorings": scorings,
+            "before": before,
+            "after": after,
+            "flips": changed,
+            "summary": sorted(summary.items()),
+        },
+    )
+
+
+@require_GET
+@read_access
+def keys(request: HttpRequest) -> HttpResponse:
+    items = list(CorpusKey.objects.select_related("upload").order_by("-created_at", "-id")[:200])
+    digests = [k.digest for k in items]
+    runs_per_digest = dict(
+        Run.objects.filter(corpus_digest__in=digests)
+        .values_list("corpus_digest")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return render(
+        request,
+        "records/keys.html",
+        {"keys": [(k, runs_per_digest.get(k.digest, 0)) for k in items]},
+    )
+
+
+@require_GET
+@read_access
+def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    key = get_object_or_404(CorpusKey, pk=pk)
+    cases = list(key.cases.all())
+    runs = list(
+        Run.objects.filter(Q(corpus_digest=key.digest) | Q(scorings__key=key))
+        .distinct()
+        .order_by("-started_at")[:100]
+    )
+    scored_cases = dict(
+        Verdict.objects.filter(scoring__key=key)
+        .values_list("case")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return render(
+        request,
+        "records/key.html",
+        {
+            "key": key,
+            "cases": [(c, scored_cases.get(c.case_id, 0)) for c in cases],
+            "runs": runs,
+            "catalog": key.document.get("catalog", {}),
+            "retired": key.document.get("retired", []),
+        },
+    )
 
 
 def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
@@ -214,9 +442,13 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         from records.cost import Tokens, cost_of
 
         total = cost_of(Tokens.of(attempt), price)
+    scoring = scores.latest_scoring(attempt.run)
+    verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
     context = {
         "attempt": attempt,
         "run": attempt.run,
+        "scoring": scoring,
+        "verdict": verdict,
         "turns": turns,
         "verifies": list(Verify.objects.filter(attempt=attempt).order_by("line")),
         "price_note": price_note,

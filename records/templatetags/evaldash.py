@@ -68,3 +68,16 @@ def pretty_json(value: Any) -> str:
     from records.pages import pretty_json as dump
 
     return dump(value)
+
+
+@register.filter
+def get(mapping: Any, key: str) -> Any:
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.filter
+def make_list_words(value: str) -> list[str]:
+    return value.split()

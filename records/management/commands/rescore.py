@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand, CommandError
+
+from records.models import CorpusKey, Run
+from records.scores import key_for_run, score_run
+
+
+class Command(BaseCommand):
+    help = "Score stored runs again against the key with their corpus digest (or a chosen key)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--run", type=int, action="append", help="run id (default: all)")
+        parser.add_argument(
+            "--key",
+            type=int,
+            help="score against this key id (stale if its digest is not the run's)",
+        )
+
+    def handle(self, *args, run: list[int] | None = None, key: int | None = None, **opts) -> None:
+        runs = Run.objects.filter(pk__in=run) if run else Run.objects.all()
+        chosen = CorpusKey.objects.filter(pk=key).first() if key else None
+        if key and chosen is None:
+            raise CommandError(f"no corpus key with id {key}")
+        done = skipped = failed = 0
+        for r in runs.order_by("pk"):
+            k = chosen or key_for_run(r)
+            if k is None:
+                skipped += 1
+                continue
+            scoring = score_run(r, k)
+            if scoring.verdict_count == 0 and scoring.error:
+                failed += 1
+                self.stderr.write(f"run {r.pk} ({r.run_id}): {scoring.error}")
+            else:
+                done += 1
+        self.stdout.write(
+            f"{done} run(s) scored, {skipped} without a matching key, {failed} failed"
+        )

@@ -1,0 +1,312 @@
+"""Corpus keys through every path, stored scores, score pages, re-scoring and what changed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.core.management import call_command
+
+from records.formats.corpus_key import CorpusKeyError, read_corpus_key
+from records.ingest import bytes_input, ingest
+from records.models import ApiToken, CorpusKey, KeyCase, Run, Scoring, Upload, Verdict
+from records.scores import coverage_caption, fnv1a64, score_groups, score_rows
+from tests.builders import FIXTURE_SHARD, SAMPLE_KEY, encode, line
+
+pytestmark = pytest.mark.django_db
+KEY_BYTES = SAMPLE_KEY.read_bytes()
+
+
+def _ingest(*items, **kw):
+    return ingest([bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"), **kw)
+
+
+def fixture_for_sample_key() -> bytes:
+    """The fixture shard with its run line pointing at the sample key (and given providers)."""
+    text = FIXTURE_SHARD.read_text().replace('"fixture-corpus"', '"b519a10571ab2192"')
+    return text.encode()
+
+
+@pytest.fixture
+def viewer(client, django_user_model):
+    user = django_user_model.objects.create_user("v", password="pw-123456789")
+    client.force_login(user)
+    return user
+
+
+class TestKeys:
+    def test_the_sample_key_digest_is_reproduced(self):
+        assert read_corpus_key(KEY_BYTES, "k.json").digest == "b519a10571ab2192"
+
+    def test_a_changed_key_is_refused_with_both_digests(self):
+        doc = json.loads(KEY_BYTES)
+        doc["cases"][0]["prompt"] += " please"
+        with pytest.raises(CorpusKeyError) as info:
+            read_corpus_key(json.dumps(doc).encode(), "k.json")
+        assert "declares b519a10571ab2192 but its cases digest to" in info.value.message
+        assert info.value.field == "corpus_digest"
+
+    def test_the_operator_override_marks_the_key_not_verified(self):
+        doc = json.loads(KEY_BYTES)
+        doc["cases"][0]["prompt"] += " please"
+        report = _ingest(("key.json", json.dumps(doc).encode()), allow_digest_mismatch=True)
+        key = CorpusKey.objects.get()
+        assert not key.verified and key.declared_digest == "b519a10571ab2192"
+        assert report.keys[0]["verified"] is False
+
+    @pytest.mark.parametrize(
+        ("mutate", "field"),
+        [
+            (lambda d: d.update(format="x/2"), "format"),
+            (lambda d: d["cases"][0].update(extra=1), "cases[0].extra"),
+            (lambda d: d["cases"][1].update(id="MT-002"), "cases[1].id"),
+            (lambda d: d["cases"][0]["steps"][0].update(standalone="x"), "cases[0].steps[0]"),
+            (
+                lambda d: d["cases"][6]["steps"][1]["args"][1]["truth"].update(fact="x"),
+                "cases[6].steps[1].args[1].truth",
+            ),
+            (
+                lambda d: d["cases"][6]["steps"][1]["args"][1]["truth"]["produced"].update(step=2),
+                "cases[6].steps[1].args[1].truth.produced.step",
+            ),
+            (lambda d: d["catalog"].update(gold={}), "catalog.gold"),
+        ],
+    )
+    def test_malformed_keys_are_refused_naming_the_field(self, mutate, field):
+        doc = json.loads(KEY_BYTES)
+        mutate(doc)
+        with pytest.raises(CorpusKeyError) as info:
+            read_corpus_key(json.dumps(doc).encode(), "k.json", allow_digest_mismatch=True)
+        assert info.value.field == field
+
+    def test_a_key_is_stored_with_its_cases_once(self):
+        _ingest(("corpus-key.json", KEY_BYTES))
+        report = _ingest(("copy.json", KEY_BYTES))
+        assert CorpusKey.objects.count() == 1 and report.keys[0]["created"] is False
+        assert list(KeyCase.objects.values_list("case_id", flat=True))[:2] == ["MT-002", "MT-003"]
+        ms014 = KeyCase.objects.get(case_id="MS-014")
+        assert ms014.steps[1]["args"][1]["truth"] == {"produced": {"step": 1, "field": "iid"}}
+
+    def test_keys_upload_through_the_api_and_the_command(self, client, tmp_path, capsys):
+        _, raw = ApiToken.issue("ci")
+        r = client.post(
+            "/api/v1/uploads",
+            {"file": [_file("key.json", KEY_BYTES)]},
+            headers={"Authorization": f"Bearer {raw}"},
+        )
+        assert r.status_code == 200 and r.json()["keys"][0]["digest"] == "b519a10571ab2192"
+        CorpusKey.objects.all().delete()
+        path = tmp_path / "key.json"
+        path.write_bytes(KEY_BYTES)
+        call_command("ingest", str(path), "--quiet")
+        assert CorpusKey.objects.count() == 1
+
+
+def _file(name, data):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    return SimpleUploadedFile(name, data)
+
+
+class TestScoring:
+    def test_a_shard_is_scored_when_its_key_is_already_stored(self):
+        _ingest(("key.json", KEY_BYTES))
+        report = _ingest(("modeleval-f.jsonl", fixture_for_sample_key()))
+        assert report.stored[0]["scored_against"] == "b519a10571ab2192"
+        scoring = Scoring.objects.get()
+        assert not scoring.stale and scoring.verdict_count == 2
+
+    def test_a_key_arriving_scores_the_runs_that_carry_its_digest(self):
+        _ingest(("modeleval-f.jsonl", fixture_for_sample_key()))
+        assert not Scoring.objects.exists()
+        report = _ingest(("key.json", KEY_BYTES))
+        assert report.keys[0]["rescored_runs"] == [Run.objects.get().pk]
+
+    def test_the_stored_rows_are_the_rows_of_spec_f(self):
+        _ingest(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
+        rows = {r.model: r for r in score_rows(Scoring.objects.get())}
+        perfect, wrong = rows["fake:perfect"], rows["fake:wrong-args"]
+        assert [p for _, p in perfect.columns] == [
+            (1, 1),
+            (1, 1),
+            (1, 1),
+            (1, 1),
+            (0, 0),
+            (1, 1),
+            (1, 1),
+        ]
+        assert perfect.overhead == "1 / 1 (1 find, 0 invalid_params)"
+        assert [p for _, p in wrong.columns] == [
+            (0, 1),
+            (1, 1),
+            (1, 1),
+            (0, 1),
+            (0, 0),
+            (0, 1),
+            (0, 1),
+        ]
+        assert wrong.overhead == "0 / 1 (0 find, 0 invalid_params)"
+        f = perfect.figures
+        assert (
+            f["input_tokens"],
+            f["output_tokens"],
+            f["cache_created_tokens"],
+            f["cache_read_tokens"],
+            f["turns"],
+        ) == (4600, 124, 0, 2700, 3)
+        assert (wrong.figures["input_tokens"], wrong.figures["turns"]) == (2600, 2)
+
+    def test_the_fixture_rows_are_refused_upstream_for_incomplete_provenance(self):
+        _ingest(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
+        groups = score_groups(Scoring.objects.get())
+        (group,) = groups
+        assert [r.refusal[0] for r in group.rows] == ["fake-provider"] * 0 + [
+            "incomplete-provenance"
+        ] * 2
+        assert group.caption == (
+            "Compared as one table because these rows agree on surface `dynamic`, mode `default`, "
+            "tier `ultimate`, corpus `b519a10571ab2192`, 1 of 8 cases (`"
+            + fnv1a64(["MT-002"])
+            + "`), contract `fixture-contract`, tool schemas `fixture-digest`, repeat 1."
+        )
+
+    def test_a_filtered_run_is_refused_first(self):
+        _ingest(("key.json", KEY_BYTES))
+        data = fixture_for_sample_key().replace(
+            b'"repeat":1}}\n', b'"repeat":1,"filter":"TestX"}}\n'
+        )
+        _ingest(("modeleval-f.jsonl", data))
+        rows = score_groups(Scoring.objects.get())[0].rows
+        assert rows[0].refusal == ("filtered-run", "the run was filtered with -run 'TestX'")
+
+    def test_scoring_against_another_key_is_fenced_as_stale(self, client, viewer):
+        viewer.user_permissions.add(Permission.objects.get(codename="add_scoring"))
+        _ingest(("modeleval-f.jsonl", FIXTURE_SHARD.read_bytes()))
+        _ingest(("key.json", KEY_BYTES))
+        run = Run.objects.get()
+        html = client.get(f"/runs/{run.pk}/").content.decode()
+        assert "No stored corpus key has this run's digest" in html
+        r = client.post(f"/runs/{run.pk}/score/", {"key": CorpusKey.objects.get().pk})
+        assert r.status_code == 302
+        scoring = Scoring.objects.get()
+        assert scoring.stale
+        html = client.get(f"/runs/{run.pk}/").content.decode()
+        assert "Stale corpus." in html and "stale-corpus" in html
+        md = client.get(f"/runs/{run.pk}/scores.md").content.decode()
+        assert md.startswith("> **Stale corpus**")
+
+    def test_scoring_by_hand_needs_the_permission(self, client, viewer):
+        _ingest(("modeleval-f.jsonl", FIXTURE_SHARD.read_bytes()), ("key.json", KEY_BYTES))
+        r = client.post(f"/runs/{Run.objects.get().pk}/score/", {"key": CorpusKey.objects.get().pk})
+        assert r.status_code == 403 and not Scoring.objects.exists()
+
+    def test_an_unscoreable_run_says_why_and_stores_no_verdict(self):
+        _ingest(("key.json", KEY_BYTES))
+        data = encode(
+            [
+                line("attempt", case="ZZ-999"),
+                line("session"),
+                line("run", corpus_digest="b519a10571ab2192"),
+            ]
+        )
+        _ingest(("modeleval-z.jsonl", data))
+        scoring = Scoring.objects.get()
+        assert scoring.verdict_count == 0 and "names case 'ZZ-999'" in scoring.error
+        assert not Verdict.objects.exists()
+
+    def test_attempts_naming_retired_cases_are_not_scored(self):
+        _ingest(("key.json", KEY_BYTES))
+        data = encode(
+            [
+                line("attempt", case="MT-201"),
+                line("attempt", id="a2", case="MT-002"),
+                line("session"),
+                line("run", corpus_digest="b519a10571ab2192"),
+            ]
+        )
+        _ingest(("modeleval-r.jsonl", data))
+        scoring = Scoring.objects.get()
+        assert scoring.verdict_count == 1 and "retired" in scoring.error
+
+
+class TestPages:
+    @pytest.fixture
+    def scored(self):
+        _ingest(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
+        return Run.objects.get()
+
+    def test_the_run_page_shows_scores_with_ratios_rates_and_links(self, client, viewer, scored):
+        html = client.get(f"/runs/{scored.pk}/").content.decode()
+        assert "Compared as one table because" in html
+        assert "?model=fake%3Aperfect&surface=dynamic&outcome=completed#attempts" in html
+        assert '>1 / 1</a> <span class="rate">100%</span>' in html
+        assert "incomplete-provenance" in html and "What each column means" in html
+
+    def test_numbers_lead_to_the_attempts_behind_them(self, client, viewer, scored):
+        r = client.get(f"/runs/{scored.pk}/?outcome=failed", headers={"HX-Request": "true"})
+        body = r.content.decode()
+        assert "MT-002/dynamic/2" in body and "MT-002/dynamic/1" not in body
+
+    def test_scores_export_as_markdown_csv_and_json(self, client, viewer, scored):
+        md = client.get(f"/runs/{scored.pk}/scores.md").content.decode()
+        assert "| Model             | Clean | Reached |" in md
+        assert "| `fake:perfect`    | 1 / 1 |   1 / 1 |" in md
+        doc = client.get(f"/runs/{scored.pk}/scores.json").json()
+        assert doc["rows"][1]["argument_fidelity_numerator"] == 0
+        text = b"".join(client.get(f"/runs/{scored.pk}/scores.csv").streaming_content).decode()
+        assert "clean_numerator" in text.splitlines()[0]
+
+    def test_the_attempt_page_explains_the_verdict_step_by_step(self, client, viewer, scored):
+        a = scored.attempts.get(key="MT-002/dynamic/2")
+        html = client.get(f"/attempts/{a.pk}/").content.decode()
+        assert "the value is none of the spellings the recipe produced" in html
+        assert (
+            "<code>eval-group/some-other-project</code> · wanted <code>eval-group/eval-project or 42</code>"
+            in html
+        )
+
+    def test_the_matrix_shows_outcomes_per_case_and_model(self, client, viewer, scored):
+        r = client.get(f"/runs/{scored.pk}/matrix/?surface=dynamic")
+        assert r.context["models"] == ["fake:perfect", "fake:wrong-args"]
+        ((case, cells),) = r.context["rows"]
+        assert case == "MT-002" and [c["attempts"][0][2] for c in cells] == ["completed", "failed"]
+
+    def test_key_pages_list_cases_and_the_runs_they_score(self, client, viewer, scored):
+        key = CorpusKey.objects.get()
+        assert "b519a10571ab2192" in client.get("/keys/").content.decode()
+        html = client.get(f"/keys/{key.pk}/").content.decode()
+        assert "MS-014" in html and "produced by step 1 at <code>iid</code>" in html
+        assert scored.run_id in html
+
+    def test_a_changed_key_rescore_lists_the_attempts_that_flipped(
+        self, client, viewer, scored, capsys
+    ):
+        doc = json.loads(KEY_BYTES)
+        # The corrected key accepts the other project too: a literal instead of the fact.
+        doc["cases"][0]["steps"][0]["args"][0]["truth"] = {
+            "literal": "eval-group/some-other-project"
+        }
+        _ingest(("key-v2.json", json.dumps(doc).encode()), allow_digest_mismatch=True)
+        call_command(
+            "rescore", "--run", str(scored.pk), "--key", str(CorpusKey.objects.latest("id").pk)
+        )
+        assert "1 run(s) scored" in capsys.readouterr().out
+        r = client.get(f"/runs/{scored.pk}/flips/")
+        changed = {f["key"]: (f["before"], f["after"]) for f in r.context["flips"]}
+        assert changed == {
+            "MT-002/dynamic/1": ("completed", "failed"),
+            "MT-002/dynamic/2": ("failed", "completed"),
+        }
+        assert "No longer completed" in r.content.decode()
+
+
+def test_coverage_captions_follow_e4():
+    assert coverage_caption([], 8) == ""
+    assert coverage_caption([f"C{i}" for i in range(8)], 8) == "the whole corpus (8 cases)"
+    assert coverage_caption(["MT-002"], 8) == f"1 of 8 cases (`{fnv1a64(['MT-002'])}`)"
+    # FNV-1a 64 over "a\0": offset basis xor 'a', times prime, xor 0, times prime.
+    h = 0xCBF29CE484222325
+    for b in b"a\x00":
+        h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    assert fnv1a64(["a"]) == format(h, "x")
