@@ -69,8 +69,12 @@ class RunFilterForm(forms.Form):
 
 class AttemptFilterForm(forms.Form):
     model = forms.CharField(required=False, max_length=300)
+    case = forms.CharField(
+        required=False,
+        max_length=100,
+        widget=forms.TextInput(attrs={"placeholder": "case id", "size": 12}),
+    )
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
-    case = forms.CharField(required=False, max_length=100)
     ended_by = forms.ChoiceField(
         required=False, choices=[("", "any ending")] + [(e, e) for e in ENDINGS]
     )

@@ -314,43 +314,48 @@ class _Table:
 
 
 class _ShardWriter:
+    """Buffers a shard's rows and writes them with executemany.
+
+    Attempt ids are reserved up front, so turn, call and verify rows carry their attempt's id
+    when they are written; per-attempt totals are added up while the lines stream past.
+    """
+
+    ATTEMPT_COLUMNS = [
+        "id",
+        "run",
+        "key",
+        "line",
+        "case",
+        "model",
+        "surface",
+        "effective_surface",
+        "effective_mode",
+        "session_label",
+        "repeat",
+        "shown_tools",
+        "overflowed",
+        "tool_digest",
+        "facts",
+        "stimulus",
+        "ended_by",
+        "reason",
+        "turn_count",
+        "try_count",
+        "call_count",
+        "input_tokens",
+        "output_tokens",
+        "cache_created_tokens",
+        "cache_read_tokens",
+        "latency_ms",
+    ]
+
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
-        self.attempts = _Table(
-            Attempt,
-            [
-                "run",
-                "key",
-                "line",
-                "case",
-                "model",
-                "surface",
-                "effective_surface",
-                "effective_mode",
-                "session_label",
-                "repeat",
-                "shown_tools",
-                "overflowed",
-                "tool_digest",
-                "facts",
-                "stimulus",
-                "ended_by",
-                "reason",
-                "turn_count",
-                "try_count",
-                "call_count",
-                "input_tokens",
-                "output_tokens",
-                "cache_created_tokens",
-                "cache_read_tokens",
-                "latency_ms",
-            ],
-        )
+        self.attempts = _Table(Attempt, self.ATTEMPT_COLUMNS)
         self.turns = _Table(
             Turn,
             [
-                "run",
-                "attempt_key",
+                "attempt",
                 "line",
                 "index",
                 "try_number",
@@ -369,8 +374,7 @@ class _ShardWriter:
         self.calls = _Table(
             Call,
             [
-                "run",
-                "attempt_key",
+                "attempt",
                 "line",
                 "turn",
                 "index",
@@ -391,16 +395,40 @@ class _ShardWriter:
                 "dispatch_observed",
             ],
         )
-        self.verifies = _Table(Verify, ["run", "attempt_key", "line", "name", "passed", "detail"])
+        self.verifies = _Table(Verify, ["attempt", "line", "name", "passed", "detail"])
         self.pending = 0
+        self.ids: dict[str, int] = {}
+        # Child lines that came before their attempt line wait here for its id (rare).
+        self.orphans: list[tuple[_Table, str, tuple[Any, ...]]] = []
+        # attempt key -> [turn indexes, tries, calls, input, output, cache created, cache read,
+        # latency]
+        self.totals: dict[str, list[Any]] = {}
+        self._free: list[int] = []
+        self._high = 0
+
+    def _next_id(self) -> int:
+        if not self._free:
+            self._free = _reserve_ids(Attempt, 1000, above=self._high)[::-1]
+            self._high = self._free[0]
+        return self._free.pop()
+
+    def _total(self, key: str) -> list[Any]:
+        t = self.totals.get(key)
+        if t is None:
+            t = self.totals[key] = [set(), 0, 0, 0, 0, 0, 0, 0.0]
+        return t
 
     def add(self, lineno: int, typ: str, p: dict[str, Any]) -> None:
+        if typ == "run" or typ == "session":
+            return  # written once the whole shard is read (they usually come last)
         g = p.get
         run = self.run_id
         if typ == "attempt":
             surface = g("surface", "")
+            pk = self.ids[p["id"]] = self._next_id()
             self.attempts.rows.append(
                 (
+                    pk,
                     run,
                     p["id"],
                     lineno,
@@ -428,33 +456,43 @@ class _ShardWriter:
                     0.0,
                 )
             )
-        elif typ == "turn":
-            u = g("usage") or {}
-            blocks = g("blocks", [])
-            self.turns.rows.append(
-                (
-                    run,
-                    p["attempt"],
+        else:
+            key = p["attempt"]
+            if typ == "turn":
+                u = g("usage") or {}
+                blocks = g("blocks", [])
+                usage = (
+                    u.get("input", 0),
+                    u.get("output", 0),
+                    u.get("cache_created", 0),
+                    u.get("cache_read", 0),
+                )
+                latency = g("latency_ms")
+                t = self._total(key)
+                t[0].add(p["index"])
+                t[1] += 1
+                t[3] += usage[0]
+                t[4] += usage[1]
+                t[5] += usage[2]
+                t[6] += usage[3]
+                t[7] += latency or 0.0
+                table = self.turns
+                row: tuple[Any, ...] = (
                     lineno,
                     p["index"],
                     p["try"],
                     g("request_digest", ""),
                     _json(blocks),
-                    u.get("input", 0),
-                    u.get("output", 0),
-                    u.get("cache_created", 0),
-                    u.get("cache_read", 0),
+                    *usage,
                     p["status"],
                     g("detail", ""),
-                    g("latency_ms"),
+                    latency,
                     any(b.get("kind") == "tool_call" for b in blocks),
                 )
-            )
-        elif typ == "call":
-            self.calls.rows.append(
-                (
-                    run,
-                    p["attempt"],
+            elif typ == "call":
+                self._total(key)[2] += 1
+                table = self.calls
+                row = (
                     lineno,
                     p["turn"],
                     p["index"],
@@ -474,13 +512,14 @@ class _ShardWriter:
                     g("requests"),
                     g("dispatch_observed", False),
                 )
-            )
-        elif typ == "verify":
-            self.verifies.rows.append(
-                (run, p["attempt"], lineno, p["name"], p.get("passed", False), g("detail", ""))
-            )
-        else:
-            return
+            else:
+                table = self.verifies
+                row = (lineno, p["name"], g("passed", False), g("detail", ""))
+            attempt_id = self.ids.get(key)
+            if attempt_id is None:
+                self.orphans.append((table, key, row))
+                return
+            table.rows.append((attempt_id, *row))
         self.pending += 1
         if self.pending >= BATCH_LINES:
             self.flush()
@@ -491,8 +530,43 @@ class _ShardWriter:
                 table.flush(cursor)
         self.pending = 0
 
+    def adopt_orphans(self) -> None:
+        """Write the lines that came before their attempt line, now that every id is known."""
+        for table, key, row in self.orphans:
+            table.rows.append((self.ids[key], *row))
+        self.orphans = []
+        self.flush()
 
-def _finish(run: Run, joins: Joins, shard: ShardFile) -> int:
+    def write_totals(self, cursor: Any) -> None:
+        qn = connection.ops.quote_name
+        cursor.executemany(
+            f"UPDATE {qn(Attempt._meta.db_table)} SET turn_count = %s, try_count = %s, "
+            f"call_count = %s, input_tokens = %s, output_tokens = %s, "
+            f"cache_created_tokens = %s, cache_read_tokens = %s, latency_ms = %s WHERE id = %s",
+            [(len(t[0]), *t[1:], self.ids[key]) for key, t in self.totals.items()],
+        )
+
+
+def _reserve_ids(model: type, n: int, above: int = 0) -> list[int]:
+    """n primary keys for rows this transaction is about to insert with explicit ids.
+
+    `above` is the highest id this transaction already handed out (some may not be written yet).
+    """
+    table = model._meta.db_table
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute(
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+                [table, n],
+            )
+            return [r[0] for r in cur.fetchall()]
+        # SQLite: the IMMEDIATE transaction holds the write lock, so nobody else inserts now.
+        cur.execute(f"SELECT COALESCE(MAX(id), 0) FROM {connection.ops.quote_name(table)}")
+        start = max(cur.fetchone()[0], above)
+    return list(range(start + 1, start + n + 1))
+
+
+def _finish(run: Run, joins: Joins, shard: ShardFile, writer: _ShardWriter) -> int:
     """Write the run and session lines, then settle joins and totals in the database."""
     p = joins.run
     assert p is not None
@@ -584,27 +658,7 @@ def _finish(run: Run, joins: Joins, shard: ShardFile) -> int:
                 f"AND model = %s AND effective_surface = %s",
                 single,
             )
-        for child in (t, c, v):
-            cur.execute(
-                f"UPDATE {child} SET attempt_id = (SELECT x.id FROM {a} x WHERE x.run_id = "
-                f"{child}.run_id AND x.{qn('key')} = {child}.attempt_key) WHERE run_id = %s",
-                [run.pk],
-            )
-        cur.execute(
-            f"UPDATE {a} SET (turn_count, try_count, input_tokens, output_tokens, "
-            f"cache_created_tokens, cache_read_tokens, latency_ms) = (SELECT "
-            f"COUNT(DISTINCT y.{qn('index')}), COUNT(*), COALESCE(SUM(y.input_tokens), 0), "
-            f"COALESCE(SUM(y.output_tokens), 0), COALESCE(SUM(y.cache_created_tokens), 0), "
-            f"COALESCE(SUM(y.cache_read_tokens), 0), COALESCE(SUM(y.latency_ms), 0) "
-            f"FROM {t} y WHERE y.attempt_id = {a}.id) WHERE run_id = %s "
-            f"AND EXISTS (SELECT 1 FROM {t} z WHERE z.attempt_id = {a}.id)",
-            [run.pk],
-        )
-        cur.execute(
-            f"UPDATE {a} SET call_count = (SELECT COUNT(*) FROM {c} y WHERE y.attempt_id = {a}.id) "
-            f"WHERE run_id = %s",
-            [run.pk],
-        )
+        writer.write_totals(cur)
         ended = ", ".join(
             f"SUM(CASE WHEN ended_by = '{e}' THEN 1 ELSE 0 END)"
             for e in (
@@ -629,6 +683,21 @@ def _finish(run: Run, joins: Joins, shard: ShardFile) -> int:
             f"GROUP BY run_id, model, effective_surface, effective_mode",
             [run.pk],
         )
+        cur.execute(
+            f"SELECT a.session_id, COUNT(*), SUM(CASE WHEN c.dispatch_observed THEN 1 ELSE 0 END) "
+            f"FROM {c} c JOIN {a} a ON a.id = c.attempt_id WHERE a.run_id = %s "
+            f"AND a.session_id IS NOT NULL GROUP BY a.session_id",
+            [run.pk],
+        )
+        per_session = cur.fetchall()
+        if per_session:
+            cur.executemany(
+                f"UPDATE {qn(Session._meta.db_table)} SET call_count = %s, "
+                f"observed_call_count = %s WHERE id = %s",
+                [(n, observed, sid) for sid, n, observed in per_session],
+            )
+        cur.execute(f"SELECT DISTINCT {qn('case')} FROM {a} WHERE run_id = %s ORDER BY 1", [run.pk])
+        run.cases_seen = [r[0] for r in cur.fetchmany(5000)]
     summaries = list(SurfaceSummary.objects.filter(run=run))
     run.attempt_count = sum(s.attempts for s in summaries)
     run.input_tokens = sum(s.input_tokens for s in summaries)
@@ -675,9 +744,9 @@ def ingest_shard(
                     progress(name, done, size)
                     next_report += CHUNK * 8
             joins.finish()
-            writer.flush()
+            writer.adopt_orphans()
             shard.lines = lineno
-            attempts = _finish(run, joins, shard)
+            attempts = _finish(run, joins, shard, writer)
             shard.save(update_fields=["lines", "warnings", "warning_count"])
     except ShardError as exc:
         report.refused.append(exc.as_dict())

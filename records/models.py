@@ -87,6 +87,7 @@ class Run(models.Model):
     cache_created_tokens = models.BigIntegerField(default=0)
     cache_read_tokens = models.BigIntegerField(default=0)
     models_seen = models.JSONField(default=list)
+    cases_seen = models.JSONField(default=list)
     surfaces_seen = models.JSONField(default=list)
     modes_seen = models.JSONField(default=list)
 
@@ -154,6 +155,9 @@ class Session(models.Model):
     served_tools = models.IntegerField(default=0)
     tool_schema_digests = models.JSONField(default=dict, blank=True)
     line = models.IntegerField()
+    # Calls made by the session's attempts, and how many the server observed (E.3 rule 2).
+    call_count = models.IntegerField(default=0)
+    observed_call_count = models.IntegerField(default=0)
 
     class Meta:
         ordering = ["run", "label"]
@@ -170,7 +174,7 @@ class Session(models.Model):
 
 
 class Attempt(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
     session = models.ForeignKey(
         Session, null=True, blank=True, on_delete=models.CASCADE, related_name="attempts"
     )
@@ -224,10 +228,9 @@ class Attempt(models.Model):
 class Turn(models.Model):
     """One provider request: every try is its own line (and is charged)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    # Set in the same transaction that stores the shard, once every attempt line is known.
-    attempt = models.ForeignKey(Attempt, null=True, on_delete=models.CASCADE, related_name="turns")
-    attempt_key = models.TextField()
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="turns", db_index=False
+    )
     line = models.IntegerField()
     index = models.IntegerField()
     try_number = models.IntegerField()
@@ -245,19 +248,16 @@ class Turn(models.Model):
 
     class Meta:
         ordering = ["attempt", "index", "line"]
-        indexes = [
-            models.Index(fields=["attempt", "index", "line"]),
-            models.Index(fields=["run", "attempt_key"]),
-        ]
+        indexes = [models.Index(fields=["attempt", "index", "line"])]
 
     def __str__(self) -> str:
-        return f"{self.attempt_key} turn {self.index} try {self.try_number}"
+        return f"turn {self.index} try {self.try_number} of attempt {self.attempt_id}"
 
 
 class Call(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    attempt = models.ForeignKey(Attempt, null=True, on_delete=models.CASCADE, related_name="calls")
-    attempt_key = models.TextField()
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="calls", db_index=False
+    )
     line = models.IntegerField()
     turn = models.IntegerField()
     index = models.IntegerField()
@@ -279,13 +279,10 @@ class Call(models.Model):
 
     class Meta:
         ordering = ["attempt", "index", "line"]
-        indexes = [
-            models.Index(fields=["attempt", "index", "line"]),
-            models.Index(fields=["run", "attempt_key"]),
-        ]
+        indexes = [models.Index(fields=["attempt", "index", "line"])]
 
     def __str__(self) -> str:
-        return f"{self.attempt_key} call {self.index}"
+        return f"call {self.index} of attempt {self.attempt_id}"
 
     @property
     def rewritten(self) -> bool:
@@ -297,11 +294,7 @@ class Call(models.Model):
 
 
 class Verify(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    attempt = models.ForeignKey(
-        Attempt, null=True, on_delete=models.CASCADE, related_name="verifies"
-    )
-    attempt_key = models.TextField()
+    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="verifies")
     line = models.IntegerField()
     name = models.TextField()
     passed = models.BooleanField()
@@ -309,10 +302,9 @@ class Verify(models.Model):
 
     class Meta:
         ordering = ["attempt", "line"]
-        indexes = [models.Index(fields=["run", "attempt_key"])]
 
     def __str__(self) -> str:
-        return f"{self.attempt_key}: {self.name}"
+        return f"{self.name} (attempt {self.attempt_id})"
 
 
 class SurfaceSummary(models.Model):
@@ -501,8 +493,26 @@ class Verdict(models.Model):
             models.Index(fields=["scoring", "row_key"]),
             models.Index(fields=["scoring", "case"]),
             models.Index(fields=["scoring", "attempt"]),
-            models.Index(fields=["row_key"]),
         ]
 
     def __str__(self) -> str:
         return f"{self.attempt_id}: {self.outcome}"
+
+
+class ScoreRow(models.Model):
+    """One C.9 row of a scoring, summed once when the scoring is stored."""
+
+    scoring = models.ForeignKey(Scoring, on_delete=models.CASCADE, related_name="rows")
+    row_key = models.TextField()
+    model = models.TextField()
+    surface = models.TextField()
+    session = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
+    figures = models.JSONField()
+    cases = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["scoring", "row_key"]
+        indexes = [models.Index(fields=["row_key"])]
+
+    def __str__(self) -> str:
+        return self.row_key

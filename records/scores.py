@@ -93,11 +93,30 @@ def key_for_run(run: Run) -> CorpusKey | None:
     """The newest stored key whose digest is the run's corpus digest."""
     if not run.corpus_digest:
         return None
-    return CorpusKey.objects.filter(digest=run.corpus_digest).order_by("-created_at", "-id").first()
+    return (
+        CorpusKey.objects.filter(digest=run.corpus_digest)
+        .defer("document")
+        .order_by("-created_at", "-id")
+        .first()
+    )
 
 
 def latest_scoring(run: Run) -> Scoring | None:
-    return run.scorings.select_related("key").order_by("-created_at", "-id").first()
+    # The key's document can be megabytes; pages need only its name and digest.
+    return (
+        run.scorings.select_related("key")
+        .defer("key__document")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def cases_on(scoring: Scoring, surface: str) -> list[str]:
+    """Every case scored on a surface, from the stored rows (no scan of the verdicts)."""
+    cases: set[str] = set()
+    for row_cases in scoring.rows.filter(surface=surface).values_list("cases", flat=True):
+        cases.update(row_cases)
+    return sorted(cases)
 
 
 # --- loading attempts back -----------------------------------------------------------------------
@@ -382,6 +401,7 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
             run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
         )
         return scoring
+    _store_rows(scoring)
     notes = []
     if skipped_retired:
         notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
@@ -453,6 +473,35 @@ class ScoreRow:
 
 
 def score_rows(scoring: Scoring) -> list[ScoreRow]:
+    """The scoring's rows, as summed when it was stored."""
+    return [
+        ScoreRow(
+            r.row_key, r.model, r.surface, {**r.figures, "session_id": r.session_id}, cases=r.cases
+        )
+        for r in scoring.rows.order_by("row_key")
+    ]
+
+
+def _store_rows(scoring: Scoring) -> None:
+    from records.models import ScoreRow as StoredRow
+
+    StoredRow.objects.bulk_create(
+        StoredRow(
+            scoring=scoring,
+            row_key=r.row_key,
+            model=r.model,
+            surface=r.surface,
+            session_id=r.figures.pop("session_id"),
+            figures={
+                k: v for k, v in r.figures.items() if k not in ("row_key", "model", "surface")
+            },
+            cases=r.cases,
+        )
+        for r in _sum_rows(scoring)
+    )
+
+
+def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
     """One row per C.9 row key, summed in the database."""
     qs = (
         Verdict.objects.filter(scoring=scoring)
@@ -570,11 +619,9 @@ def _refusal(
         return "stale-corpus", (
             f"the run's corpus digest {run.corpus_digest} is not the key's {scoring.key.digest}"
         )
-    earlier = (
-        Verdict.objects.filter(row_key=row.row_key, scoring__run__pk__lt=run.pk)
-        .exclude(scoring__run=run)
-        .exists()
-    )
+    from records.models import ScoreRow as StoredRow
+
+    earlier = StoredRow.objects.filter(row_key=row.row_key, scoring__run__pk__lt=run.pk).exists()
     if earlier:
         return "duplicate-row", "an earlier run already produced a row with this key"
     return None
@@ -593,15 +640,7 @@ def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[G
     rows = score_rows(scoring) if rows is None else rows
     sessions = {s.pk: s for s in run.sessions.all()}
     providers = {p.spec: p for p in run.providers.all()}
-    observed: dict[int, list[int]] = defaultdict(lambda: [0, 0])
-    for session_id, observed_flag, n in (
-        Call.objects.filter(run=run)
-        .values_list("attempt__session_id", "dispatch_observed")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        observed[session_id][0 if observed_flag else 1] += n
-    unobserved = {sid for sid, (yes, no) in observed.items() if sid and no and not yes}
+    unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
     corpus_cases = scoring.key.case_count
     groups: dict[tuple[str, str], Group] = {}
     for row in rows:

@@ -170,10 +170,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         endings=ENDINGS,
         models=models,
         chart=pages.cost_chart(figures),
-        cases=list(run.attempts.order_by().values_list("case", flat=True).distinct()[:500]),
         groups=scores.score_groups(usable) if usable else [],
         matching_key=scores.key_for_run(run),
-        keys=list(CorpusKey.objects.only("pk", "digest", "name", "verified", "created_at")[:50]),
+        keys=list(CorpusKey.objects.defer("document")[:50]),
         legend=scores.LEGEND,
         scoring_count=run.scorings.count(),
         can_score=request.user.has_perm("records.add_scoring"),
@@ -273,12 +272,7 @@ def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
         "form": form,
     }
     if scoring and scoring.verdict_count:
-        all_cases = (
-            Verdict.objects.filter(scoring=scoring, surface=surface)
-            .order_by("case")
-            .values_list("case", flat=True)
-            .distinct()
-        )
+        all_cases = scores.cases_on(scoring, surface)
         page = Paginator(all_cases, 50).get_page(form.cleaned_data.get("page") or 1)
         models, cells = scores.case_matrix(scoring, surface, list(page.object_list))
         rows = []

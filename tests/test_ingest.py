@@ -75,7 +75,6 @@ def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
     assert run.started_at.isoformat() == "2026-09-16T09:00:00+00:00"
     assert Session.objects.get().surface == "dynamic"
     assert Attempt.objects.count() == 2 and Turn.objects.count() == 5 and Call.objects.count() == 3
-    assert not Turn.objects.filter(attempt=None).exists()
     perfect = Attempt.objects.get(model="fake:perfect")
     assert (perfect.turn_count, perfect.try_count, perfect.call_count) == (3, 3, 2)
     assert (perfect.input_tokens, perfect.output_tokens, perfect.cache_read_tokens) == (
@@ -128,6 +127,16 @@ def test_an_error_on_the_last_line_leaves_no_row_of_the_shard_behind():
     assert report.refused[0]["line"] == 6002 and report.refused[0]["field"] == "run.repeat"
     for model in (ShardFile, Run, Attempt, Turn, Call, Verify, Session, Provider, SurfaceSummary):
         assert not model.objects.exists(), model
+
+
+def test_lines_that_come_before_their_attempt_line_are_joined_to_it():
+    data = encode(
+        [line("turn"), line("call"), line("verify"), line("attempt"), line("session"), line("run")]
+    )
+    _ingest(("modeleval-o.jsonl", data))
+    a = Attempt.objects.get()
+    assert (a.turns.count(), a.calls.count(), a.verifies.count()) == (1, 1, 1)
+    assert (a.try_count, a.call_count) == (1, 1)
 
 
 def test_providers_and_prices_are_stored_from_the_run_line():

@@ -1,0 +1,285 @@
+"""The project's benchmark: ingest against a floor, peak memory, scoring, and page times.
+
+Everything is measured in one process run on a fresh database (a throwaway copy made the way the
+test runner makes one), on whichever database the settings name. Nothing here is a timed test.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import connection, reset_queries
+from django.test.utils import CaptureQueriesContext
+
+from records.synth import MODELS, load_demo_key, widen_key, write_run
+
+
+def _attempts_per_case(models: int = len(MODELS), surfaces: int = 3, repeat: int = 2) -> int:
+    return models * surfaces * repeat
+
+
+def generate(directory: Path, attempts: int, *, run_id: str, seed: int) -> tuple[Path, Any, int]:
+    """One shard of about `attempts` attempts, and the key (widened to enough cases) it uses."""
+    key = widen_key(load_demo_key(), max(8, attempts // _attempts_per_case() + 1))
+    path = directory / f"modeleval-{seed:06d}.jsonl"
+    with open(path, "wb") as fh:
+        lines = write_run(
+            fh,
+            key,
+            run_id=run_id,
+            commit=f"{seed:040x}",
+            started_at=datetime(2026, 11, 1 + seed % 27, 9),
+            seed=seed,
+            repeat=2,
+            max_attempts=attempts,
+        )
+    return path, key, lines
+
+
+def floor(paths: list[Path], db_path: Path) -> dict[str, float]:
+    """Parse each line with orjson and insert one row per line into a fresh SQLite file."""
+    t0 = time.perf_counter()
+    db = sqlite3.connect(db_path)
+    db.execute("CREATE TABLE line (file TEXT, n INTEGER, type TEXT, payload TEXT)")
+    lines = size = 0
+    with db:
+        for path in paths:
+            rows = []
+            with open(path, "rb") as fh:
+                for n, raw in enumerate(fh, 1):
+                    size += len(raw)
+                    if not raw.strip():
+                        continue
+                    doc = orjson.loads(raw)
+                    typ = doc["type"]
+                    rows.append((path.name, n, typ, orjson.dumps(doc[typ]).decode()))
+                    if len(rows) >= 5000:
+                        db.executemany("INSERT INTO line VALUES (?, ?, ?, ?)", rows)
+                        lines += len(rows)
+                        rows = []
+            db.executemany("INSERT INTO line VALUES (?, ?, ?, ?)", rows)
+            lines += len(rows)
+    db.close()
+    seconds = time.perf_counter() - t0
+    return {
+        "seconds": seconds,
+        "lines": lines,
+        "bytes": size,
+        "lines_per_s": lines / seconds,
+        "mb_per_s": size / 1e6 / seconds,
+    }
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def ingest_paths(paths: list[Path]) -> dict[str, float]:
+    from records.ingest import ingest, inputs_from_paths
+    from records.models import Upload
+
+    size = sum(p.stat().st_size for p in paths)
+    seconds, report = _timed(
+        lambda: ingest(inputs_from_paths(paths), Upload.objects.create(source="cli"))
+    )
+    assert report.ok, report.refused
+    lines = sum(s["lines"] for s in report.stored)
+    return {
+        "seconds": seconds,
+        "lines": lines,
+        "bytes": size,
+        "lines_per_s": lines / seconds,
+        "mb_per_s": size / 1e6 / seconds,
+        "runs": [s["run"] for s in report.stored],
+    }
+
+
+def store_key(key: Any) -> Any:
+    from records.formats.corpus_key import key_to_json
+    from records.models import Upload
+    from records.scores import store_key as store
+
+    stored, _ = store(
+        orjson.dumps(key_to_json(key)), "bench-key.json", Upload.objects.create(source="cli")
+    )
+    return stored
+
+
+def page_times(client: Any, urls: dict[str, str], repeat: int = 5) -> dict[str, dict[str, float]]:
+    out = {}
+    for name, url in urls.items():
+        times = []
+        queries = 0
+        for i in range(repeat):
+            reset_queries()
+            with CaptureQueriesContext(connection) as q:
+                t0 = time.perf_counter()
+                r = client.get(url)
+                if getattr(r, "streaming", False):
+                    b"".join(r.streaming_content)
+                times.append(time.perf_counter() - t0)
+            assert r.status_code == 200, (url, r.status_code)
+            if i == 0:
+                queries = len(q)
+        out[name] = {"median_ms": statistics.median(times) * 1000, "queries": queries}
+    return out
+
+
+def _pages(client: Any, run_id: int, baseline_id: int | None) -> dict[str, dict[str, float]]:
+    from records.models import Attempt
+
+    attempt = Attempt.objects.filter(run_id=run_id, call_count__gt=2).order_by("pk").first()
+    urls = {
+        "runs list": "/",
+        "run page with scores": f"/runs/{run_id}/",
+        "case matrix": f"/runs/{run_id}/matrix/?surface=dynamic",
+        "attempt trace": f"/attempts/{attempt.pk}/",
+    }
+    return page_times(client, urls)
+
+
+def peak_memory(artifact: Path, database_url: str) -> dict[str, float]:
+    """Max RSS of a separate `manage.py ingest` process ingesting the artifact."""
+    env = {**os.environ, "DATABASE_URL": database_url, "EVALDASH_INSECURE_DEV_KEY": "1"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(Path(settings.BASE_DIR) / "manage.py"),
+            "ingest",
+            "--quiet",
+            str(artifact),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    t0 = time.perf_counter()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if status != 0:
+        raise RuntimeError(f"ingest of the artifact failed: {out} {err}")
+    return {"max_rss_mb": usage.ru_maxrss / 1024, "seconds": seconds, "summary": out.strip()}
+
+
+def run(
+    *, small: int, large: int, artifact_mb: float, out: Path, say: Callable[[str], None]
+) -> dict[str, Any]:
+    from django.test import Client
+
+    from records.models import Run
+    from records.scores import score_run
+
+    report: dict[str, Any] = {
+        "database": connection.vendor,
+        "sizes": {"small_attempts": small, "large_attempts": large, "artifact_mb": artifact_mb},
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+    }
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        say(f"generating a run of {small:,} attempts")
+        small_path, small_key, _ = generate(tmp, small, run_id="bench-small", seed=1)
+        floor_figs = floor([small_path], tmp / "floor.sqlite3")
+        say(f"floor: {floor_figs['lines_per_s']:,.0f} lines/s, {floor_figs['mb_per_s']:.1f} MB/s")
+        gc.collect()
+        ingest_figs = ingest_paths([small_path])
+        say(
+            f"ingest: {ingest_figs['lines_per_s']:,.0f} lines/s, {ingest_figs['mb_per_s']:.1f} MB/s"
+        )
+        report["ingest"] = {
+            "floor": floor_figs,
+            "evaldash": {k: v for k, v in ingest_figs.items() if k != "runs"},
+            "ratio_lines": ingest_figs["lines_per_s"] / floor_figs["lines_per_s"],
+            "ratio_mb": ingest_figs["mb_per_s"] / floor_figs["mb_per_s"],
+        }
+        small_run = Run.objects.get(pk=ingest_figs["runs"][0])
+        key = store_key(small_key)
+        seconds, scoring = _timed(lambda: score_run(small_run, key))
+        report["scoring"] = {
+            "attempts": scoring.verdict_count,
+            "seconds": seconds,
+            "attempts_per_s": scoring.verdict_count / seconds,
+            "rescore_over_ingest": seconds / ingest_figs["seconds"],
+        }
+        say(
+            f"scoring: {scoring.verdict_count / seconds:,.0f} attempts/s, "
+            f"re-score / ingest = {seconds / ingest_figs['seconds']:.2f}"
+        )
+        client = Client()
+        settings.EVALDASH_PUBLIC_READ = True
+        settings.ALLOWED_HOSTS = ["*"]
+        report["pages_small"] = _pages(client, small_run.pk, None)
+        say(f"pages at {small:,}: " + json.dumps(report["pages_small"]))
+
+        say(f"generating a run of {large:,} attempts")
+        large_path, large_key, _ = generate(tmp, large, run_id="bench-large", seed=2)
+        large_key_stored = store_key(large_key)
+        large_figs = ingest_paths([large_path])
+        large_run = Run.objects.get(pk=large_figs["runs"][0])
+        seconds, scoring = _timed(lambda: score_run(large_run, large_key_stored))
+        report["scoring_large"] = {
+            "attempts": scoring.verdict_count,
+            "seconds": seconds,
+            "attempts_per_s": scoring.verdict_count / seconds,
+            "ingest_seconds": large_figs["seconds"],
+            "rescore_over_ingest": seconds / large_figs["seconds"],
+        }
+        report["pages_large"] = _pages(client, large_run.pk, None)
+        say(f"pages at {large:,}: " + json.dumps(report["pages_large"]))
+        report["page_growth"] = {
+            name: {
+                "time_ratio": report["pages_large"][name]["median_ms"]
+                / report["pages_small"][name]["median_ms"],
+                "queries_small": report["pages_small"][name]["queries"],
+                "queries_large": report["pages_large"][name]["queries"],
+            }
+            for name in report["pages_small"]
+        }
+
+        say(f"building an artifact of {artifact_mb:g} MB of shards")
+        shards = tmp / "artifact"
+        shards.mkdir()
+        total, seed = 0, 100
+        while total < artifact_mb * 1e6:
+            p, _, _ = generate(shards, 5000, run_id=f"bench-artifact-{seed}", seed=seed)
+            total += p.stat().st_size
+            seed += 1
+        artifact = tmp / "artifact.zip"
+        with zipfile.ZipFile(artifact, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as z:
+            for p in sorted(shards.iterdir()):
+                z.write(p, f"ce/{p.name}")
+        url = _database_url()
+        mem = peak_memory(artifact, url)
+        mem.update(uncompressed_mb=total / 1e6, artifact_file_mb=artifact.stat().st_size / 1e6)
+        report["peak_memory"] = mem
+        say(f"peak memory: {mem['max_rss_mb']:.0f} MB for {total / 1e6:.0f} MB of shards")
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{db['NAME']}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+from django.db import connection
+
+
+class Command(BaseCommand):
+    help = "Measure ingest against its floor, peak memory, scoring and page times on fresh data."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--small", type=int, default=10_000, help="attempts in the small run")
+        parser.add_argument("--large", type=int, default=100_000, help="attempts in the large run")
+        parser.add_argument("--artifact-mb", type=float, default=200, help="MB of shards to zip")
+        parser.add_argument("--out", default="bench-report.json", help="where to write the JSON")
+        parser.add_argument("--keep-db", action="store_true", help="keep the bench database")
+
+    def handle(
+        self, *args, small: int, large: int, artifact_mb: float, out: str, keep_db: bool, **options
+    ) -> None:
+        from records import bench
+
+        # A fresh database, made and destroyed the way the test runner does it.
+        test = settings.DATABASES["default"].setdefault("TEST", {})
+        if connection.vendor == "sqlite":
+            test["NAME"] = str(Path(settings.BASE_DIR) / "var" / "bench.sqlite3")
+        else:
+            test["NAME"] = "evaldash_bench"
+        old_name = settings.DATABASES["default"]["NAME"]
+        connection.creation.create_test_db(verbosity=0, autoclobber=True)
+        try:
+            report = bench.run(
+                small=small,
+                large=large,
+                artifact_mb=artifact_mb,
+                out=Path(out),
+                say=lambda s: self.stderr.write(s),
+            )
+        finally:
+            if not keep_db:
+                connection.creation.destroy_test_db(old_name, verbosity=0)
+        i = report["ingest"]
+        self.stdout.write(
+            f"bench ({report['database']}): ingest {i['evaldash']['lines_per_s']:,.0f} lines/s = "
+            f"{i['ratio_lines']:.2f}x the floor; peak {report['peak_memory']['max_rss_mb']:.0f} MB; "
+            f"re-score/ingest {report['scoring']['rescore_over_ingest']:.2f}; report in {out}"
+        )

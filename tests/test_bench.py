@@ -1,0 +1,23 @@
+"""The benchmark runs on a tiny size and writes its report (no timing is asserted)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    call_command(
+        "bench", "--small", "60", "--large", "120", "--artifact-mb", "0.5", "--out", str(out)
+    )
+    report = json.loads(out.read_text())
+    assert report["ingest"]["floor"]["lines"] == report["ingest"]["evaldash"]["lines"] > 0
+    assert report["scoring"]["attempts"] > 0
+    for page in ("runs list", "run page with scores", "case matrix", "attempt trace"):
+        assert report["page_growth"][page]["queries_small"] > 0
+    assert report["peak_memory"]["max_rss_mb"] > 0
+    assert "bench (" in capsys.readouterr().out
