@@ -60,6 +60,7 @@ class IngestReport:
     refused: list[dict[str, Any]] = field(default_factory=list)
     ignored: list[dict[str, Any]] = field(default_factory=list)
     keys: list[dict[str, Any]] = field(default_factory=list)
+    replays: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -72,6 +73,7 @@ class IngestReport:
             "refused": self.refused,
             "ignored": self.ignored,
             "keys": self.keys,
+            "replays": self.replays,
         }
 
     def summary_line(self) -> str:
@@ -82,6 +84,7 @@ class IngestReport:
             f"{len(self.present)} already present, {len(self.refused)} refused, "
             f"{len(self.ignored)} ignored"
             + (f", {len(self.keys)} corpus key(s)" if self.keys else "")
+            + (f", {len(self.replays)} replay document(s)" if self.replays else "")
         )
 
 
@@ -817,12 +820,21 @@ MAX_KEY_BYTES = 64 * 1024 * 1024
 
 
 def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
+    """A .json document: a corpus key, or a sealed corpus and/or its replay results."""
+    from records.replays import ingest_document, looks_like_replay
     from records.scores import rescore_for_key, store_key
 
     with item.open() as fh:
         data = fh.read(MAX_KEY_BYTES + 1)
     if len(data) > MAX_KEY_BYTES:
-        raise CorpusKeyError(item.name, f"a corpus key is larger than {MAX_KEY_BYTES:,} bytes")
+        raise CorpusKeyError(item.name, f"the document is larger than {MAX_KEY_BYTES:,} bytes")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CorpusKeyError(item.name, f"is not valid JSON: {exc}") from None
+    if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
+        report.replays.append(ingest_document(doc, item.name, upload))
+        return
     key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
     rescored = [s.run_id for s in rescore_for_key(key)] if created else []
     report.keys.append(
@@ -852,8 +864,8 @@ def _ingest_one(
     else:
         raise ShardError(
             item.name,
-            "is neither a shard (modeleval-*.jsonl), a corpus key (.json) nor a .zip or "
-            ".tar.gz artifact",
+            "is neither a shard (modeleval-*.jsonl), a corpus key or replay document (.json) "
+            "nor a .zip or .tar.gz artifact",
         )
 
 

@@ -1,0 +1,484 @@
+"""Sealed corpus replays (OCA-V0, obscorpus.md): seal, capture, replay and report.
+
+Pure Python, no Django. Byte-for-byte with the upstream Go encodings: the seal id hashes a
+canonical compact JSON, and observations and reports are encoded with Go's key order and
+omission rules. Inputs are decoded strictly: exact keys, no unknown fields, integer counts only
+(a documented choice where Go would match keys case-insensitively).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PASS, FAIL, NOT_RUN, NOT_OBSERVED = "PASS", "FAIL", "NOT_RUN", "NOT_OBSERVED"
+VERDICTS = (PASS, FAIL, NOT_RUN, NOT_OBSERVED)
+OBSERVED = "OBSERVED"
+SCORING_RULE = "exact-label-match"
+CORPUS_SCHEMA = "oca-corpus/1"
+REPORT_SCHEMA = "oca-replay/1"
+MAX_SUBJECTS = 1024
+MAX_IDENTITY_BYTES = 128
+MAX_TOKENS = 10_000_000
+MAX_LATENCY_MILLIS = 3_600_000
+MAX_OBSERVATIONS = 256
+FIELDS = ("identity", "revision", "inputTokens", "outputTokens", "latencyMillis")
+_IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+_REVISION = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+# The reachable subset of the upstream secret screen (obscorpus.md section 8): every screened
+# string has already passed the identity or revision pattern. A few unreachable branches are
+# approximated for labels, which are screened before their pattern check.
+_NAMES = (
+    r"api[_-]?key|access[_-]?key|account[_-]?key|private[_-]?key|authorization|"
+    r"credentials?|passphrase|passwd|password|secret|token"
+)
+_SECRET = re.compile(
+    "|".join(
+        [
+            rf"[a-z0-9_.-]*(?:{_NAMES})[a-z0-9_.-]*:.",
+            r"[a-z0-9_.-]*pass:.",
+            r"(?:akia|asia)[a-z0-9]{16}",
+            r"[a-z0-9_-]{10,}\.[a-z0-9_-]{10,}\.[a-z0-9_-]{10,}",
+            r"sk[0-9a-f]{32}",
+            r"gh[pousr]_[a-z0-9]{20,}",
+            r"github_pat_[a-z0-9_]{20,}",
+            r"gl(?:pat|rt|dt)-[a-z0-9_-]{20,}",
+            r"xox.-[a-z0-9-]{10,}",
+            r"aiza[a-z0-9_-]{30,}",
+            r"npm_[a-z0-9]{20,}",
+            r"\bsk-[a-z0-9_-]{20,}",
+            r"(?:sk|rk)_(?:live|test)_[a-z0-9]{16,}",
+            r"pypi-ageichlwasi5vcmc[a-z0-9_-]{20,}",
+            r"sg\.[a-z0-9_-]{16,}\.[a-z0-9_-]{32,}",
+            r"whsec_[a-z0-9]{20,}",
+            r"hf_[a-z0-9]{20,}",
+            r"dop_v1_[a-f0-9]{20,}",
+            r"xapp-[a-z0-9-]{10,}",
+            r"ya29\.[a-z0-9_-]{20,}",
+            r"gocspx-[a-z0-9_-]{20,}",
+            r"shp(?:at|ss|ca)_[a-z0-9]{20,}",
+            # Unreachable for identity-shaped text; they matter only for labels.
+            rf"(?:{_NAMES})\s*[=:]\s*\S",
+            r"bearer\s+\S{8,}",
+            r"-----begin [a-z ]*private key-----",
+            r"://[^/\s:@]+:[^/\s@]+@",
+        ]
+    ),
+    re.IGNORECASE | re.ASCII,
+)
+
+
+def secret_shaped(text: str) -> bool:
+    return _SECRET.search(text) is not None
+
+
+class ObsError(Exception):
+    """A refusal, with upstream's message (ErrInvalidCorpus, ErrSealMismatch, ...)."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.message = message
+        self.field = field
+        super().__init__(message)
+
+
+def _invalid_corpus(message: str) -> ObsError:
+    return ObsError(f"invalid corpus: {message}")
+
+
+@dataclass(frozen=True)
+class Bound:
+    status: str
+    value: Any = None
+    reason: str = ""
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status}
+        if self.status == OBSERVED:
+            out["value"] = self.value
+        else:
+            out["reason"] = self.reason
+        return out
+
+
+def bound_text(text: str, pattern: re.Pattern[str], invalid_reason: str) -> Bound:
+    if text == "":
+        return Bound(NOT_OBSERVED, reason="not-reported")
+    if len(text.encode()) > MAX_IDENTITY_BYTES or not pattern.fullmatch(text):
+        return Bound(NOT_OBSERVED, reason=invalid_reason)
+    if secret_shaped(text):
+        return Bound(NOT_OBSERVED, reason="secret-screened")
+    return Bound(OBSERVED, text)
+
+
+def bound_count(value: int | None, limit: int) -> Bound:
+    if value is None:
+        return Bound(NOT_OBSERVED, reason="not-reported")
+    if value < 0 or value > limit:
+        return Bound(NOT_OBSERVED, reason="out-of-bounds")
+    return Bound(OBSERVED, value)
+
+
+# --- corpus and seal -------------------------------------------------------------------------------
+
+
+@dataclass
+class Sealed:
+    seal_id: str
+    subjects: list[tuple[str, str]]  # sorted by id
+    labels: dict[str, str]
+    evaluator_revision: str
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "subjects": [{"id": i, "revision": r} for i, r in self.subjects],
+            "labels": dict(sorted(self.labels.items())),
+            "evaluatorRevision": self.evaluator_revision,
+            "scoringRule": SCORING_RULE,
+        }
+
+
+def _exact_keys(obj: Any, allowed: set[str], path: str, required: set[str] = frozenset()) -> dict:
+    if not isinstance(obj, dict):
+        raise ObsError(f"{path} must be a JSON object", field=path)
+    for key in obj:
+        if key not in allowed:
+            raise ObsError(f"{path}.{key}: unknown field", field=f"{path}.{key}")
+    for key in required:
+        if key not in obj:
+            raise ObsError(f"{path}.{key}: missing", field=f"{path}.{key}")
+    return obj
+
+
+def _string(obj: dict[str, Any], key: str, path: str) -> str:
+    value = obj.get(key, "")
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ObsError(f"{path}.{key}: must be a string", field=f"{path}.{key}")
+    return value
+
+
+def seal(corpus: Any) -> Sealed:
+    """Validate a Corpus in upstream's order and seal it (ErrInvalidCorpus on failure)."""
+    c = _exact_keys(corpus, {"subjects", "labels", "evaluatorRevision", "scoringRule"}, "corpus")
+    subjects_in = c.get("subjects") or []
+    if not isinstance(subjects_in, list):
+        raise ObsError("corpus.subjects: must be a list", field="corpus.subjects")
+    labels_in = c.get("labels") or {}
+    if not isinstance(labels_in, dict):
+        raise ObsError("corpus.labels: must be an object", field="corpus.labels")
+    n = len(subjects_in)
+    if n == 0 or n > MAX_SUBJECTS:
+        raise _invalid_corpus(f"subject count {n} outside 1..{MAX_SUBJECTS}")
+    if _string(c, "scoringRule", "corpus") != SCORING_RULE:
+        raise _invalid_corpus("unknown scoring rule")
+    evaluator = _string(c, "evaluatorRevision", "corpus")
+    if bound_text(evaluator, _REVISION, "revision-not-immutable").status != OBSERVED:
+        raise _invalid_corpus("evaluator revision is not an immutable revision")
+    seen: dict[str, str] = {}
+    for i, raw in enumerate(subjects_in):
+        s = _exact_keys(raw, {"id", "revision"}, f"corpus.subjects[{i}]")
+        sid = _string(s, "id", f"corpus.subjects[{i}]")
+        if bound_text(sid, _IDENTITY, "unbounded-text").status != OBSERVED:
+            raise _invalid_corpus("subject identity is not bounded")
+        if sid in seen:
+            raise _invalid_corpus(f"duplicate subject {sid}")
+        rev = _string(s, "revision", f"corpus.subjects[{i}]")
+        if bound_text(rev, _REVISION, "revision-not-immutable").status != OBSERVED:
+            raise _invalid_corpus(f"subject {sid} revision is not an immutable revision")
+        seen[sid] = rev
+    labels: dict[str, str] = {}
+    for sid, label in labels_in.items():
+        if sid not in seen:
+            raise _invalid_corpus("label for unsealed subject")
+        if not isinstance(label, str):
+            raise ObsError(f"corpus.labels.{sid}: must be a string", field=f"corpus.labels.{sid}")
+        if secret_shaped(label):
+            raise _invalid_corpus(f"label for {sid} is secret-shaped")
+        if bound_text(label, _IDENTITY, "unbounded-text").status != OBSERVED:
+            raise _invalid_corpus(f"label for {sid} is not bounded")
+        labels[sid] = label
+    subjects = sorted(seen.items())
+    return Sealed(_seal_id(subjects, labels, evaluator), subjects, labels, evaluator)
+
+
+def canonical_bytes(
+    subjects: list[tuple[str, str]], labels: dict[str, str], evaluator: str
+) -> bytes:
+    doc = {
+        "schema": CORPUS_SCHEMA,
+        "subjects": [{"id": i, "revision": r} for i, r in subjects],
+        "labels": [[i, labels[i]] for i, _ in subjects if i in labels],
+        "evaluatorRevision": evaluator,
+        "scoringRule": SCORING_RULE,
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _seal_id(subjects: list[tuple[str, str]], labels: dict[str, str], evaluator: str) -> str:
+    return hashlib.sha256(canonical_bytes(subjects, labels, evaluator)).hexdigest()
+
+
+def reuse(sealed: Sealed, candidate: Any) -> Sealed:
+    other = seal(candidate)
+    if other.seal_id != sealed.seal_id:
+        raise ObsError(
+            f"changed corpus inputs are a new corpus: sealed {sealed.seal_id}, "
+            f"candidate {other.seal_id}"
+        )
+    return other
+
+
+# --- capture -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    status: str
+    reason: str
+    fields: dict[str, Bound]
+
+    @property
+    def complete(self) -> bool:
+        return self.status == OBSERVED and all(b.status == OBSERVED for b in self.fields.values())
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"status": self.status}
+        if self.reason:
+            out["reason"] = self.reason
+        for name in FIELDS:
+            out[name] = self.fields[name].as_json()
+        return out
+
+
+def _unbound(reason: str) -> Observation:
+    b = Bound(NOT_OBSERVED, reason=reason)
+    return Observation(NOT_OBSERVED, reason, dict.fromkeys(FIELDS, b))
+
+
+def _count(raw: dict[str, Any], name: str, path: str) -> int | None:
+    value = raw.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ObsError(
+            f"{path}.{name}: must be a whole number or null, not {value!r}", field=f"{path}.{name}"
+        )
+    return value
+
+
+def read_raw(raw: Any, path: str = "telemetry") -> dict[str, Any]:
+    """A RawTelemetry record, strictly: five known fields, strings and integer counts."""
+    r = _exact_keys(raw, set(FIELDS), path)
+    return {
+        "identity": _string(r, "identity", path),
+        "revision": _string(r, "revision", path),
+        "inputTokens": _count(r, "inputTokens", path),
+        "outputTokens": _count(r, "outputTokens", path),
+        "latencyMillis": _count(r, "latencyMillis", path),
+    }
+
+
+def capture(raw: dict[str, Any]) -> Observation:
+    """RawTelemetry -> Observation. Never fails: problems become NOT_OBSERVED fields."""
+    identity = bound_text(raw.get("identity") or "", _IDENTITY, "unbounded-text")
+    if identity.status != OBSERVED:
+        return _unbound("identity-not-observed")
+    return Observation(
+        OBSERVED,
+        "",
+        {
+            "identity": identity,
+            "revision": bound_text(raw.get("revision") or "", _REVISION, "revision-not-immutable"),
+            "inputTokens": bound_count(raw.get("inputTokens"), MAX_TOKENS),
+            "outputTokens": bound_count(raw.get("outputTokens"), MAX_TOKENS),
+            "latencyMillis": bound_count(raw.get("latencyMillis"), MAX_LATENCY_MILLIS),
+        },
+    )
+
+
+def capture_from(source: Any) -> Observation:
+    """Fail-open capture: an error (or anything raised) becomes capture-failed everywhere."""
+    try:
+        raw = source()
+    except Exception:  # noqa: BLE001 - fail-open is the rule
+        return _unbound("capture-failed")
+    return capture(raw)
+
+
+@dataclass
+class Batch:
+    observations: list[Observation]
+    dropped: int
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "observations": [o.as_json() for o in self.observations],
+            "dropped": self.dropped,
+        }
+        if self.dropped:
+            out["droppedReason"] = "count-bound"
+        return out
+
+
+def capture_all(raws: list[dict[str, Any]]) -> Batch:
+    kept = raws[:MAX_OBSERVATIONS]
+    return Batch([capture(r) for r in kept], max(0, len(raws) - MAX_OBSERVATIONS))
+
+
+def read_observation(obj: Any, path: str = "telemetry") -> Observation:
+    """An already-captured Observation as a result carries it."""
+    o = _exact_keys(obj, {"status", "reason", *FIELDS}, path)
+    fields = {}
+    for name in FIELDS:
+        f = _exact_keys(o.get(name) or {}, {"status", "value", "reason"}, f"{path}.{name}")
+        value = f.get("value")
+        if name in ("identity", "revision"):
+            if value is not None and not isinstance(value, str):
+                raise ObsError(
+                    f"{path}.{name}.value: must be a string", field=f"{path}.{name}.value"
+                )
+        elif value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ObsError(
+                f"{path}.{name}.value: must be a whole number", field=f"{path}.{name}.value"
+            )
+        fields[name] = Bound(
+            _string(f, "status", f"{path}.{name}"), value, _string(f, "reason", f"{path}.{name}")
+        )
+    return Observation(_string(o, "status", path), _string(o, "reason", path), fields)
+
+
+def telemetry_observed(obs: Observation | None) -> bool:
+    """Complete as decoded, and complete again when its values are captured afresh."""
+    if obs is None or not obs.complete:
+        return False
+    raw = {name: obs.fields[name].value for name in FIELDS}
+    if not isinstance(raw["identity"], str) or not isinstance(raw["revision"], str):
+        return False
+    return capture(raw).complete
+
+
+# --- results, replay and report ------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    seal_id: str
+    subject_id: str
+    outcome: str
+    telemetry: Observation | None
+    raw_telemetry: dict[str, Any] | None = None
+
+
+def read_result(obj: Any, path: str) -> Result:
+    r = _exact_keys(obj, {"sealId", "subjectId", "outcome", "telemetry"}, path)
+    telemetry = r.get("telemetry")
+    obs: Observation | None = None
+    raw = None
+    if telemetry is not None:
+        if isinstance(telemetry, dict) and "status" in telemetry:
+            obs = read_observation(telemetry, f"{path}.telemetry")
+        else:
+            raw = read_raw(telemetry, f"{path}.telemetry")
+            obs = capture(raw)  # raw telemetry is captured on the way in
+    return Result(
+        _string(r, "sealId", path),
+        _string(r, "subjectId", path),
+        _string(r, "outcome", path),
+        obs,
+        raw,
+    )
+
+
+@dataclass
+class Report:
+    seal_id: str
+    verdicts: list[dict[str, str]]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def denominator(self) -> int:
+        return len(self.verdicts)
+
+    @property
+    def overall(self) -> str:
+        c = self.counts
+        if c[FAIL] > 0:
+            return FAIL
+        if c[NOT_OBSERVED] > 0:
+            return NOT_OBSERVED
+        if c[NOT_RUN] > 0 or self.denominator == 0:
+            return NOT_RUN
+        return PASS
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schema": REPORT_SCHEMA,
+            "sealId": self.seal_id,
+            "evidence": "owner-labelled",
+            "authority": "none",
+            "independentValidation": False,
+            "overall": self.overall,
+            "pass": self.counts[PASS],
+            "fail": self.counts[FAIL],
+            "notRun": self.counts[NOT_RUN],
+            "notObserved": self.counts[NOT_OBSERVED],
+            "denominator": self.denominator,
+            "verdicts": self.verdicts,
+        }
+
+    def encode(self) -> bytes:
+        """The Go encoding, compact, key order as upstream."""
+        return json.dumps(self.as_json(), separators=(",", ":")).encode()
+
+
+def replay(sealed: Sealed, results: list[Result]) -> Report:
+    by_subject: dict[str, Result] = {}
+    subject_ids = {sid for sid, _ in sealed.subjects}
+    for r in results:
+        if r.seal_id != sealed.seal_id:
+            raise ObsError("result is not bound to this sealed corpus")
+        if r.subject_id not in subject_ids:
+            raise ObsError("invalid replay results: unsealed subject")
+        if r.subject_id in by_subject:
+            raise ObsError("invalid replay results: duplicate subject result")
+        by_subject[r.subject_id] = r
+    verdicts = []
+    counts = dict.fromkeys(VERDICTS, 0)
+    for sid, _ in sealed.subjects:
+        verdict, reason = _score(sealed, by_subject.get(sid), sid)
+        counts[verdict] += 1
+        entry = {"subjectId": sid, "verdict": verdict}
+        if reason:
+            entry["reason"] = reason
+        verdicts.append(entry)
+    return Report(sealed.seal_id, verdicts, counts)
+
+
+def _score(sealed: Sealed, result: Result | None, sid: str) -> tuple[str, str]:
+    if result is None:
+        return NOT_RUN, "result-missing"
+    label = sealed.labels.get(sid)
+    if label is None:
+        return NOT_OBSERVED, "label-missing"
+    outcome = bound_text(result.outcome, _IDENTITY, "unbounded-text")
+    if outcome.status != OBSERVED:
+        reason = "verifier-result-missing" if outcome.reason == "not-reported" else outcome.reason
+        return NOT_OBSERVED, reason
+    if result.outcome != label:
+        return FAIL, ""
+    if not telemetry_observed(result.telemetry):
+        return NOT_OBSERVED, "telemetry-not-observed"
+    return PASS, ""
+
+
+def check_report(report: Report, supplied: Any) -> None:
+    """A supplied report must be exactly the recomputed one (invariants of section 9 included)."""
+    if supplied != report.as_json():
+        raise ObsError(
+            "the supplied report does not match the one recomputed from the corpus and results"
+        )

@@ -1,0 +1,138 @@
+"""Storing sealed corpora and their replays (obscorpus.md section 10), one document at a time.
+
+Accepted documents (JSON): a corpus (bare, or under "corpus"); results (a list, or under
+"results" with an optional "sealId") for a corpus already stored; or both at once, optionally
+with the report they should produce (under "want" or "report"), which is then recomputed and
+must match. Raw telemetry is captured on the way in. Nothing partial is stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+from django.db import IntegrityError, transaction
+
+from records.formats import obscorpus as oca
+from records.formats.shard import ShardError
+from records.models import ObsCorpus, ObsReplay, Upload
+
+CORPUS_KEYS = {"subjects", "labels", "evaluatorRevision", "scoringRule"}
+DOCUMENT_KEYS = {"corpus", "sealId", "results", "want", "report"}
+
+
+def looks_like_replay(doc: Any) -> bool:
+    if isinstance(doc, list):
+        return True
+    return (
+        isinstance(doc, dict)
+        and bool(doc)
+        and (set(doc) <= DOCUMENT_KEYS or set(doc) <= CORPUS_KEYS)
+    )
+
+
+def _fail(name: str, exc: oca.ObsError) -> ShardError:
+    return ShardError(name, exc.message, field=exc.field)
+
+
+def ingest_document(doc: Any, name: str, upload: Upload) -> dict[str, Any]:
+    """Store what the document holds; raises ShardError naming the file and field."""
+    try:
+        if isinstance(doc, list):
+            doc = {"results": doc}
+        if set(doc) <= CORPUS_KEYS:
+            doc = {"corpus": doc}
+        corpus_doc = doc.get("corpus")
+        sealed = oca.seal(corpus_doc) if corpus_doc is not None else None
+        declared = doc.get("sealId")
+        if sealed and declared is not None and declared != sealed.seal_id:
+            raise oca.ObsError(
+                f"sealId {declared} is not the seal of the corpus beside it ({sealed.seal_id})",
+                field="sealId",
+            )
+        raw_results = doc.get("results")
+        results: list[oca.Result] = []
+        if raw_results is not None:
+            if not isinstance(raw_results, list):
+                raise oca.ObsError("results must be a list", field="results")
+            results = [oca.read_result(r, f"results[{i}]") for i, r in enumerate(raw_results)]
+        if sealed is None:
+            seal_id = declared or (results[0].seal_id if results else "")
+            stored = ObsCorpus.objects.filter(seal_id=seal_id).first()
+            if stored is None:
+                raise oca.ObsError(
+                    f"no stored corpus has seal {seal_id or '(none given)'}: upload the corpus "
+                    "first, or in the same document",
+                    field="sealId",
+                )
+            sealed = oca.seal(stored.corpus)
+        report = oca.replay(sealed, results) if raw_results is not None else None
+        supplied = doc.get("want", doc.get("report"))
+        if report is not None and supplied is not None:
+            oca.check_report(report, supplied)
+    except oca.ObsError as exc:
+        raise _fail(name, exc) from None
+    out: dict[str, Any] = {"file": name, "seal_id": sealed.seal_id}
+    with transaction.atomic():
+        corpus, created = _store_corpus(sealed, upload)
+        out["corpus"] = corpus.pk
+        out["corpus_created"] = created
+        if report is not None:
+            replay, fresh = _store_replay(corpus, report, results, name, upload)
+            out.update(replay=replay.pk, replay_created=fresh, overall=report.overall)
+    return out
+
+
+def _store_corpus(sealed: oca.Sealed, upload: Upload) -> tuple[ObsCorpus, bool]:
+    existing = ObsCorpus.objects.filter(seal_id=sealed.seal_id).first()
+    if existing:
+        return existing, False
+    try:
+        with transaction.atomic():
+            return ObsCorpus.objects.create(
+                seal_id=sealed.seal_id,
+                corpus=sealed.canonical(),
+                subject_count=len(sealed.subjects),
+                labelled_count=len(sealed.labels),
+                evaluator_revision=sealed.evaluator_revision,
+                upload=upload,
+            ), True
+    except IntegrityError:
+        return ObsCorpus.objects.get(seal_id=sealed.seal_id), False
+
+
+def _store_replay(
+    corpus: ObsCorpus, report: oca.Report, results: list[oca.Result], name: str, upload: Upload
+) -> tuple[ObsReplay, bool]:
+    per_subject = {}
+    for r in results:
+        outcome = oca.bound_text(r.outcome, oca._IDENTITY, "unbounded-text")
+        per_subject[r.subject_id] = {
+            # Only text that passed the screen is kept; anything else is shown by its reason.
+            "outcome": outcome.value if outcome.status == oca.OBSERVED else None,
+            "outcome_reason": outcome.reason,
+            "telemetry": r.telemetry.as_json() if r.telemetry else None,
+        }
+    encoded = report.encode()
+    sha = hashlib.sha256(
+        encoded + orjson.dumps(per_subject, option=orjson.OPT_SORT_KEYS)
+    ).hexdigest()
+    existing = ObsReplay.objects.filter(sha256=sha).first()
+    if existing:
+        return existing, False
+    c = report.counts
+    return ObsReplay.objects.create(
+        corpus=corpus,
+        upload=upload,
+        name=name[:500],
+        sha256=sha,
+        overall=report.overall,
+        passed=c[oca.PASS],
+        failed=c[oca.FAIL],
+        not_run=c[oca.NOT_RUN],
+        not_observed=c[oca.NOT_OBSERVED],
+        denominator=report.denominator,
+        report=encoded.decode(),
+        results=per_subject,
+    ), True
