@@ -24,6 +24,7 @@ import orjson
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
+from records.formats.conformance import ConformanceError
 from records.formats.corpus_key import CorpusKeyError
 from records.formats.shard import Joins, ShardError, is_shard_name, iter_lines
 from records.models import (
@@ -61,6 +62,7 @@ class IngestReport:
     ignored: list[dict[str, Any]] = field(default_factory=list)
     keys: list[dict[str, Any]] = field(default_factory=list)
     replays: list[dict[str, Any]] = field(default_factory=list)
+    suites: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -74,6 +76,7 @@ class IngestReport:
             "ignored": self.ignored,
             "keys": self.keys,
             "replays": self.replays,
+            "suites": self.suites,
         }
 
     def summary_line(self) -> str:
@@ -85,6 +88,7 @@ class IngestReport:
             f"{len(self.ignored)} ignored"
             + (f", {len(self.keys)} corpus key(s)" if self.keys else "")
             + (f", {len(self.replays)} replay document(s)" if self.replays else "")
+            + (f", {len(self.suites)} conformance suite(s)" if self.suites else "")
         )
 
 
@@ -809,7 +813,7 @@ def ingest(
                 _ingest_key(item, upload, report, allow_digest_mismatch)
             else:
                 _ingest_one(item, upload, report, progress)
-        except (ShardError, CorpusKeyError) as exc:
+        except (ShardError, CorpusKeyError, ConformanceError) as exc:
             report.refused.append(exc.as_dict())
     upload.summary = report.as_dict()
     upload.save(update_fields=["summary"])
@@ -832,6 +836,11 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise CorpusKeyError(item.name, f"is not valid JSON: {exc}") from None
+    from records.conformance_runs import looks_like_suite, store_suite
+
+    if looks_like_suite(doc):
+        report.suites.append(store_suite(data, item.name, upload))
+        return
     if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
         report.replays.append(ingest_document(doc, item.name, upload))
         return

@@ -104,3 +104,25 @@ def _attempt_with_thinking() -> int:
         if any(b.get("kind") == "thinking" for t in a.turns.all() for b in t.blocks):
             return a.pk
     raise AssertionError("the demo has no attempt with a thinking block")
+
+
+def test_the_conformance_matrix_reads_in_a_browser(page, tmp_path):
+    from pathlib import Path
+
+    from records.conformance_runs import RunMeta, store_run
+    from records.ingest import bytes_input
+
+    fix = Path(__file__).parent / "fixtures" / "conformance"
+    up = Upload.objects.create(source="cli")
+    ingest([bytes_input("cases.json", (fix / "cases.json").read_bytes())], up)
+    store_run((fix / "run-two-failures.jsonl").read_bytes(), "out.jsonl",
+              RunMeta("java/langchain4j", 1), up)
+    store_run(b"", "aborted.jsonl", RunMeta("dotnet/agent-framework", 1, error="driver: exec failed"), up)
+    page.goto(page.base + "/conformance/")
+    matrix = page.locator("#conformance-matrix")
+    assert matrix.locator("tbody tr").count() == 2
+    assert matrix.locator("td.fail").count() == 2 and matrix.locator("td.pass").count() == 8
+    assert "not marked untrusted" in matrix.locator("td.fail").first.inner_text()
+    assert "aborted" in matrix.locator("td.aborted").inner_text()
+    page.screenshot(path=str(tmp_path / "conformance.png"), full_page=True)
+    assert page.problems == [], page.problems

@@ -1,0 +1,167 @@
+"""Storing conformance suites and runs (conformance.md section 8). Nothing partial is stored."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import orjson
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from records.formats.conformance import ConformanceError, read_output, read_suite
+from records.models import ConformanceResult, ConformanceRun, ConformanceSuite, Upload
+
+MAX_OUTPUT_BYTES = 64 * 1024 * 1024
+
+
+def looks_like_suite(doc: Any) -> bool:
+    return isinstance(doc, dict) and "memory_message_prefix" in doc
+
+
+def store_suite(data: bytes, name: str, upload: Upload) -> dict[str, Any]:
+    suite = read_suite(data, name)
+    sha = hashlib.sha256(data).hexdigest()
+    existing = ConformanceSuite.objects.filter(sha256=sha).first()
+    if existing:
+        return {"file": name, "suite": existing.pk, "created": False}
+    try:
+        with transaction.atomic():
+            stored = ConformanceSuite.objects.create(
+                sha256=sha,
+                suite=suite.suite,
+                document=orjson.loads(data),
+                case_count=len(suite.cases),
+                name=name[:500],
+                upload=upload,
+            )
+    except IntegrityError:
+        stored = ConformanceSuite.objects.get(sha256=sha)
+    return {"file": name, "suite": stored.pk, "created": True, "version": stored.suite}
+
+
+@dataclass
+class RunMeta:
+    adapter: str
+    exit_status: int
+    adapter_version: str = ""
+    suite: str = ""  # a stored suite's id, its sha256 (or a prefix), or its suite version
+    commit: str = ""
+    ran_at: datetime | None = None
+    error: str = ""
+
+    @classmethod
+    def from_strings(cls, file: str, values: dict[str, str]) -> RunMeta:
+        adapter = (values.get("adapter") or "").strip()
+        if not adapter:
+            raise ConformanceError(
+                file, "say which adapter ran (e.g. python/langgraph)", field="adapter"
+            )
+        raw_exit = (values.get("exit_status") or "").strip()
+        try:
+            exit_status = int(raw_exit)
+        except ValueError:
+            raise ConformanceError(
+                file,
+                f"the exit status must be a whole number, not {raw_exit!r}",
+                field="exit_status",
+            ) from None
+        ran_at = None
+        if (values.get("ran_at") or "").strip():
+            try:
+                ran_at = datetime.fromisoformat(values["ran_at"].strip().replace("Z", "+00:00"))
+            except ValueError:
+                raise ConformanceError(
+                    file, "ran_at must be an ISO 8601 date and time", field="ran_at"
+                ) from None
+            if timezone.is_naive(ran_at):
+                ran_at = timezone.make_aware(ran_at, timezone.UTC)
+        return cls(
+            adapter[:200],
+            exit_status,
+            (values.get("adapter_version") or "").strip(),
+            (values.get("suite") or "").strip(),
+            (values.get("commit") or "").strip(),
+            ran_at,
+            (values.get("error") or "").strip(),
+        )
+
+
+def _find_suite(meta: RunMeta, file: str) -> ConformanceSuite | None:
+    if not meta.suite:
+        return ConformanceSuite.objects.order_by("-created_at", "-id").first()
+    qs = ConformanceSuite.objects.order_by("-created_at", "-id")
+    found = (
+        (qs.filter(pk=int(meta.suite)).first() if meta.suite.isdigit() else None)
+        or qs.filter(sha256__startswith=meta.suite.lower()).first()
+        or qs.filter(suite=meta.suite).first()
+    )
+    if found is None:
+        raise ConformanceError(
+            file,
+            f"no stored suite matches {meta.suite!r}: upload the suite file (cases.json) first",
+            field="suite",
+        )
+    return found
+
+
+def store_run(data: bytes, name: str, meta: RunMeta, upload: Upload) -> dict[str, Any]:
+    if len(data) > MAX_OUTPUT_BYTES:
+        raise ConformanceError(name, f"the output is larger than {MAX_OUTPUT_BYTES:,} bytes")
+    suite_row = _find_suite(meta, name)
+    suite = read_suite(orjson.dumps(suite_row.document), suite_row.name) if suite_row else None
+    output = read_output(data, name, exit_status=meta.exit_status, suite=suite)
+    ran_at = meta.ran_at or timezone.now()
+    identity = orjson.dumps(
+        [
+            meta.adapter,
+            meta.adapter_version,
+            meta.commit,
+            ran_at.isoformat(),
+            meta.exit_status,
+            meta.error,
+            suite_row.pk if suite_row else None,
+        ]
+    )
+    sha = hashlib.sha256(identity + b"\n" + data).hexdigest()
+    existing = ConformanceRun.objects.filter(sha256=sha).first()
+    if existing:
+        return {"file": name, "run": existing.pk, "created": False}
+    with transaction.atomic():
+        run = ConformanceRun.objects.create(
+            suite=suite_row,
+            adapter=meta.adapter,
+            adapter_version=meta.adapter_version,
+            commit=meta.commit,
+            ran_at=ran_at,
+            exit_status=meta.exit_status,
+            aborted=output.aborted,
+            error=meta.error,
+            case_count=len(output.results),
+            failed_count=sum(1 for r in output.results if not r.passed),
+            sha256=sha,
+            name=name[:500],
+            upload=upload,
+        )
+        ConformanceResult.objects.bulk_create(
+            ConformanceResult(
+                run=run,
+                position=i,
+                line=r.line,
+                case=r.case,
+                rule=r.rule,
+                passed=r.passed,
+                failures=r.failures,
+            )
+            for i, r in enumerate(output.results)
+        )
+    return {
+        "file": name,
+        "run": run.pk,
+        "created": True,
+        "aborted": output.aborted,
+        "cases": run.case_count,
+        "failed": run.failed_count,
+    }
