@@ -91,4 +91,5 @@ def cost_without_cache(tokens: Tokens, price: Price | None) -> float | None:
 def usd(value: float | None, *, digits: int = 4) -> str:
     if value is None:
         return "unknown"
-    return f"${value:,.{digits}f}"
+    sign = "-" if value < 0 else ""
+    return f"{sign}${abs(value):,.{digits}f}"

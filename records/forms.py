@@ -114,3 +114,31 @@ class FlipsForm(forms.Form):
 
 class ScoreForm(forms.Form):
     key = forms.IntegerField(min_value=1)
+
+
+class CompareForm(forms.Form):
+    KINDS = [
+        ("runs", "runs side by side"),
+        ("surfaces", "surfaces side by side"),
+        ("models", "models side by side"),
+    ]
+    kind = forms.ChoiceField(choices=KINDS, required=False)
+    baseline = forms.IntegerField(required=False, min_value=1)
+    candidate = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
+    run = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args, run_choices=(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["candidate"].choices = run_choices
+
+    def clean(self) -> dict:
+        data = super().clean()
+        kind = data.get("kind") or "runs"
+        data["kind"] = kind
+        if (
+            kind == "runs"
+            and data.get("baseline")
+            and data.get("baseline") in (data.get("candidate") or [])
+        ):
+            raise forms.ValidationError("the baseline is also a candidate")
+        return data

@@ -289,3 +289,24 @@ def trace(attempt: Attempt, price: tuple[float, float, float, float] | None) -> 
             blocks.append(tb)
         out.append(TraceTurn(t, blocks, cost_of(Tokens.of(t), price), pending))
     return out
+
+
+def previous_runs(runs: list[Run]) -> dict[int, int]:
+    """For each run, the latest earlier run with the same corpus digest (one query)."""
+    if not runs:
+        return {}
+    digests = {r.corpus_digest for r in runs if r.corpus_digest and r.started_at}
+    candidates = list(
+        Run.objects.filter(corpus_digest__in=digests, started_at__isnull=False)
+        .order_by("corpus_digest", "-started_at", "-id")
+        .values_list("pk", "corpus_digest", "started_at")[:2000]
+    )
+    out = {}
+    for run in runs:
+        if not run.started_at:
+            continue
+        for pk, digest, started in candidates:
+            if digest == run.corpus_digest and started < run.started_at and pk != run.pk:
+                out[run.pk] = pk
+                break
+    return out

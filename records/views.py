@@ -99,7 +99,13 @@ def runs(request: HttpRequest) -> HttpResponse:
     rows = [(run, pages.run_figures(run)) for run in run_list]
     query = request.GET.copy()
     query.pop("page", None)
-    context = {"form": form, "page": page, "rows": rows, "query": query.urlencode()}
+    context = {
+        "form": form,
+        "page": page,
+        "rows": rows,
+        "query": query.urlencode(),
+        "previous": pages.previous_runs(run_list),
+    }
     template = "records/runs.html#runs-table" if _partial(request) else "records/runs.html"
     return render(request, template, context)
 
@@ -949,3 +955,200 @@ def upload_conformance(request: HttpRequest) -> HttpResponse:
 
         return redirect("records:conformance-run", pk=_json.loads(response.content)["run"])
     return response
+
+
+# --- comparisons ---------------------------------------------------------------------------------
+
+
+def _grouped_bars(group: Any) -> dict[str, Any]:
+    """One Plotly figure per cross-vendor group: a bar per model and column, N / D in the hover."""
+    from records.scores import COLUMN_TITLES
+
+    data = []
+    for r in group.rows:
+        pairs = [p for _, p in r.columns]
+        data.append(
+            {
+                "type": "bar",
+                "name": r.model,
+                "x": COLUMN_TITLES,
+                "y": [round(100 * n / d, 2) if d else None for n, d in pairs],
+                "customdata": [[n, d] for n, d in pairs],
+                "hovertemplate": "%{x}: %{customdata[0]} / %{customdata[1]} (%{y:.1f}%)<extra>"
+                + r.model.replace("<", "").replace(">", "")
+                + "</extra>",
+            }
+        )
+    return {
+        "data": data,
+        "layout": {
+            "barmode": "group",
+            "height": 360,
+            "yaxis": {"title": {"text": "rate (%)"}, "range": [0, 100]},
+            "margin": {"t": 24, "r": 16, "b": 60, "l": 56},
+            "legend": {"orientation": "h"},
+        },
+    }
+
+
+def _cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
+    """Cost per attempt against Completion and Clean, one point per priced row."""
+    from records.cost import Tokens, cost_of
+
+    prices = {p.spec: p.price for p in run.providers.all()}
+    points: dict[str, tuple[list, list, list, list]] = {
+        "Completion": ([], [], [], []),
+        "Clean": ([], [], [], []),
+    }
+    for g in groups:
+        for r in g.rows:
+            f = r.figures
+            cost = cost_of(
+                Tokens(
+                    f["input_tokens"] or 0,
+                    f["output_tokens"] or 0,
+                    f["cache_created_tokens"] or 0,
+                    f["cache_read_tokens"] or 0,
+                ),
+                prices.get(r.model),
+            )
+            if cost is None or not f["total"] or not f["attempts"]:
+                continue  # unpriced rows have no place on a cost axis
+            for name, n in (("Completion", f["completed"]), ("Clean", f["clean"])):
+                xs, ys, texts, custom = points[name]
+                xs.append(round(cost.total / f["total"], 6))
+                ys.append(round(100 * n / f["attempts"], 2))
+                texts.append(f"{r.model} ({r.surface})")
+                custom.append([n, f["attempts"]])
+    data = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "name": name,
+            "x": xs,
+            "y": ys,
+            "text": texts,
+            "customdata": custom,
+            "hovertemplate": "%{text}<br>$%{x:.5f} per attempt<br>"
+            + name
+            + " %{customdata[0]} / %{customdata[1]} (%{y:.1f}%)<extra></extra>",
+        }
+        for name, (xs, ys, texts, custom) in points.items()
+    ]
+    return {
+        "data": data,
+        "layout": {
+            "height": 420,
+            "xaxis": {"title": {"text": "USD per attempt"}},
+            "yaxis": {"title": {"text": "rate (%)"}, "range": [0, 105]},
+            "margin": {"t": 24, "r": 16, "b": 56, "l": 56},
+            "legend": {"orientation": "h"},
+        },
+    }
+
+
+@require_GET
+@read_access
+@vary_on_headers("HX-Request")
+def compare(request: HttpRequest) -> HttpResponse:
+    from records import compare as cmp
+    from records.forms import CompareForm
+
+    run_choices = list(Run.objects.order_by("-started_at", "-id").values_list("pk", "run_id")[:200])
+    form = CompareForm(request.GET or None, run_choices=run_choices)
+    context: dict[str, Any] = {"form": form, "run_choices": run_choices}
+    if request.GET and not form.is_valid():
+        return _bad_request(form)
+    data = form.cleaned_data if request.GET else {"kind": "runs"}
+    context["kind"] = data["kind"]
+    if data["kind"] == "runs" and data.get("baseline") and data.get("candidate"):
+        baseline = _get_run_or_404(data["baseline"])
+        comparisons = []
+        for pk in data["candidate"]:
+            candidate = _get_run_or_404(pk)
+            rows, problem = cmp.compare_runs(baseline, candidate)
+            comparisons.append((candidate, rows, problem))
+        context.update(baseline=baseline, comparisons=comparisons)
+    elif data["kind"] in ("surfaces", "models") and data.get("run"):
+        run = _get_run_or_404(data["run"])
+        context["run"] = run
+        if data["kind"] == "surfaces":
+            context["surface_groups"] = cmp.compare_surfaces(run)
+        else:
+            scoring = scores.latest_scoring(run)
+            groups = scores.score_groups(scoring) if scoring and scoring.verdict_count else []
+            context.update(
+                groups=[(g, _grouped_bars(g), f"bars-{i}") for i, g in enumerate(groups)],
+                scoring=scoring,
+                scatter=_cost_scatter(groups, run) if groups else None,
+            )
+    context["query"] = request.GET.urlencode()
+    template = "records/compare.html#result" if _partial(request) else "records/compare.html"
+    return render(request, template, context)
+
+
+@require_GET
+@read_access
+def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    from records import compare as cmp
+    from records.forms import CompareForm
+
+    run_choices = list(Run.objects.values_list("pk", "run_id"))
+    form = CompareForm(request.GET, run_choices=run_choices)
+    if (
+        not form.is_valid()
+        or not form.cleaned_data.get("baseline")
+        or not form.cleaned_data.get("candidate")
+    ):
+        return HttpResponseBadRequest(
+            "name a baseline and at least one candidate", content_type="text/plain"
+        )
+    baseline = _get_run_or_404(form.cleaned_data["baseline"])
+    rows_out = []
+    for pk in form.cleaned_data["candidate"]:
+        candidate = _get_run_or_404(pk)
+        rows, problem = cmp.compare_runs(baseline, candidate)
+        for c in rows:
+            base = {
+                "baseline": baseline.run_id,
+                "candidate": candidate.run_id,
+                "row": c.identity,
+                "refused": c.refused or problem,
+                "shared_cases_only": c.shared_only,
+                "regressed": c.regressions,
+                "fixed": c.fixes,
+            }
+            if c.baseline and c.candidate and not c.refused:
+                for title, a, b, d in c.columns():
+                    base[f"{title} before"] = f"{a[0]} / {a[1]}" if a[1] else "-"
+                    base[f"{title} after"] = f"{b[0]} / {b[1]}" if b[1] else "-"
+                    base[f"{title} delta (points)"] = None if d is None else round(d, 2)
+                base["cost delta usd"] = None if c.cost_delta is None else round(c.cost_delta, 6)
+                if fmt == "json":
+                    base["cases"] = [f.__dict__ for f in c.flips if f.kind != "still passing"]
+            rows_out.append(base)
+    if fmt == "md":
+        lines = [
+            f"Comparison of `{baseline.run_id}` (baseline) with "
+            + ", ".join(f"`{_get_run_or_404(pk).run_id}`" for pk in form.cleaned_data["candidate"]),
+            "",
+        ]
+        for r in rows_out:
+            lines.append(
+                f"- `{r['row']}` vs `{r['candidate']}`: "
+                + (
+                    f"not compared: {r['refused']}"
+                    if r["refused"]
+                    else f"{r['regressed']} regressed, {r['fixed']} fixed"
+                    + ("; shared cases only" if r["shared_cases_only"] else "")
+                    + "; "
+                    + ", ".join(
+                        f"{t} {r[t + ' before']} → {r[t + ' after']}"
+                        for t in ("Clean", "Completion")
+                        if t + " before" in r
+                    )
+                )
+            )
+        text = "\n".join(s.replace("<", "&lt;").replace(">", "&gt;") for s in lines) + "\n"
+        return HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    return _export(fmt, "comparison", rows_out)

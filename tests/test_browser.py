@@ -10,7 +10,7 @@ import pytest
 
 from records.ingest import ingest, inputs_from_paths
 from records.models import Attempt, Upload
-from records.synth import demo_runs
+from records.synth import DEMO_KEY, demo_runs
 
 CHROMIUM = os.environ.get("EVALDASH_CHROMIUM", "/usr/bin/chromium")
 REQUIRED = os.environ.get("EVALDASH_REQUIRE_BROWSER") == "1"
@@ -51,7 +51,9 @@ def browser() -> Iterator[object]:
 @pytest.fixture
 def page(browser, live_server, settings, tmp_path):
     settings.EVALDASH_PUBLIC_READ = True
-    ingest(inputs_from_paths(demo_runs(tmp_path)), Upload.objects.create(source="demo"))
+    ingest(
+        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
+    )
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     pg = context.new_page()
     problems: list[str] = []
@@ -87,7 +89,7 @@ def test_a_person_filters_runs_opens_a_run_sees_the_chart_and_reads_a_trace(page
 
     page.select_option("form.filters select[name=ended_by]", "completed")
     page.wait_for_url("**ended_by=completed**")
-    endings = page.locator("#attempt-list .ending").all_inner_texts()
+    endings = page.locator("#attempt-list .ended-by").all_inner_texts()
     assert endings and set(endings) == {"completed"}
 
     page.goto(page.base + f"/attempts/{_attempt_with_thinking()}/")
@@ -115,9 +117,15 @@ def test_the_conformance_matrix_reads_in_a_browser(page, tmp_path):
     fix = Path(__file__).parent / "fixtures" / "conformance"
     up = Upload.objects.create(source="cli")
     ingest([bytes_input("cases.json", (fix / "cases.json").read_bytes())], up)
-    store_run((fix / "run-two-failures.jsonl").read_bytes(), "out.jsonl",
-              RunMeta("java/langchain4j", 1), up)
-    store_run(b"", "aborted.jsonl", RunMeta("dotnet/agent-framework", 1, error="driver: exec failed"), up)
+    store_run(
+        (fix / "run-two-failures.jsonl").read_bytes(),
+        "out.jsonl",
+        RunMeta("java/langchain4j", 1),
+        up,
+    )
+    store_run(
+        b"", "aborted.jsonl", RunMeta("dotnet/agent-framework", 1, error="driver: exec failed"), up
+    )
     page.goto(page.base + "/conformance/")
     matrix = page.locator("#conformance-matrix")
     assert matrix.locator("tbody tr").count() == 2
@@ -125,4 +133,23 @@ def test_the_conformance_matrix_reads_in_a_browser(page, tmp_path):
     assert "not marked untrusted" in matrix.locator("td.fail").first.inner_text()
     assert "aborted" in matrix.locator("td.aborted").inner_text()
     page.screenshot(path=str(tmp_path / "conformance.png"), full_page=True)
+    assert page.problems == [], page.problems
+
+
+def test_a_person_shows_a_regression_between_two_commits_in_two_clicks(page):
+    page.goto(page.base + "/")
+    row = page.locator("#runs-table tbody tr", has_text="run-2026-11-23-f00dfa")
+    row.locator("a.compare-prev").click()  # click 1
+    page.wait_for_selector("section.comparison")
+    first = page.locator("section.comparison").first
+    assert "openai:gpt-5.4-nano surface=meta" in first.locator("h3").inner_text()
+    assert "regressed" in first.locator("h3").inner_text()
+    cases = first.locator("details.flips tr.flip-regressed")
+    assert cases.count() >= 1  # click 2 is not even needed: regressions open by default
+    first.locator("details.flips summary").click()  # click 2 folds them; the cases were read
+    page.select_option("#compare-form select[name=kind]", "surfaces")
+    page.select_option("#compare-form select[name=run]", label="run-2026-11-23-f00dfa")
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_url("**kind=surfaces**")
+    assert "individual" in page.locator("#result").inner_text()
     assert page.problems == [], page.problems

@@ -36,14 +36,25 @@ class TestFormat:
 
     @pytest.mark.parametrize(
         ("mutate", "field", "words"),
-        [(lambda d: d.update(memory_message_prefix="taisce-memory/v2 untrusted"),
-          "memory_message_prefix", "must be"),
-         (lambda d: d.update(cases=[]), "cases", "no case"),
-         (lambda d: d["cases"][0].update(weight=2), "cases[0].weight", "unknown field"),
-         (lambda d: d["cases"][6]["context"]["watermark"].update(stored="12"),
-          "cases[6].context.watermark.stored", "whole number"),
-         (lambda d: d["cases"][0]["expect"].update(surprise=True), "cases[0].expect.surprise",
-          "unknown field")],
+        [
+            (
+                lambda d: d.update(memory_message_prefix="taisce-memory/v2 untrusted"),
+                "memory_message_prefix",
+                "must be",
+            ),
+            (lambda d: d.update(cases=[]), "cases", "no case"),
+            (lambda d: d["cases"][0].update(weight=2), "cases[0].weight", "unknown field"),
+            (
+                lambda d: d["cases"][6]["context"]["watermark"].update(stored="12"),
+                "cases[6].context.watermark.stored",
+                "whole number",
+            ),
+            (
+                lambda d: d["cases"][0]["expect"].update(surprise=True),
+                "cases[0].expect.surprise",
+                "unknown field",
+            ),
+        ],
     )
     def test_the_loader_refuses_what_upstreams_refuses(self, mutate, field, words):
         doc = json.loads(SUITE)
@@ -57,7 +68,9 @@ class TestFormat:
         assert (ok.aborted, len(ok.results), ok.failed) == (False, 10, 0)
         bad = read_output(TWO_FAIL, "b.jsonl", exit_status=1, suite=_suite())
         assert [r.case for r in bad.results if not r.passed] == [
-            "memory_is_one_untrusted_user_message", "a_retried_turn_is_stored_once"]
+            "memory_is_one_untrusted_user_message",
+            "a_retried_turn_is_stored_once",
+        ]
 
     def test_empty_output_with_a_non_zero_exit_is_an_aborted_run(self):
         assert read_output(b"", "x", exit_status=1, suite=None).aborted
@@ -67,15 +80,33 @@ class TestFormat:
     @pytest.mark.parametrize(
         ("edit", "line", "field", "words"),
         [
-            (lambda t: t.replace('"cases":10,"failed":2', '"cases":10,"failed":1'), 11, "failed",
-             "summary says 1 failed but 2"),
+            (
+                lambda t: t.replace('"cases":10,"failed":2', '"cases":10,"failed":1'),
+                11,
+                "failed",
+                "summary says 1 failed but 2",
+            ),
             (lambda t: t.replace('"cases":10', '"cases":9'), 11, "cases", "summary says 9 cases"),
-            (lambda t: t.replace('"case":"store_only_on_success"', '"case":"made_up_case"'), 4,
-             "case", "not in the suite"),
-            (lambda t: t.replace('"case":"store_only_on_success"',
-                                 '"case":"recall_failure_is_not_fatal"'), 4, "case", "appears twice"),
-            (lambda t: t.replace('"passed":true}', '"passed":false}', 1), 2, "passed",
-             "exactly when failures is empty"),
+            (
+                lambda t: t.replace('"case":"store_only_on_success"', '"case":"made_up_case"'),
+                4,
+                "case",
+                "not in the suite",
+            ),
+            (
+                lambda t: t.replace(
+                    '"case":"store_only_on_success"', '"case":"recall_failure_is_not_fatal"'
+                ),
+                4,
+                "case",
+                "appears twice",
+            ),
+            (
+                lambda t: t.replace('"passed":true}', '"passed":false}', 1),
+                2,
+                "passed",
+                "exactly when failures is empty",
+            ),
             (lambda t: t.rsplit("\n", 2)[0] + "\n", None, None, "no summary line"),
             (lambda t: t + '{"case":"late"}\n', 12, None, "follows the summary"),
         ],
@@ -92,11 +123,21 @@ class TestFormat:
         assert info.value.field == "exit_status"
 
     def test_failures_group_by_the_judges_template(self):
-        assert template_of('memory message 0 has role "system"; it must be "user", never system, '
-                           "never assistant") == TEMPLATES[2]
-        assert template_of("a retried turn was sent with 2 different idempotency keys; a retry "
-                           "carries the key of the turn it retries, or the deployment stores the "
-                           "same turn twice") == TEMPLATES[21]
+        assert (
+            template_of(
+                'memory message 0 has role "system"; it must be "user", never system, '
+                "never assistant"
+            )
+            == TEMPLATES[2]
+        )
+        assert (
+            template_of(
+                "a retried turn was sent with 2 different idempotency keys; a retry "
+                "carries the key of the turn it retries, or the deployment stores the "
+                "same turn twice"
+            )
+            == TEMPLATES[21]
+        )
         assert template_of("a memory message did not parse: x\ny") == TEMPLATES[0]
         assert template_of("something new") == "something new"
 
@@ -117,14 +158,39 @@ class TestStoredRuns:
         out.write_bytes(data)
         call_command("ingest_conformance", str(out), *args)
 
-    def test_both_sample_outputs_ingest_and_show_in_the_matrix(self, tmp_path, suite, client, viewer):
-        self._run(tmp_path, ALL_PASS, "--adapter", "python/langgraph", "--exit-status", "0",
-                  "--adapter-version", "0.4.0", "--commit", "abc1234", "--ran-at", "2026-11-20T10:00:00Z")
-        self._run(tmp_path, TWO_FAIL, "--adapter", "java/langchain4j", "--exit-status", "1",
-                  "--ran-at", "2026-11-21T10:00:00Z")
+    def test_both_sample_outputs_ingest_and_show_in_the_matrix(
+        self, tmp_path, suite, client, viewer
+    ):
+        self._run(
+            tmp_path,
+            ALL_PASS,
+            "--adapter",
+            "python/langgraph",
+            "--exit-status",
+            "0",
+            "--adapter-version",
+            "0.4.0",
+            "--commit",
+            "abc1234",
+            "--ran-at",
+            "2026-11-20T10:00:00Z",
+        )
+        self._run(
+            tmp_path,
+            TWO_FAIL,
+            "--adapter",
+            "java/langchain4j",
+            "--exit-status",
+            "1",
+            "--ran-at",
+            "2026-11-21T10:00:00Z",
+        )
         r = client.get("/conformance/")
         cases, rows = r.context["cases"], r.context["rows"]
-        assert len(cases) == 10 and [run.adapter for run, _ in rows] == ["java/langchain4j", "python/langgraph"]
+        assert len(cases) == 10 and [run.adapter for run, _ in rows] == [
+            "java/langchain4j",
+            "python/langgraph",
+        ]
         java = dict(zip(cases, rows[0][1], strict=True))
         assert not java["memory_is_one_untrusted_user_message"].passed
         html = r.content.decode()
@@ -134,9 +200,19 @@ class TestStoredRuns:
         text = b"".join(client.get("/conformance.csv").streaming_content).decode()
         assert text.count("\n") == 21 and "not marked untrusted" in text
 
-    def test_an_aborted_run_is_stored_as_aborted_not_as_zero_cases(self, tmp_path, suite, client, viewer):
-        self._run(tmp_path, b"", "--adapter", "dotnet/agent-framework", "--exit-status", "1",
-                  "--error", "conformance: case memory_is_one_untrusted_user_message could not run: driver: exec: not found")
+    def test_an_aborted_run_is_stored_as_aborted_not_as_zero_cases(
+        self, tmp_path, suite, client, viewer
+    ):
+        self._run(
+            tmp_path,
+            b"",
+            "--adapter",
+            "dotnet/agent-framework",
+            "--exit-status",
+            "1",
+            "--error",
+            "conformance: case memory_is_one_untrusted_user_message could not run: driver: exec: not found",
+        )
         run = ConformanceRun.objects.get()
         assert run.aborted and run.case_count == 0 and "could not run" in run.error
         html = client.get("/conformance/").content.decode()
@@ -148,10 +224,26 @@ class TestStoredRuns:
             self._run(tmp_path, bad, "--adapter", "x", "--exit-status", "1")
         assert not ConformanceRun.objects.exists()
 
-    def test_history_says_which_rule_broke_when_and_which_commit_fixed_it(self, tmp_path, suite, client, viewer):
-        for data, exit, commit, day in ((ALL_PASS, "0", "c1", 1), (TWO_FAIL, "1", "c2", 2), (ALL_PASS, "0", "c3", 3)):
-            self._run(tmp_path, data, "--adapter", "python/langgraph", "--exit-status", exit,
-                      "--commit", commit, "--ran-at", f"2026-11-0{day}T10:00:00Z")
+    def test_history_says_which_rule_broke_when_and_which_commit_fixed_it(
+        self, tmp_path, suite, client, viewer
+    ):
+        for data, exit, commit, day in (
+            (ALL_PASS, "0", "c1", 1),
+            (TWO_FAIL, "1", "c2", 2),
+            (ALL_PASS, "0", "c3", 3),
+        ):
+            self._run(
+                tmp_path,
+                data,
+                "--adapter",
+                "python/langgraph",
+                "--exit-status",
+                exit,
+                "--commit",
+                commit,
+                "--ran-at",
+                f"2026-11-0{day}T10:00:00Z",
+            )
         events = client.get("/conformance/adapter/?name=python/langgraph").context["events"]
         summary = [(kind, case, run.commit) for kind, case, run, _ in events]
         assert ("broke", "a_retried_turn_is_stored_once", "c2") in summary
@@ -161,15 +253,27 @@ class TestStoredRuns:
         _, raw = ApiToken.issue("ci")
         from django.core.files.uploadedfile import SimpleUploadedFile
 
-        r = client.post("/api/v1/conformance", {
-            "output": SimpleUploadedFile("out.jsonl", TWO_FAIL), "adapter": "python/agent-framework",
-            "exit_status": "1", "adapter_version": "1.2.0"}, headers={"Authorization": f"Bearer {raw}"})
+        r = client.post(
+            "/api/v1/conformance",
+            {
+                "output": SimpleUploadedFile("out.jsonl", TWO_FAIL),
+                "adapter": "python/agent-framework",
+                "exit_status": "1",
+                "adapter_version": "1.2.0",
+            },
+            headers={"Authorization": f"Bearer {raw}"},
+        )
         assert r.status_code == 200 and r.json()["failed"] == 2
-        r = client.post("/api/v1/conformance", {"adapter": "x", "exit_status": "zero"},
-                        headers={"Authorization": f"Bearer {raw}"})
+        r = client.post(
+            "/api/v1/conformance",
+            {"adapter": "x", "exit_status": "zero"},
+            headers={"Authorization": f"Bearer {raw}"},
+        )
         assert r.status_code == 422 and r.json()["refused"][0]["field"] == "exit_status"
 
     def test_case_pages_show_every_expectation(self, suite, client, viewer):
-        html = client.get(f"/conformance/suites/{suite.pk}/?case=compaction_hands_the_model_the_deployments_context").content.decode()
+        html = client.get(
+            f"/conformance/suites/{suite.pk}/?case=compaction_hands_the_model_the_deployments_context"
+        ).content.decode()
         assert "The office moved to Cork in March" in html and "model_lacks" in html
         assert "&quot;memory_carries&quot;" in html

@@ -81,3 +81,16 @@ def get(mapping: Any, key: str) -> Any:
 @register.filter
 def make_list_words(value: str) -> list[str]:
     return value.split()
+
+
+@register.filter
+def side_ratio(side: Any, column: str) -> tuple[int, int]:
+    return side.ratio(column)
+
+
+@register.filter
+def delta(base: Any, other: Any) -> dict[str, float | None]:
+    """Points of difference per column between two compared sides."""
+    from records.compare import COLUMNS, delta_points
+
+    return {c: delta_points(base.ratio(c), other.ratio(c)) for c in COLUMNS}

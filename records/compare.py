@@ -1,0 +1,426 @@
+"""Side-by-side comparisons of scored rows, with the guard against comparing unlike things.
+
+Rows are compared on the keys of modelrecord.md E.4: two rows share a table only when they agree
+on corpus digest, contract digest, repeat, case coverage and (across vendors) tool schema digest.
+When coverage is all that differs, the cases both sides share can still be compared honestly, and
+are, labelled as such; a different corpus digest is refused outright (different answers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Case, Count, IntegerField, Sum, When
+
+from records.cost import Tokens, cost_of
+from records.models import Provider, Run, Scoring, Verdict
+from records.scores import COLUMN_TITLES, ScoreRow, fnv1a64, latest_scoring, score_rows
+
+COLUMNS = [
+    "clean",
+    "reached",
+    "accepted_first_time",
+    "argument_fidelity",
+    "confirmation",
+    "unaided",
+    "completion",
+]
+SUMMED = [
+    "counted",
+    "total",
+    "clean",
+    "unaided",
+    "completed",
+    "discovery",
+    "invalid_params",
+    "steps",
+    "reached_n",
+    "reached_d",
+    "aft_n",
+    "aft_d",
+    "fidelity_n",
+    "fidelity_d",
+    "confirmation_n",
+    "confirmation_d",
+    "input_tokens",
+    "output_tokens",
+    "cache_created_tokens",
+    "cache_read_tokens",
+    "turns",
+]
+
+
+def _flag(name: str, value: Any = True) -> Sum:
+    return Sum(Case(When(**{name: value}, then=1), default=0, output_field=IntegerField()))
+
+
+def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """{row key: {case: additive figures}} for the given rows, summed in the database."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    qs = (
+        Verdict.objects.filter(scoring=scoring, row_key__in=list(row_keys))
+        .values("row_key", "case")
+        .annotate(
+            counted=_flag("counted"),
+            total=Count("id"),
+            clean=_flag("clean"),
+            unaided=_flag("unaided"),
+            completed=_flag("outcome", "completed"),
+            discovery=Sum("discovery"),
+            invalid_params=Sum("invalid_params"),
+            steps=Sum("steps"),
+            reached_n=Sum("reached_n"),
+            reached_d=Sum("reached_d"),
+            aft_n=Sum("aft_n"),
+            aft_d=Sum("aft_d"),
+            fidelity_n=Sum("fidelity_n"),
+            fidelity_d=Sum("fidelity_d"),
+            confirmation_n=Sum("confirmation_n"),
+            confirmation_d=Sum("confirmation_d"),
+            input_tokens=Sum("attempt__input_tokens"),
+            output_tokens=Sum("attempt__output_tokens"),
+            cache_created_tokens=Sum("attempt__cache_created_tokens"),
+            cache_read_tokens=Sum("attempt__cache_read_tokens"),
+            turns=Sum("attempt__try_count"),
+        )
+        .order_by()
+    )
+    for r in qs:
+        out.setdefault(r["row_key"], {})[r["case"]] = {k: r[k] or 0 for k in SUMMED}
+    return out
+
+
+def _sum(per_case: dict[str, dict[str, int]], cases: Iterable[str]) -> dict[str, int]:
+    total = dict.fromkeys(SUMMED, 0)
+    for c in cases:
+        for k, v in per_case.get(c, {}).items():
+            total[k] += v
+    return total
+
+
+@dataclass
+class Side:
+    """One row's figures as compared: all its cases, or a stated subset."""
+
+    run: Run
+    scoring: Scoring
+    row: ScoreRow
+    figures: dict[str, int]
+    price: tuple[float, float, float, float] | None
+    cases: list[str]
+
+    def ratio(self, column: str) -> tuple[int, int]:
+        f = self.figures
+        return {
+            "clean": (f["clean"], f["counted"]),
+            "unaided": (f["unaided"], f["counted"]),
+            "completion": (f["completed"], f["counted"]),
+            "reached": (f["reached_n"], f["reached_d"]),
+            "accepted_first_time": (f["aft_n"], f["aft_d"]),
+            "argument_fidelity": (f["fidelity_n"], f["fidelity_d"]),
+            "confirmation": (f["confirmation_n"], f["confirmation_d"]),
+        }[column]
+
+    @property
+    def tokens(self) -> Tokens:
+        f = self.figures
+        return Tokens(
+            f["input_tokens"], f["output_tokens"], f["cache_created_tokens"], f["cache_read_tokens"]
+        )
+
+    @property
+    def cost(self) -> float | None:
+        c = cost_of(self.tokens, self.price)
+        return None if c is None else c.total
+
+    @property
+    def cost_per_attempt(self) -> float | None:
+        n = self.figures["total"]
+        return None if self.cost is None or not n else self.cost / n
+
+    @property
+    def overhead(self) -> tuple[int, int]:
+        f = self.figures
+        return f["discovery"] + f["invalid_params"], f["steps"]
+
+
+def rate(pair: tuple[int, int]) -> float | None:
+    n, d = pair
+    return None if not d else n / d
+
+
+def delta_points(a: tuple[int, int], b: tuple[int, int]) -> float | None:
+    ra, rb = rate(a), rate(b)
+    return None if ra is None or rb is None else 100 * (rb - ra)
+
+
+# --- the guard ---------------------------------------------------------------------------------
+
+
+def parse_row_key(row_key: str) -> dict[str, str]:
+    return dict(part.split("=", 1) for part in row_key.split(" ") if "=" in part)
+
+
+IDENTITY = ("model", "surface", "mode", "tier", "tier-pin", "meta-schema", "slice")
+
+
+def differences(a: Side, b: Side, *, across_vendors: bool = False) -> list[str]:
+    """The comparison keys on which two rows differ (E.4), in words."""
+    ka, kb = parse_row_key(a.row.row_key), parse_row_key(b.row.row_key)
+    out = []
+    for key, words in (
+        ("corpus", "corpus digest"),
+        ("contract", "contract digest"),
+        ("repeat", "repeat"),
+    ):
+        if ka.get(key) != kb.get(key):
+            out.append(f"{words} ({ka.get(key) or '-'} vs {kb.get(key) or '-'})")
+    if across_vendors and ka.get("tools") != kb.get("tools"):
+        out.append(f"tool schema digest ({ka.get('tools') or '-'} vs {kb.get('tools') or '-'})")
+    if sorted(a.row.cases) != sorted(b.row.cases):
+        out.append(
+            f"case coverage ({len(a.row.cases)} cases `{fnv1a64(a.row.cases)}` vs "
+            f"{len(b.row.cases)} cases `{fnv1a64(b.row.cases)}`)"
+        )
+    if a.scoring.stale != b.scoring.stale:
+        out.append("one side is scored against a stale corpus")
+    return out
+
+
+# --- runs side by side --------------------------------------------------------------------------
+
+
+@dataclass
+class CaseFlip:
+    case: str
+    kind: str  # regressed, fixed, still failing, still passing, new, missing, counted apart
+    before: str
+    after: str
+
+
+FLIP_ORDER = [
+    "regressed",
+    "missing",
+    "still failing",
+    "fixed",
+    "new",
+    "counted apart",
+    "still passing",
+]
+
+
+def _case_state(f: dict[str, int] | None) -> str:
+    if f is None:
+        return "absent"
+    if not f["counted"]:
+        return "counted apart"
+    return "pass" if f["completed"] == f["counted"] else "fail"
+
+
+def _describe(f: dict[str, int] | None) -> str:
+    if f is None:
+        return "not in this run"
+    if not f["counted"]:
+        return f"counted apart ({f['total']} attempt(s))"
+    return f"{f['completed']} / {f['counted']} completed"
+
+
+def flips(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[CaseFlip]:
+    out = []
+    for case in sorted(set(before) | set(after)):
+        b, a = before.get(case), after.get(case)
+        sb, sa = _case_state(b), _case_state(a)
+        if sb == "absent":
+            kind = "new"
+        elif sa == "absent":
+            kind = "missing"  # never shown as passed
+        elif "counted apart" in (sb, sa):
+            kind = "counted apart"
+        elif sb == "pass" and sa == "fail":
+            kind = "regressed"
+        elif sb == "fail" and sa == "pass":
+            kind = "fixed"
+        elif sb == "fail":
+            kind = "still failing"
+        else:
+            kind = "still passing"
+        out.append(CaseFlip(case, kind, _describe(b), _describe(a)))
+    out.sort(key=lambda f: (FLIP_ORDER.index(f.kind), f.case))
+    return out
+
+
+@dataclass
+class RowComparison:
+    identity: str
+    baseline: Side | None
+    candidate: Side | None
+    differs: list[str] = field(default_factory=list)
+    refused: str = ""
+    shared_only: bool = False
+    shared_cases: int = 0
+    flips: list[CaseFlip] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> int:
+        return sum(1 for f in self.flips if f.kind == "regressed")
+
+    @property
+    def fixes(self) -> int:
+        return sum(1 for f in self.flips if f.kind == "fixed")
+
+    def columns(self) -> list[tuple[str, tuple[int, int], tuple[int, int], float | None]]:
+        assert self.baseline and self.candidate
+        return [
+            (
+                title,
+                self.baseline.ratio(c),
+                self.candidate.ratio(c),
+                delta_points(self.baseline.ratio(c), self.candidate.ratio(c)),
+            )
+            for c, title in zip(COLUMNS, COLUMN_TITLES, strict=True)
+        ]
+
+    @property
+    def cost_delta(self) -> float | None:
+        if not self.baseline or not self.candidate:
+            return None
+        a, b = self.baseline.cost, self.candidate.cost
+        return None if a is None or b is None else b - a
+
+
+def _identity(row_key: str) -> str:
+    k = parse_row_key(row_key)
+    return " ".join(f"{name}={k[name]}" for name in IDENTITY if name in k)
+
+
+def _sides(run: Run, scoring: Scoring) -> dict[str, tuple[ScoreRow, dict[str, dict[str, int]]]]:
+    rows = score_rows(scoring)
+    per_case = case_figures(scoring, [r.row_key for r in rows])
+    return {r.row_key: (r, per_case.get(r.row_key, {})) for r in rows}
+
+
+def _prices(run: Run) -> dict[str, tuple[float, float, float, float] | None]:
+    return {p.spec: p.price for p in Provider.objects.filter(run=run)}
+
+
+def compare_runs(baseline: Run, candidate: Run) -> tuple[list[RowComparison], str]:
+    """Row by row (matched on model, surface, mode and pins), with per-case flips."""
+    sa, sb = latest_scoring(baseline), latest_scoring(candidate)
+    if sa is None or sb is None or not sa.verdict_count or not sb.verdict_count:
+        return [], "both runs must be scored to be compared"
+    left, right = _sides(baseline, sa), _sides(candidate, sb)
+    prices_a, prices_b = _prices(baseline), _prices(candidate)
+    by_identity: dict[str, list[Any]] = {}
+    for key, (row, cases) in left.items():
+        by_identity.setdefault(_identity(key), [None, None])[0] = (row, cases)
+    for key, (row, cases) in right.items():
+        by_identity.setdefault(_identity(key), [None, None])[1] = (row, cases)
+    out = []
+    for identity, (a, b) in sorted(by_identity.items()):
+        ra = (
+            Side(baseline, sa, a[0], _sum(a[1], a[1]), prices_a.get(a[0].model), sorted(a[1]))
+            if a
+            else None
+        )
+        rb = (
+            Side(candidate, sb, b[0], _sum(b[1], b[1]), prices_b.get(b[0].model), sorted(b[1]))
+            if b
+            else None
+        )
+        comp = RowComparison(identity, ra, rb)
+        if ra and rb:
+            comp.differs = differences(ra, rb)
+            ka, kb = parse_row_key(ra.row.row_key), parse_row_key(rb.row.row_key)
+            if ka.get("corpus") != kb.get("corpus"):
+                comp.refused = (
+                    "the two rows were scored against different corpora, so their "
+                    "answers differ: re-score one run against the other's key to "
+                    "compare them (it is then fenced as stale corpus)"
+                )
+            elif comp.differs:
+                if any(not d.startswith("case coverage") for d in comp.differs):
+                    comp.refused = (
+                        "the rows differ in "
+                        + "; ".join(d for d in comp.differs if not d.startswith("case coverage"))
+                        + ", so they are not placed in one table"
+                    )
+                else:
+                    shared = sorted(set(a[1]) & set(b[1]))
+                    comp.shared_only, comp.shared_cases = True, len(shared)
+                    ra.figures, rb.figures = _sum(a[1], shared), _sum(b[1], shared)
+            if not comp.refused:
+                comp.flips = flips(a[1], b[1])
+        out.append(comp)
+    out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
+    return out, ""
+
+
+# --- surfaces side by side (one run) -------------------------------------------------------------
+
+
+@dataclass
+class SurfaceGroup:
+    caption: str
+    sides: list[Side]
+    shared_only: bool = False
+    shared_cases: int = 0
+    note: str = ""
+
+
+def compare_surfaces(run: Run) -> list[SurfaceGroup]:
+    """Each model's rows on its surfaces side by side, on the cross-surface key (E.4)."""
+    scoring = latest_scoring(run)
+    if scoring is None or not scoring.verdict_count:
+        return []
+    sides = _sides(run, scoring)
+    prices = _prices(run)
+    groups: dict[tuple, list[tuple[ScoreRow, dict]]] = {}
+    for key, (row, cases) in sides.items():
+        k = parse_row_key(key)
+        gk = (
+            k.get("model"),
+            k.get("mode"),
+            k.get("tier"),
+            k.get("tier-pin", ""),
+            k.get("corpus"),
+            k.get("contract"),
+            k.get("repeat"),
+        )
+        groups.setdefault(gk, []).append((row, cases))
+    out = []
+    for gk, members in sorted(groups.items(), key=lambda kv: kv[0]):
+        members.sort(
+            key=lambda m: (
+                ["dynamic", "meta", "individual"].index(m[0].surface)
+                if m[0].surface in ("dynamic", "meta", "individual")
+                else 9
+            )
+        )
+        coverages = {tuple(sorted(c)) for _, c in members}
+        shared = sorted(set.intersection(*(set(c) for _, c in members))) if members else []
+        same = len(coverages) == 1
+        group = SurfaceGroup(
+            f"{gk[0]}: mode {gk[1]}, tier {gk[2]}{', tier pinned to ' + gk[3] if gk[3] else ''}, "
+            f"corpus {gk[4]}, contract {gk[5]}, repeat {gk[6]}",
+            [
+                Side(
+                    run,
+                    scoring,
+                    row,
+                    _sum(cases, cases if same else shared),
+                    prices.get(row.model),
+                    sorted(cases),
+                )
+                for row, cases in members
+            ],
+        )
+        if not same:
+            group.shared_only, group.shared_cases = True, len(shared)
+            group.note = (
+                "the surfaces cover different cases, so only the "
+                f"{len(shared)} case(s) every surface ran are compared"
+            )
+        out.append(group)
+    return out

@@ -1,0 +1,106 @@
+"""Comparisons: runs, surfaces and models side by side, and the guard."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from records.compare import compare_runs, compare_surfaces, flips
+from records.ingest import ingest, inputs_from_paths
+from records.models import CorpusKey, Run, Upload
+from records.scores import score_run
+from records.synth import DEMO_KEY, demo_runs
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def demo(tmp_path):
+    ingest(
+        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
+    )
+    return {r.run_id: r for r in Run.objects.all()}
+
+
+@pytest.fixture
+def viewer(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
+
+
+def test_the_demo_regression_shows_first_with_its_cases(demo):
+    rows, problem = compare_runs(demo["run-2026-11-16-a1b2c3"], demo["run-2026-11-23-f00dfa"])
+    assert problem == ""
+    first = rows[0]
+    assert first.identity.startswith("model=openai:gpt-5.4-nano surface=meta")
+    assert first.regressions >= 1 and first.flips[0].kind == "regressed"
+    completion = dict((t, (a, b)) for t, a, b, _ in first.columns())["Completion"]
+    assert completion[1][0] / completion[1][1] < completion[0][0] / completion[0][1]
+
+
+def test_two_clicks_from_the_runs_list_reach_the_regression(client, viewer, demo):
+    html = client.get("/").content.decode()
+    base, cand = demo["run-2026-11-16-a1b2c3"].pk, demo["run-2026-11-23-f00dfa"].pk
+    link = f"/compare/?kind=runs&baseline={base}&candidate={cand}"
+    assert link in html
+    page = client.get(link).content.decode()
+    assert page.index("surface=meta") < page.index("surface=dynamic")
+    assert "regressed</span>" in page
+
+
+def test_the_guard_refuses_rows_scored_against_different_corpora(demo):
+    other = demo["run-2026-11-24-ee1234"]
+    Run.objects.filter(pk=other.pk).update(corpus_digest="0000000000000000")
+    other.refresh_from_db()
+    score_run(other, CorpusKey.objects.get())  # stale: the key is not the run's corpus
+    rows, _ = compare_runs(demo["run-2026-11-16-a1b2c3"], other)
+    assert rows and all(r.refused for r in rows if r.baseline and r.candidate)
+    assert "different corpora" in rows[0].refused
+    assert all(not r.flips for r in rows)
+
+
+def test_a_case_missing_from_one_side_is_missing_never_passed():
+    before = {
+        "MT-002": {"counted": 1, "completed": 1, "total": 1},
+        "MT-003": {"counted": 1, "completed": 1, "total": 1},
+    }
+    after = {
+        "MT-002": {"counted": 1, "completed": 0, "total": 1},
+        "MT-040": {"counted": 1, "completed": 1, "total": 1},
+    }
+    got = {f.case: f.kind for f in flips(before, after)}
+    assert got == {"MT-002": "regressed", "MT-003": "missing", "MT-040": "new"}
+    assert [f.kind for f in flips(before, after)][:2] == ["regressed", "missing"]
+
+
+def test_surfaces_with_different_coverage_compare_only_shared_cases(demo):
+    groups = compare_surfaces(demo["run-2026-11-16-a1b2c3"])
+    g = next(g for g in groups if g.caption.startswith("openai:gpt-5.4-nano"))
+    assert [s.row.surface for s in g.sides] == ["dynamic", "meta", "individual"]
+    # MT-040 is not on the individual surface, so only the 7 shared cases are compared.
+    assert g.shared_only and g.shared_cases == 7 and "7 case(s)" in g.note
+
+
+def test_models_side_by_side_draw_grouped_bars_and_a_cost_scatter(client, viewer, demo):
+    run = demo["run-2026-11-16-a1b2c3"]
+    r = client.get(f"/compare/?kind=models&run={run.pk}")
+    fig = r.context["groups"][0][1]
+    assert fig["layout"]["barmode"] == "group"
+    assert all(len(t["customdata"]) == 7 for t in fig["data"])  # N and D in the hover
+    scatter = r.context["scatter"]
+    names = {t for trace in scatter["data"] for t in trace["text"]}
+    assert not any(n.startswith("qwen:") for n in names)  # unpriced: no place on a cost axis
+
+
+def test_comparisons_live_in_the_url_update_in_place_and_export(client, viewer, demo):
+    base, cand = demo["run-2026-11-16-a1b2c3"].pk, demo["run-2026-11-23-f00dfa"].pk
+    q = f"kind=runs&baseline={base}&candidate={cand}"
+    part = client.get(f"/compare/?{q}", headers={"HX-Request": "true"}).content.decode()
+    assert part.lstrip().startswith('<section id="result">')
+    doc = client.get(f"/compare.json?{q}").json()
+    assert doc["rows"][0]["regressed"] >= 1 and "cases" in doc["rows"][0]
+    md = client.get(f"/compare.md?{q}").content.decode()
+    assert "regressed" in md and md.startswith("Comparison of")
+    assert client.get(f"/compare/?kind=runs&baseline={base}&candidate={base}").status_code == 400
+    assert client.get("/compare/?kind=nonsense").status_code == 400
