@@ -624,3 +624,18 @@ class ConformanceResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case}: {'passed' if self.passed else 'failed'}"
+
+
+class AuditEvent(models.Model):
+    """Who did what to the stored history, and when (uploads are recorded as Upload rows)."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=40)
+    detail = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.action}"

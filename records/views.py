@@ -35,6 +35,7 @@ from records.models import (
     ENDINGS,
     ApiToken,
     Attempt,
+    AuditEvent,
     ConformanceResult,
     ConformanceRun,
     ConformanceSuite,
@@ -189,6 +190,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         legend=scores.LEGEND,
         scoring_count=run.scorings.count(),
         can_score=request.user.has_perm("records.add_scoring"),
+        can_delete=request.user.has_perm("records.delete_run"),
     )
     return render(request, "records/run.html", context)
 
@@ -1152,3 +1154,39 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         text = "\n".join(s.replace("<", "&lt;").replace(">", "&gt;") for s in lines) + "\n"
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
     return _export(fmt, "comparison", rows_out)
+
+
+@require_POST
+@login_required
+def run_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete a run, its shard record and its scores; needs the permission, and is recorded."""
+    if not request.user.has_perm("records.delete_run"):
+        return HttpResponse("You do not have the permission to delete runs.", status=403)
+    run = _get_run_or_404(pk)
+    detail = {
+        "run": run.pk,
+        "run_id": run.run_id,
+        "commit": run.commit,
+        "shard": run.shard.name,
+        "sha256": run.shard.sha256,
+        "attempts": run.attempt_count,
+        "scorings": run.scorings.count(),
+    }
+    from django.db import transaction
+
+    with transaction.atomic():
+        AuditEvent.objects.create(user=request.user, action="delete-run", detail=detail)
+        shard = run.shard
+        run.delete()  # attempts, turns, calls, verifies, sessions, providers, scores
+        shard.delete()  # so the same shard can be uploaded again
+    return redirect("records:runs")
+
+
+@require_GET
+@login_required
+def audit(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_staff:
+        return HttpResponse("Only staff can read the audit log.", status=403)
+    uploads = Upload.objects.select_related("user", "token").order_by("-created_at")[:100]
+    events = AuditEvent.objects.select_related("user")[:100]
+    return render(request, "records/audit.html", {"uploads": uploads, "events": events})

@@ -370,3 +370,73 @@ class TestApi:
         out = capsys.readouterr().out
         raw = out.split()[-1]
         assert ApiToken.authenticate(raw).name == "ci-bot"
+
+
+class TestAccessAndAudit:
+    def test_deleting_a_run_needs_the_permission_and_is_recorded(self, client):
+        from records.models import AuditEvent
+
+        _ingest(("modeleval-dynamic.jsonl", GOOD))
+        run = Run.objects.get()
+        user = User.objects.create_user("del", password="pw-123456789")
+        client.force_login(user)
+        assert client.post(f"/runs/{run.pk}/delete/").status_code == 403
+        assert Run.objects.exists()
+        user.user_permissions.add(Permission.objects.get(codename="delete_run"))
+        user = User.objects.get(pk=user.pk)
+        client.force_login(user)
+        assert client.post(f"/runs/{run.pk}/delete/").status_code == 302
+        assert not Run.objects.exists() and not Attempt.objects.exists() and not Turn.objects.exists()
+        event = AuditEvent.objects.get()
+        assert (event.user, event.action, event.detail["run_id"]) == (user, "delete-run", "run-fixture-dynamic")
+        # The shard may be uploaded again afterwards.
+        assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+
+    def test_check_deploy_is_clean_with_production_settings(self):
+        import os
+        import secrets
+        import subprocess
+        import sys
+
+        from django.conf import settings
+
+        env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "EVALDASH_INSECURE_DEV_KEY")}
+        env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(60), ALLOWED_HOSTS="evaldash.example",
+                   EVALDASH_HSTS_SECONDS="31536000", EVALDASH_SSL_REDIRECT="1")
+        out = subprocess.run(
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "check", "--deploy",
+             "--fail-level", "WARNING"], env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "no issues" in out.stdout
+
+    def test_settings_refuse_malformed_values_naming_the_variable(self):
+        import os
+        import subprocess
+        import sys
+
+        from django.conf import settings
+
+        env = {**os.environ, "DEBUG": "perhaps"}
+        out = subprocess.run([sys.executable, str(settings.BASE_DIR / "manage.py"), "check"],
+                             env=env, capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and "DEBUG='perhaps' is not a boolean" in out.stderr
+
+    def test_an_ingest_that_fails_part_way_leaves_nothing_and_can_be_repeated(self, monkeypatch):
+        from records import ingest as ing
+
+        calls = {"n": 0}
+        real = ing._Table.flush
+
+        def failing(self, cursor):
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise RuntimeError("the disk went away")
+            return real(self, cursor)
+
+        monkeypatch.setattr(ing._Table, "flush", failing)
+        with pytest.raises(RuntimeError):
+            _ingest(("modeleval-dynamic.jsonl", GOOD))
+        for model in (ShardFile, Run, Attempt, Turn, Call):
+            assert not model.objects.exists()
+        monkeypatch.setattr(ing._Table, "flush", real)
+        assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
