@@ -400,7 +400,8 @@ class TestAccessAndAudit:
 
         from django.conf import settings
 
-        env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "EVALDASH_INSECURE_DEV_KEY")}
+        dev_only = ("DEBUG", "EVALDASH_INSECURE_DEV_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE")
+        env = {k: v for k, v in os.environ.items() if k not in dev_only}
         env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(60), ALLOWED_HOSTS="evaldash.example",
                    EVALDASH_HSTS_SECONDS="31536000", EVALDASH_SSL_REDIRECT="1")
         out = subprocess.run(
