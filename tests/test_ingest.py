@@ -386,9 +386,15 @@ class TestAccessAndAudit:
         user = User.objects.get(pk=user.pk)
         client.force_login(user)
         assert client.post(f"/runs/{run.pk}/delete/").status_code == 302
-        assert not Run.objects.exists() and not Attempt.objects.exists() and not Turn.objects.exists()
+        assert (
+            not Run.objects.exists() and not Attempt.objects.exists() and not Turn.objects.exists()
+        )
         event = AuditEvent.objects.get()
-        assert (event.user, event.action, event.detail["run_id"]) == (user, "delete-run", "run-fixture-dynamic")
+        assert (event.user, event.action, event.detail["run_id"]) == (
+            user,
+            "delete-run",
+            "run-fixture-dynamic",
+        )
         # The shard may be uploaded again afterwards.
         assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
 
@@ -402,11 +408,27 @@ class TestAccessAndAudit:
 
         dev_only = ("DEBUG", "EVALDASH_INSECURE_DEV_KEY", "DJANGO_ALLOW_ASYNC_UNSAFE")
         env = {k: v for k, v in os.environ.items() if k not in dev_only}
-        env.update(DEBUG="0", SECRET_KEY=secrets.token_urlsafe(60), ALLOWED_HOSTS="evaldash.example",
-                   EVALDASH_HSTS_SECONDS="31536000", EVALDASH_SSL_REDIRECT="1")
+        env.update(
+            DEBUG="0",
+            SECRET_KEY=secrets.token_urlsafe(60),
+            ALLOWED_HOSTS="evaldash.example",
+            EVALDASH_HSTS_SECONDS="31536000",
+            EVALDASH_SSL_REDIRECT="1",
+        )
         out = subprocess.run(
-            [sys.executable, str(settings.BASE_DIR / "manage.py"), "check", "--deploy",
-             "--fail-level", "WARNING"], env=env, capture_output=True, text=True, timeout=120)
+            [
+                sys.executable,
+                str(settings.BASE_DIR / "manage.py"),
+                "check",
+                "--deploy",
+                "--fail-level",
+                "WARNING",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stdout + out.stderr
         assert "no issues" in out.stdout
 
@@ -418,8 +440,13 @@ class TestAccessAndAudit:
         from django.conf import settings
 
         env = {**os.environ, "DEBUG": "perhaps"}
-        out = subprocess.run([sys.executable, str(settings.BASE_DIR / "manage.py"), "check"],
-                             env=env, capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, str(settings.BASE_DIR / "manage.py"), "check"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode != 0 and "DEBUG='perhaps' is not a boolean" in out.stderr
 
     def test_an_ingest_that_fails_part_way_leaves_nothing_and_can_be_repeated(self, monkeypatch):
