@@ -142,17 +142,37 @@ def page_times(client: Any, urls: dict[str, str], repeat: int = 5) -> dict[str, 
     return out
 
 
-def _pages(client: Any, run_id: int, baseline_id: int | None) -> dict[str, dict[str, float]]:
+def _pages(client: Any, run_id: int, baseline_id: int) -> dict[str, dict[str, float]]:
     from records.models import Attempt
 
     attempt = Attempt.objects.filter(run_id=run_id, call_count__gt=2).order_by("pk").first()
     urls = {
         "runs list": "/",
         "run page with scores": f"/runs/{run_id}/",
+        "scores comparison of two runs": f"/compare/?kind=runs&baseline={baseline_id}&candidate={run_id}",
         "case matrix": f"/runs/{run_id}/matrix/?surface=dynamic",
         "attempt trace": f"/attempts/{attempt.pk}/",
     }
     return page_times(client, urls)
+
+
+def _pair(tmp: Path, attempts: int, seed: int, say: Callable[[str], None]) -> tuple[Any, Any, dict]:
+    """Two runs (two commits) of `attempts` attempts each, ingested and scored."""
+    from records.models import Run
+    from records.scores import score_run
+
+    say(f"generating two runs of {attempts:,} attempts")
+    first, key, _ = generate(tmp, attempts, run_id=f"bench-{attempts}-a", seed=seed)
+    second, _, _ = generate(tmp, attempts, run_id=f"bench-{attempts}-b", seed=seed + 1)
+    stored_key = store_key(key)
+    figs = ingest_paths([first])
+    other = ingest_paths([second])
+    a, b = Run.objects.get(pk=figs["runs"][0]), Run.objects.get(pk=other["runs"][0])
+    seconds, scoring = _timed(lambda: score_run(a, stored_key))
+    score_run(b, stored_key)
+    figs["score_seconds"] = seconds
+    figs["scored_attempts"] = scoring.verdict_count
+    return a, b, figs
 
 
 def peak_memory(artifact: Path, database_url: str) -> dict[str, float]:
@@ -185,9 +205,6 @@ def run(
 ) -> dict[str, Any]:
     from django.test import Client
 
-    from records.models import Run
-    from records.scores import score_run
-
     report: dict[str, Any] = {
         "database": connection.vendor,
         "sizes": {"small_attempts": small, "large_attempts": large, "artifact_mb": artifact_mb},
@@ -195,12 +212,12 @@ def run(
     }
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        say(f"generating a run of {small:,} attempts")
-        small_path, small_key, _ = generate(tmp, small, run_id="bench-small", seed=1)
+        say(f"generating a run of {small:,} attempts for the floor")
+        small_path, _, _ = generate(tmp, small, run_id="bench-floor", seed=1)
         floor_figs = floor([small_path], tmp / "floor.sqlite3")
         say(f"floor: {floor_figs['lines_per_s']:,.0f} lines/s, {floor_figs['mb_per_s']:.1f} MB/s")
         gc.collect()
-        ingest_figs = ingest_paths([small_path])
+        base_small, run_small, ingest_figs = _pair(tmp, small, 1, say)
         say(
             f"ingest: {ingest_figs['lines_per_s']:,.0f} lines/s, {ingest_figs['mb_per_s']:.1f} MB/s"
         )
@@ -210,39 +227,33 @@ def run(
             "ratio_lines": ingest_figs["lines_per_s"] / floor_figs["lines_per_s"],
             "ratio_mb": ingest_figs["mb_per_s"] / floor_figs["mb_per_s"],
         }
-        small_run = Run.objects.get(pk=ingest_figs["runs"][0])
-        key = store_key(small_key)
-        seconds, scoring = _timed(lambda: score_run(small_run, key))
+        seconds = ingest_figs["score_seconds"]
         report["scoring"] = {
-            "attempts": scoring.verdict_count,
+            "attempts": ingest_figs["scored_attempts"],
             "seconds": seconds,
-            "attempts_per_s": scoring.verdict_count / seconds,
+            "attempts_per_s": ingest_figs["scored_attempts"] / seconds,
             "rescore_over_ingest": seconds / ingest_figs["seconds"],
         }
         say(
-            f"scoring: {scoring.verdict_count / seconds:,.0f} attempts/s, "
-            f"re-score / ingest = {seconds / ingest_figs['seconds']:.2f}"
+            f"scoring: {report['scoring']['attempts_per_s']:,.0f} attempts/s, "
+            f"re-score / ingest = {report['scoring']['rescore_over_ingest']:.2f}"
         )
         client = Client()
         settings.EVALDASH_PUBLIC_READ = True
         settings.ALLOWED_HOSTS = ["*"]
-        report["pages_small"] = _pages(client, small_run.pk, None)
+        report["pages_small"] = _pages(client, run_small.pk, base_small.pk)
         say(f"pages at {small:,}: " + json.dumps(report["pages_small"]))
 
-        say(f"generating a run of {large:,} attempts")
-        large_path, large_key, _ = generate(tmp, large, run_id="bench-large", seed=2)
-        large_key_stored = store_key(large_key)
-        large_figs = ingest_paths([large_path])
-        large_run = Run.objects.get(pk=large_figs["runs"][0])
-        seconds, scoring = _timed(lambda: score_run(large_run, large_key_stored))
+        base_large, run_large, large_figs = _pair(tmp, large, 11, say)
         report["scoring_large"] = {
-            "attempts": scoring.verdict_count,
-            "seconds": seconds,
-            "attempts_per_s": scoring.verdict_count / seconds,
+            "attempts": large_figs["scored_attempts"],
+            "seconds": large_figs["score_seconds"],
+            "attempts_per_s": large_figs["scored_attempts"] / large_figs["score_seconds"],
             "ingest_seconds": large_figs["seconds"],
-            "rescore_over_ingest": seconds / large_figs["seconds"],
+            "ingest_lines_per_s": large_figs["lines_per_s"],
+            "rescore_over_ingest": large_figs["score_seconds"] / large_figs["seconds"],
         }
-        report["pages_large"] = _pages(client, large_run.pk, None)
+        report["pages_large"] = _pages(client, run_large.pk, base_large.pk)
         say(f"pages at {large:,}: " + json.dumps(report["pages_large"]))
         report["page_growth"] = {
             name: {
