@@ -183,94 +183,76 @@ class _Limits:
             )
 
 
+@dataclass
+class _Member:
+    name: str
+    special: str | None  # why the entry is not a regular file, if it is not
+    open: Callable[[], IO[bytes]]
+    compressed: int | None  # the entry's own compressed size, where the format says it
+
+
+def _zip_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
+    try:
+        archive = zipfile.ZipFile(fh)
+    except (zipfile.BadZipFile, OSError):
+        raise ShardError(name, "is not a zip archive, though its name says so") from None
+    with archive:
+        for info in archive.infolist():
+            if not info.is_dir():
+                link = stat.S_ISLNK(info.external_attr >> 16)
+                yield _Member(
+                    info.filename,
+                    "it is a symbolic link" if link else None,
+                    lambda info=info: archive.open(info),
+                    info.compress_size,
+                )
+
+
+def _tar_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
+    try:
+        archive = tarfile.open(fileobj=fh, mode="r:gz")  # noqa: SIM115
+    except (tarfile.TarError, OSError, EOFError):
+        raise ShardError(
+            name, "is not a gzip-compressed tar archive, though its name says so"
+        ) from None
+    with archive:
+        for info in archive:
+            if info.isdir():
+                continue
+            special = None
+            if info.issym() or info.islnk():
+                special = "it is a link"
+            elif not info.isreg():
+                special = "it is a device, fifo or other special file"
+            yield _Member(info.name, special, lambda info=info: archive.extractfile(info), None)
+
+
 def _expand_archive(
     item: Input, kind: str, report: IngestReport
 ) -> Iterator[tuple[str, IO[bytes]]]:
+    """Each shard entry of an archive, copied out within the bounds; other entries reported."""
     limits = _Limits(item.name, item.size)
     found = 0
+    members = _zip_members if kind == "zip" else _tar_members
     with item.open() as fh:
-        if kind == "zip":
-            try:
-                archive = zipfile.ZipFile(fh)
-            except (zipfile.BadZipFile, OSError):
-                raise ShardError(
-                    item.name, "is not a zip archive, though its name says so"
-                ) from None
-            with archive:
-                for info in archive.infolist():
-                    if info.is_dir():
-                        continue
-                    limits.count()
-                    member = info.filename
-                    mode = info.external_attr >> 16
-                    why = _unsafe_member(member)
-                    if why is None and stat.S_ISLNK(mode):
-                        why = "it is a symbolic link"
-                    if why:
-                        report.refused.append(
-                            ShardError(f"{item.name}!{member}", f"entry refused: {why}").as_dict()
-                        )
-                        continue
-                    if not is_shard_name(member):
-                        report.ignored.append(
-                            {
-                                "file": f"{item.name}!{member}",
-                                "why": "not a modeleval-*.jsonl shard",
-                            }
-                        )
-                        continue
-                    found += 1
-                    try:
-                        with archive.open(info) as src:
-                            data = limits.copy(src, member, info.compress_size)
-                    except (zipfile.BadZipFile, OSError, EOFError) as exc:
-                        raise ShardError(
-                            f"{item.name}!{member}", f"cannot be read: {exc}"
-                        ) from None
-                    with data:
-                        yield f"{item.name}!{member}", data
-        else:
-            try:
-                archive = tarfile.open(fileobj=fh, mode="r:gz")  # noqa: SIM115
-            except (tarfile.TarError, OSError, EOFError):
-                raise ShardError(
-                    item.name, "is not a gzip-compressed tar archive, though its name says so"
-                ) from None
-            with archive:
-                try:
-                    for info in archive:
-                        if info.isdir():
-                            continue
-                        limits.count()
-                        member = info.name
-                        why = _unsafe_member(member)
-                        if why is None and (info.issym() or info.islnk()):
-                            why = "it is a link"
-                        if why is None and not info.isreg():
-                            why = "it is a device, fifo or other special file"
-                        if why:
-                            report.refused.append(
-                                ShardError(
-                                    f"{item.name}!{member}", f"entry refused: {why}"
-                                ).as_dict()
-                            )
-                            continue
-                        if not is_shard_name(member):
-                            report.ignored.append(
-                                {
-                                    "file": f"{item.name}!{member}",
-                                    "why": "not a modeleval-*.jsonl shard",
-                                }
-                            )
-                            continue
-                        found += 1
-                        src = archive.extractfile(info)
-                        assert src is not None
-                        data = limits.copy(src, member, None)
-                        with data:
-                            yield f"{item.name}!{member}", data
-                except (tarfile.TarError, OSError, EOFError, zipfile.BadZipFile) as exc:
-                    raise ShardError(item.name, f"the archive is damaged: {exc}") from None
+        try:
+            for m in members(fh, item.name):
+                limits.count()
+                where = f"{item.name}!{m.name}"
+                why = _unsafe_member(m.name) or m.special
+                if why:
+                    report.refused.append(ShardError(where, f"entry refused: {why}").as_dict())
+                    continue
+                if not is_shard_name(m.name):
+                    report.ignored.append({"file": where, "why": "not a modeleval-*.jsonl shard"})
+                    continue
+                found += 1
+                with m.open() as src:
+                    data = limits.copy(src, m.name, m.compressed)
+                with data:
+                    yield where, data
+        except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as exc:
+            raise ShardError(item.name, f"the archive is damaged: {exc}") from None
     if not found:
         raise ShardError(item.name, "the archive holds no shard (no modeleval-*.jsonl entry)")
 

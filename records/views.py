@@ -64,6 +64,22 @@ def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
+def require_perm(perm: str, what: str) -> Callable[..., Any]:
+    """Logged in and holding `perm`, or a 403 that says what the permission is for."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        @login_required
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(perm):
+                return HttpResponse(f"You do not have the permission to {what}.", status=403)
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _get_run_or_404(pk: int) -> Run:
     return get_object_or_404(Run.objects.select_related("shard", "shard__upload"), pk=pk)
 
@@ -196,11 +212,9 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @require_POST
-@login_required
+@require_perm("records.add_scoring", "score runs")
 def run_score(request: HttpRequest, pk: int) -> HttpResponse:
     """Score (again) against a chosen key; a key of another digest is fenced as stale corpus."""
-    if not request.user.has_perm("records.add_scoring"):
-        return HttpResponse("You do not have the permission to score runs.", status=403)
     run = _get_run_or_404(pk)
     form = ScoreForm(request.POST)
     if not form.is_valid():
@@ -945,10 +959,8 @@ def _conformance_post(request: HttpRequest, upload: Upload) -> HttpResponse:
 
 
 @require_POST
-@login_required
+@require_perm("records.add_upload", "upload")
 def upload_conformance(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("records.add_upload"):
-        return HttpResponse("You do not have the upload permission.", status=403)
     response = _conformance_post(
         request, Upload.objects.create(source=Upload.Source.WEB, user=request.user)
     )
@@ -1157,11 +1169,9 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
 
 
 @require_POST
-@login_required
+@require_perm("records.delete_run", "delete runs")
 def run_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    """Delete a run, its shard record and its scores; needs the permission, and is recorded."""
-    if not request.user.has_perm("records.delete_run"):
-        return HttpResponse("You do not have the permission to delete runs.", status=403)
+    """Delete a run, its shard record and its scores; the deletion is recorded."""
     run = _get_run_or_404(pk)
     detail = {
         "run": run.pk,

@@ -17,8 +17,13 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     report = json.loads(out.read_text())
     assert report["ingest"]["floor"]["lines"] == report["ingest"]["evaldash"]["lines"] > 0
     assert report["scoring"]["attempts"] > 0
-    for page in ("runs list", "run page with scores", "scores comparison of two runs",
-                 "case matrix", "attempt trace"):
+    for page in (
+        "runs list",
+        "run page with scores",
+        "scores comparison of two runs",
+        "case matrix",
+        "attempt trace",
+    ):
         assert report["page_growth"][page]["queries_small"] > 0
     assert report["peak_memory"]["max_rss_mb"] > 0
     assert "bench (" in capsys.readouterr().out

@@ -438,7 +438,10 @@ class TestUntrustedText:
 def test_every_page_carries_a_content_security_policy_without_inline_script(client):
     r = client.get("/")
     csp = r["Content-Security-Policy"]
-    assert "script-src 'self'" in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+    assert (
+        "script-src 'self'" in csp
+        and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+    )
     assert "object-src 'none'" in csp and "frame-ancestors 'none'" in csp
     html = r.content.decode()
     assert "<script>" not in html  # every script is a file; data rides in json_script blocks
