@@ -92,6 +92,28 @@ def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[st
     return out
 
 
+def case_counts(scoring: Scoring) -> dict[str, dict[str, list[int]]]:
+    """{row key: {case: [completed, counted, attempts]}}, stored with each scoring's rows."""
+    out: dict[str, dict[str, list[int]]] = {}
+    qs = (
+        Verdict.objects.filter(scoring=scoring)
+        .values("row_key", "case")
+        .annotate(
+            completed=_flag("outcome", "completed"), counted=_flag("counted"), total=Count("id")
+        )
+        .order_by()
+    )
+    for r in qs:
+        out.setdefault(r["row_key"], {})[r["case"]] = [r["completed"], r["counted"], r["total"]]
+    return out
+
+
+def _row_figures(row: ScoreRow) -> dict[str, int]:
+    f = {k: (v or 0) for k, v in row.figures.items() if isinstance(v, int | float) or v is None}
+    f["counted"] = f.get("attempts", 0)
+    return {k: f.get(k, 0) for k in SUMMED}
+
+
 def _sum(per_case: dict[str, dict[str, int]], cases: Iterable[str]) -> dict[str, int]:
     total = dict.fromkeys(SUMMED, 0)
     for c in cases:
@@ -211,23 +233,26 @@ FLIP_ORDER = [
 ]
 
 
-def _case_state(f: dict[str, int] | None) -> str:
-    if f is None:
+def _case_state(c: list[int] | None) -> str:
+    if c is None:
         return "absent"
-    if not f["counted"]:
+    completed, counted, _ = c
+    if not counted:
         return "counted apart"
-    return "pass" if f["completed"] == f["counted"] else "fail"
+    return "pass" if completed == counted else "fail"
 
 
-def _describe(f: dict[str, int] | None) -> str:
-    if f is None:
+def _describe(c: list[int] | None) -> str:
+    if c is None:
         return "not in this run"
-    if not f["counted"]:
-        return f"counted apart ({f['total']} attempt(s))"
-    return f"{f['completed']} / {f['counted']} completed"
+    completed, counted, total = c
+    if not counted:
+        return f"counted apart ({total} attempt(s))"
+    return f"{completed} / {counted} completed"
 
 
-def flips(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[CaseFlip]:
+def flips(before: dict[str, list[int]], after: dict[str, list[int]]) -> list[CaseFlip]:
+    """Per case, how it changed; cases are [completed, counted, attempts] counts."""
     out = []
     for case in sorted(set(before) | set(after)):
         b, a = before.get(case), after.get(case)
@@ -251,6 +276,9 @@ def flips(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -
     return out
 
 
+FLIPS_SHOWN = 50
+
+
 @dataclass
 class RowComparison:
     identity: str
@@ -261,6 +289,15 @@ class RowComparison:
     shared_only: bool = False
     shared_cases: int = 0
     flips: list[CaseFlip] = field(default_factory=list)
+
+    @property
+    def shown_flips(self) -> list[CaseFlip]:
+        """The changes worth reading (not the cases that still pass), capped for the page."""
+        return [f for f in self.flips if f.kind != "still passing"][:FLIPS_SHOWN]
+
+    @property
+    def more_flips(self) -> int:
+        return max(0, sum(1 for f in self.flips if f.kind != "still passing") - FLIPS_SHOWN)
 
     @property
     def regressions(self) -> int:
@@ -295,10 +332,13 @@ def _identity(row_key: str) -> str:
     return " ".join(f"{name}={k[name]}" for name in IDENTITY if name in k)
 
 
-def _sides(run: Run, scoring: Scoring) -> dict[str, tuple[ScoreRow, dict[str, dict[str, int]]]]:
-    rows = score_rows(scoring)
-    per_case = case_figures(scoring, [r.row_key for r in rows])
-    return {r.row_key: (r, per_case.get(r.row_key, {})) for r in rows}
+def _sides(scoring: Scoring) -> dict[str, ScoreRow]:
+    return {r.row_key: r for r in score_rows(scoring)}
+
+
+def _shared(scoring: Scoring, row: ScoreRow, cases: list[str]) -> dict[str, int]:
+    """A row's figures over a subset of its cases, summed in the database."""
+    return _sum(case_figures(scoring, [row.row_key]).get(row.row_key, {}), cases)
 
 
 def _prices(run: Run) -> dict[str, tuple[float, float, float, float] | None]:
@@ -310,25 +350,17 @@ def compare_runs(baseline: Run, candidate: Run) -> tuple[list[RowComparison], st
     sa, sb = latest_scoring(baseline), latest_scoring(candidate)
     if sa is None or sb is None or not sa.verdict_count or not sb.verdict_count:
         return [], "both runs must be scored to be compared"
-    left, right = _sides(baseline, sa), _sides(candidate, sb)
+    left, right = _sides(sa), _sides(sb)
     prices_a, prices_b = _prices(baseline), _prices(candidate)
     by_identity: dict[str, list[Any]] = {}
-    for key, (row, cases) in left.items():
-        by_identity.setdefault(_identity(key), [None, None])[0] = (row, cases)
-    for key, (row, cases) in right.items():
-        by_identity.setdefault(_identity(key), [None, None])[1] = (row, cases)
+    for key, row in left.items():
+        by_identity.setdefault(_identity(key), [None, None])[0] = row
+    for key, row in right.items():
+        by_identity.setdefault(_identity(key), [None, None])[1] = row
     out = []
     for identity, (a, b) in sorted(by_identity.items()):
-        ra = (
-            Side(baseline, sa, a[0], _sum(a[1], a[1]), prices_a.get(a[0].model), sorted(a[1]))
-            if a
-            else None
-        )
-        rb = (
-            Side(candidate, sb, b[0], _sum(b[1], b[1]), prices_b.get(b[0].model), sorted(b[1]))
-            if b
-            else None
-        )
+        ra = Side(baseline, sa, a, _row_figures(a), prices_a.get(a.model), a.cases) if a else None
+        rb = Side(candidate, sb, b, _row_figures(b), prices_b.get(b.model), b.cases) if b else None
         comp = RowComparison(identity, ra, rb)
         if ra and rb:
             comp.differs = differences(ra, rb)
@@ -347,11 +379,11 @@ def compare_runs(baseline: Run, candidate: Run) -> tuple[list[RowComparison], st
                         + ", so they are not placed in one table"
                     )
                 else:
-                    shared = sorted(set(a[1]) & set(b[1]))
+                    shared = sorted(set(a.cases) & set(b.cases))
                     comp.shared_only, comp.shared_cases = True, len(shared)
-                    ra.figures, rb.figures = _sum(a[1], shared), _sum(b[1], shared)
+                    ra.figures, rb.figures = _shared(sa, a, shared), _shared(sb, b, shared)
             if not comp.refused:
-                comp.flips = flips(a[1], b[1])
+                comp.flips = flips(a.case_counts, b.case_counts)
         out.append(comp)
     out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
     return out, ""
@@ -374,10 +406,9 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
     scoring = latest_scoring(run)
     if scoring is None or not scoring.verdict_count:
         return []
-    sides = _sides(run, scoring)
     prices = _prices(run)
-    groups: dict[tuple, list[tuple[ScoreRow, dict]]] = {}
-    for key, (row, cases) in sides.items():
+    groups: dict[tuple, list[ScoreRow]] = {}
+    for key, row in _sides(scoring).items():
         k = parse_row_key(key)
         gk = (
             k.get("model"),
@@ -388,19 +419,13 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
             k.get("contract"),
             k.get("repeat"),
         )
-        groups.setdefault(gk, []).append((row, cases))
+        groups.setdefault(gk, []).append(row)
     out = []
+    order = ["dynamic", "meta", "individual"]
     for gk, members in sorted(groups.items(), key=lambda kv: kv[0]):
-        members.sort(
-            key=lambda m: (
-                ["dynamic", "meta", "individual"].index(m[0].surface)
-                if m[0].surface in ("dynamic", "meta", "individual")
-                else 9
-            )
-        )
-        coverages = {tuple(sorted(c)) for _, c in members}
-        shared = sorted(set.intersection(*(set(c) for _, c in members))) if members else []
-        same = len(coverages) == 1
+        members.sort(key=lambda m: order.index(m.surface) if m.surface in order else 9)
+        same = len({tuple(sorted(m.cases)) for m in members}) == 1
+        shared = sorted(set.intersection(*(set(m.cases) for m in members)))
         group = SurfaceGroup(
             f"{gk[0]}: mode {gk[1]}, tier {gk[2]}{', tier pinned to ' + gk[3] if gk[3] else ''}, "
             f"corpus {gk[4]}, contract {gk[5]}, repeat {gk[6]}",
@@ -408,12 +433,12 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
                 Side(
                     run,
                     scoring,
-                    row,
-                    _sum(cases, cases if same else shared),
-                    prices.get(row.model),
-                    sorted(cases),
+                    m,
+                    _row_figures(m) if same else _shared(scoring, m, shared),
+                    prices.get(m.model),
+                    sorted(m.cases),
                 )
-                for row, cases in members
+                for m in members
             ],
         )
         if not same:

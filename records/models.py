@@ -509,6 +509,8 @@ class ScoreRow(models.Model):
     session = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
     figures = models.JSONField()
     cases = models.JSONField(default=list)
+    # case -> [completed, counted, attempts]: what comparisons need, stored once per scoring.
+    case_counts = models.JSONField(default=dict)
 
     class Meta:
         ordering = ["scoring", "row_key"]

@@ -444,6 +444,7 @@ class ScoreRow:
     session: Session | None = None
     cases: list[str] = field(default_factory=list)
     refusal: tuple[str, str] | None = None
+    case_counts: dict[str, list[int]] = field(default_factory=dict)
 
     def ratio(self, name: str) -> tuple[int, int]:
         return self.figures[f"{name}_n"], self.figures[f"{name}_d"]
@@ -476,15 +477,22 @@ def score_rows(scoring: Scoring) -> list[ScoreRow]:
     """The scoring's rows, as summed when it was stored."""
     return [
         ScoreRow(
-            r.row_key, r.model, r.surface, {**r.figures, "session_id": r.session_id}, cases=r.cases
+            r.row_key,
+            r.model,
+            r.surface,
+            {**r.figures, "session_id": r.session_id},
+            cases=r.cases,
+            case_counts=r.case_counts,
         )
         for r in scoring.rows.order_by("row_key")
     ]
 
 
 def _store_rows(scoring: Scoring) -> None:
+    from records.compare import case_counts
     from records.models import ScoreRow as StoredRow
 
+    counts = case_counts(scoring)
     StoredRow.objects.bulk_create(
         StoredRow(
             scoring=scoring,
@@ -496,6 +504,7 @@ def _store_rows(scoring: Scoring) -> None:
                 k: v for k, v in r.figures.items() if k not in ("row_key", "model", "surface")
             },
             cases=r.cases,
+            case_counts=counts.get(r.row_key, {}),
         )
         for r in _sum_rows(scoring)
     )

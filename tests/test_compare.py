@@ -58,14 +58,8 @@ def test_the_guard_refuses_rows_scored_against_different_corpora(demo):
 
 
 def test_a_case_missing_from_one_side_is_missing_never_passed():
-    before = {
-        "MT-002": {"counted": 1, "completed": 1, "total": 1},
-        "MT-003": {"counted": 1, "completed": 1, "total": 1},
-    }
-    after = {
-        "MT-002": {"counted": 1, "completed": 0, "total": 1},
-        "MT-040": {"counted": 1, "completed": 1, "total": 1},
-    }
+    before = {"MT-002": [1, 1, 1], "MT-003": [1, 1, 1]}  # completed, counted, attempts
+    after = {"MT-002": [0, 1, 1], "MT-040": [1, 1, 1]}
     got = {f.case: f.kind for f in flips(before, after)}
     assert got == {"MT-002": "regressed", "MT-003": "missing", "MT-040": "new"}
     assert [f.kind for f in flips(before, after)][:2] == ["regressed", "missing"]
