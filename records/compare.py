@@ -16,7 +16,7 @@ from django.db.models import Case, Count, IntegerField, Sum, When
 
 from records.cost import Tokens, cost_of
 from records.models import Provider, Run, Scoring, Verdict
-from records.scores import COLUMN_TITLES, ScoreRow, fnv1a64, latest_scoring, score_rows
+from records.scores import COLUMN_TITLES, ScoreRow, latest_scoring, score_rows
 
 COLUMNS = [
     "clean",
@@ -92,22 +92,6 @@ def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[st
     return out
 
 
-def case_counts(scoring: Scoring) -> dict[str, dict[str, list[int]]]:
-    """{row key: {case: [completed, counted, attempts]}}, stored with each scoring's rows."""
-    out: dict[str, dict[str, list[int]]] = {}
-    qs = (
-        Verdict.objects.filter(scoring=scoring)
-        .values("row_key", "case")
-        .annotate(
-            completed=_flag("outcome", "completed"), counted=_flag("counted"), total=Count("id")
-        )
-        .order_by()
-    )
-    for r in qs:
-        out.setdefault(r["row_key"], {})[r["case"]] = [r["completed"], r["counted"], r["total"]]
-    return out
-
-
 def _row_figures(row: ScoreRow) -> dict[str, int]:
     f = {k: (v or 0) for k, v in row.figures.items() if isinstance(v, int | float) or v is None}
     f["counted"] = f.get("attempts", 0)
@@ -131,7 +115,6 @@ class Side:
     row: ScoreRow
     figures: dict[str, int]
     price: tuple[float, float, float, float] | None
-    cases: list[str]
 
     def ratio(self, column: str) -> tuple[int, int]:
         f = self.figures
@@ -201,10 +184,10 @@ def differences(a: Side, b: Side, *, across_vendors: bool = False) -> list[str]:
             out.append(f"{words} ({ka.get(key) or '-'} vs {kb.get(key) or '-'})")
     if across_vendors and ka.get("tools") != kb.get("tools"):
         out.append(f"tool schema digest ({ka.get('tools') or '-'} vs {kb.get('tools') or '-'})")
-    if sorted(a.row.cases) != sorted(b.row.cases):
+    if (a.row.case_count, a.row.coverage) != (b.row.case_count, b.row.coverage):
         out.append(
-            f"case coverage ({len(a.row.cases)} cases `{fnv1a64(a.row.cases)}` vs "
-            f"{len(b.row.cases)} cases `{fnv1a64(b.row.cases)}`)"
+            f"case coverage ({a.row.case_count} cases `{a.row.coverage}` vs "
+            f"{b.row.case_count} cases `{b.row.coverage}`)"
         )
     if a.scoring.stale != b.scoring.stale:
         out.append("one side is scored against a stale corpus")
@@ -233,47 +216,86 @@ FLIP_ORDER = [
 ]
 
 
-def _case_state(c: list[int] | None) -> str:
-    if c is None:
-        return "absent"
-    completed, counted, _ = c
-    if not counted:
-        return "counted apart"
-    return "pass" if completed == counted else "fail"
+_KIND_SQL = """CASE
+    WHEN a_counted IS NULL THEN 'new'
+    WHEN b_counted IS NULL THEN 'missing'
+    WHEN a_counted = 0 OR b_counted = 0 THEN 'counted apart'
+    WHEN a_completed = a_counted AND b_completed < b_counted THEN 'regressed'
+    WHEN a_completed < a_counted AND b_completed = b_counted THEN 'fixed'
+    WHEN a_completed < a_counted THEN 'still failing'
+    ELSE 'still passing' END"""
 
 
-def _describe(c: list[int] | None) -> str:
-    if c is None:
+def _joined(sa: Scoring, ka: str, sb: Scoring, kb: str) -> tuple[str, list[Any]]:
+    """Both rows' cases side by side (a full outer join, written portably)."""
+    from django.db import connection
+
+    from records.models import ScoreCase
+
+    t, c = connection.ops.quote_name(ScoreCase._meta.db_table), connection.ops.quote_name("case")
+    sql = (
+        f"SELECT a.{c} AS k, a.completed AS a_completed, a.counted AS a_counted, "
+        f"a.total AS a_total, b.completed AS b_completed, b.counted AS b_counted, "
+        f"b.total AS b_total FROM {t} a LEFT JOIN {t} b ON b.scoring_id = %s AND "
+        f"b.row_key = %s AND b.{c} = a.{c} WHERE a.scoring_id = %s AND a.row_key = %s "
+        f"UNION ALL SELECT b.{c}, NULL, NULL, NULL, b.completed, b.counted, b.total FROM {t} b "
+        f"WHERE b.scoring_id = %s AND b.row_key = %s AND NOT EXISTS (SELECT 1 FROM {t} a "
+        f"WHERE a.scoring_id = %s AND a.row_key = %s AND a.{c} = b.{c})"
+    )
+    return sql, [sb.pk, kb, sa.pk, ka, sb.pk, kb, sa.pk, ka]
+
+
+def _describe(completed: int | None, counted: int | None, total: int | None) -> str:
+    if counted is None:
         return "not in this run"
-    completed, counted, total = c
     if not counted:
         return f"counted apart ({total} attempt(s))"
     return f"{completed} / {counted} completed"
 
 
-def flips(before: dict[str, list[int]], after: dict[str, list[int]]) -> list[CaseFlip]:
-    """Per case, how it changed; cases are [completed, counted, attempts] counts."""
-    out = []
-    for case in sorted(set(before) | set(after)):
-        b, a = before.get(case), after.get(case)
-        sb, sa = _case_state(b), _case_state(a)
-        if sb == "absent":
-            kind = "new"
-        elif sa == "absent":
-            kind = "missing"  # never shown as passed
-        elif "counted apart" in (sb, sa):
-            kind = "counted apart"
-        elif sb == "pass" and sa == "fail":
-            kind = "regressed"
-        elif sb == "fail" and sa == "pass":
-            kind = "fixed"
-        elif sb == "fail":
-            kind = "still failing"
-        else:
-            kind = "still passing"
-        out.append(CaseFlip(case, kind, _describe(b), _describe(a)))
-    out.sort(key=lambda f: (FLIP_ORDER.index(f.kind), f.case))
-    return out
+def flips(
+    sa: Scoring, ka: str, sb: Scoring, kb: str, *, limit: int | None = None
+) -> tuple[dict[str, int], list[CaseFlip]]:
+    """How each case of a row changed between two scorings: counts per kind, and the changes
+    (not the cases that still pass), regressions first, at most `limit` of them."""
+    from django.db import connection
+
+    joined, params = _joined(sa, ka, sb, kb)
+    order = (
+        "CASE kind " + " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(FLIP_ORDER)) + " END"
+    )
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT kind, COUNT(*) FROM (SELECT {_KIND_SQL} AS kind FROM ({joined}) j) x "
+            "GROUP BY kind",
+            params,
+        )
+        counts = dict(cur.fetchall())
+        cur.execute(
+            f"SELECT k, kind, a_completed, a_counted, a_total, b_completed, b_counted, b_total "
+            f"FROM (SELECT j.*, {_KIND_SQL} AS kind FROM ({joined}) j) x "
+            f"WHERE kind <> 'still passing' ORDER BY {order}, k"
+            + (f" LIMIT {int(limit)}" if limit else ""),
+            params,
+        )
+        changes = [
+            CaseFlip(k, kind, _describe(*r[2:5]), _describe(*r[5:8]))
+            for k, kind, *r in [(row[0], row[1], *row) for row in cur.fetchall()]
+        ]
+    return counts, changes
+
+
+def shared_cases(scoring_rows: list[tuple[Scoring, str]]) -> list[str]:
+    """The cases every one of the given (scoring, row key) rows ran."""
+    from records.models import ScoreCase
+
+    shared: set[str] | None = None
+    for scoring, key in scoring_rows:
+        cases = set(
+            ScoreCase.objects.filter(scoring=scoring, row_key=key).values_list("case", flat=True)
+        )
+        shared = cases if shared is None else shared & cases
+    return sorted(shared or ())
 
 
 FLIPS_SHOWN = 50
@@ -288,24 +310,25 @@ class RowComparison:
     refused: str = ""
     shared_only: bool = False
     shared_cases: int = 0
-    flips: list[CaseFlip] = field(default_factory=list)
+    flips: list[CaseFlip] = field(default_factory=list)  # the changes shown (capped)
+    kinds: dict[str, int] = field(default_factory=dict)  # every case, counted per kind
 
     @property
-    def shown_flips(self) -> list[CaseFlip]:
-        """The changes worth reading (not the cases that still pass), capped for the page."""
-        return [f for f in self.flips if f.kind != "still passing"][:FLIPS_SHOWN]
+    def kind_counts(self) -> list[tuple[str, int]]:
+        return [(k, self.kinds[k]) for k in FLIP_ORDER if self.kinds.get(k)]
 
     @property
     def more_flips(self) -> int:
-        return max(0, sum(1 for f in self.flips if f.kind != "still passing") - FLIPS_SHOWN)
+        changed = sum(n for k, n in self.kinds.items() if k != "still passing")
+        return max(0, changed - len(self.flips))
 
     @property
     def regressions(self) -> int:
-        return sum(1 for f in self.flips if f.kind == "regressed")
+        return self.kinds.get("regressed", 0)
 
     @property
     def fixes(self) -> int:
-        return sum(1 for f in self.flips if f.kind == "fixed")
+        return self.kinds.get("fixed", 0)
 
     def columns(self) -> list[tuple[str, tuple[int, int], tuple[int, int], float | None]]:
         assert self.baseline and self.candidate
@@ -345,7 +368,9 @@ def _prices(run: Run) -> dict[str, tuple[float, float, float, float] | None]:
     return {p.spec: p.price for p in Provider.objects.filter(run=run)}
 
 
-def compare_runs(baseline: Run, candidate: Run) -> tuple[list[RowComparison], str]:
+def compare_runs(
+    baseline: Run, candidate: Run, *, flip_limit: int | None = FLIPS_SHOWN
+) -> tuple[list[RowComparison], str]:
     """Row by row (matched on model, surface, mode and pins), with per-case flips."""
     sa, sb = latest_scoring(baseline), latest_scoring(candidate)
     if sa is None or sb is None or not sa.verdict_count or not sb.verdict_count:
@@ -359,8 +384,8 @@ def compare_runs(baseline: Run, candidate: Run) -> tuple[list[RowComparison], st
         by_identity.setdefault(_identity(key), [None, None])[1] = row
     out = []
     for identity, (a, b) in sorted(by_identity.items()):
-        ra = Side(baseline, sa, a, _row_figures(a), prices_a.get(a.model), a.cases) if a else None
-        rb = Side(candidate, sb, b, _row_figures(b), prices_b.get(b.model), b.cases) if b else None
+        ra = Side(baseline, sa, a, _row_figures(a), prices_a.get(a.model)) if a else None
+        rb = Side(candidate, sb, b, _row_figures(b), prices_b.get(b.model)) if b else None
         comp = RowComparison(identity, ra, rb)
         if ra and rb:
             comp.differs = differences(ra, rb)
@@ -379,11 +404,11 @@ def compare_runs(baseline: Run, candidate: Run) -> tuple[list[RowComparison], st
                         + ", so they are not placed in one table"
                     )
                 else:
-                    shared = sorted(set(a.cases) & set(b.cases))
+                    shared = shared_cases([(sa, a.row_key), (sb, b.row_key)])
                     comp.shared_only, comp.shared_cases = True, len(shared)
                     ra.figures, rb.figures = _shared(sa, a, shared), _shared(sb, b, shared)
             if not comp.refused:
-                comp.flips = flips(a.case_counts, b.case_counts)
+                comp.kinds, comp.flips = flips(sa, a.row_key, sb, b.row_key, limit=flip_limit)
         out.append(comp)
     out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
     return out, ""
@@ -424,8 +449,8 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
     order = ["dynamic", "meta", "individual"]
     for gk, members in sorted(groups.items(), key=lambda kv: kv[0]):
         members.sort(key=lambda m: order.index(m.surface) if m.surface in order else 9)
-        same = len({tuple(sorted(m.cases)) for m in members}) == 1
-        shared = sorted(set.intersection(*(set(m.cases) for m in members)))
+        same = len({(m.case_count, m.coverage) for m in members}) == 1
+        shared = [] if same else shared_cases([(scoring, m.row_key) for m in members])
         group = SurfaceGroup(
             f"{gk[0]}: mode {gk[1]}, tier {gk[2]}{', tier pinned to ' + gk[3] if gk[3] else ''}, "
             f"corpus {gk[4]}, contract {gk[5]}, repeat {gk[6]}",
@@ -436,7 +461,6 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
                     m,
                     _row_figures(m) if same else _shared(scoring, m, shared),
                     prices.get(m.model),
-                    sorted(m.cases),
                 )
                 for m in members
             ],

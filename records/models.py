@@ -508,9 +508,9 @@ class ScoreRow(models.Model):
     surface = models.TextField()
     session = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
     figures = models.JSONField()
-    cases = models.JSONField(default=list)
-    # case -> [completed, counted, attempts]: what comparisons need, stored once per scoring.
-    case_counts = models.JSONField(default=dict)
+    # Case coverage (E.4): how many cases, and the FNV-1a hash of their sorted ids.
+    case_count = models.IntegerField(default=0)
+    coverage = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["scoring", "row_key"]
@@ -518,6 +518,25 @@ class ScoreRow(models.Model):
 
     def __str__(self) -> str:
         return self.row_key
+
+
+class ScoreCase(models.Model):
+    """One case of one row of a scoring: what comparisons join on, written once per scoring."""
+
+    scoring = models.ForeignKey(
+        Scoring, on_delete=models.CASCADE, related_name="cases", db_index=False
+    )
+    row_key = models.TextField()
+    case = models.TextField()
+    completed = models.IntegerField()
+    counted = models.IntegerField()
+    total = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scoring", "row_key", "case"])]
+
+    def __str__(self) -> str:
+        return f"{self.case}: {self.completed} / {self.counted}"
 
 
 class ObsCorpus(models.Model):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -111,12 +111,17 @@ def latest_scoring(run: Run) -> Scoring | None:
     )
 
 
-def cases_on(scoring: Scoring, surface: str) -> list[str]:
-    """Every case scored on a surface, from the stored rows (no scan of the verdicts)."""
-    cases: set[str] = set()
-    for row_cases in scoring.rows.filter(surface=surface).values_list("cases", flat=True):
-        cases.update(row_cases)
-    return sorted(cases)
+def cases_on(scoring: Scoring, surface: str) -> Any:
+    """Every case scored on a surface, as a query a paginator can count and slice."""
+    from records.models import ScoreCase
+
+    keys = list(scoring.rows.filter(surface=surface).values_list("row_key", flat=True))
+    return (
+        ScoreCase.objects.filter(scoring=scoring, row_key__in=keys)
+        .values_list("case", flat=True)
+        .distinct()
+        .order_by("case")
+    )
 
 
 # --- loading attempts back -----------------------------------------------------------------------
@@ -442,9 +447,9 @@ class ScoreRow:
     figures: dict[str, Any]
     provider: Provider | None = None
     session: Session | None = None
-    cases: list[str] = field(default_factory=list)
+    case_count: int = 0
+    coverage: str = ""
     refusal: tuple[str, str] | None = None
-    case_counts: dict[str, list[int]] = field(default_factory=dict)
 
     def ratio(self, name: str) -> tuple[int, int]:
         return self.figures[f"{name}_n"], self.figures[f"{name}_d"]
@@ -481,18 +486,36 @@ def score_rows(scoring: Scoring) -> list[ScoreRow]:
             r.model,
             r.surface,
             {**r.figures, "session_id": r.session_id},
-            cases=r.cases,
-            case_counts=r.case_counts,
+            case_count=r.case_count,
+            coverage=r.coverage,
         )
         for r in scoring.rows.order_by("row_key")
     ]
 
 
 def _store_rows(scoring: Scoring) -> None:
-    from records.compare import case_counts
+    """Sum the scoring's rows and its per-case counts once, in the database."""
+    from records.models import ScoreCase
     from records.models import ScoreRow as StoredRow
 
-    counts = case_counts(scoring)
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {qn(ScoreCase._meta.db_table)} (scoring_id, row_key, {qn('case')}, "
+            f"completed, counted, total) SELECT scoring_id, row_key, {qn('case')}, "
+            f"SUM(CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END), "
+            f"SUM(CASE WHEN counted THEN 1 ELSE 0 END), COUNT(*) "
+            f"FROM {qn(Verdict._meta.db_table)} WHERE scoring_id = %s "
+            f"GROUP BY scoring_id, row_key, {qn('case')}",
+            [scoring.pk],
+        )
+    cases: dict[str, list[str]] = defaultdict(list)
+    for row_key, case in (
+        ScoreCase.objects.filter(scoring=scoring)
+        .order_by("row_key", "case")
+        .values_list("row_key", "case")
+    ):
+        cases[row_key].append(case)
     StoredRow.objects.bulk_create(
         StoredRow(
             scoring=scoring,
@@ -503,8 +526,8 @@ def _store_rows(scoring: Scoring) -> None:
             figures={
                 k: v for k, v in r.figures.items() if k not in ("row_key", "model", "surface")
             },
-            cases=r.cases,
-            case_counts=counts.get(r.row_key, {}),
+            case_count=len(cases[r.row_key]),
+            coverage=fnv1a64(cases[r.row_key]),
         )
         for r in _sum_rows(scoring)
     )
@@ -547,16 +570,6 @@ def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
         .order_by("row_key")
     )
     rows = [ScoreRow(r["row_key"], r["model"], r["surface"], r) for r in qs]
-    cases = defaultdict(list)
-    for row_key, case in (
-        Verdict.objects.filter(scoring=scoring)
-        .values_list("row_key", "case")
-        .distinct()
-        .order_by("row_key", "case")
-    ):
-        cases[row_key].append(case)
-    for r in rows:
-        r.cases = cases[r.row_key]
     return rows
 
 
@@ -569,12 +582,13 @@ def fnv1a64(case_ids: Iterable[str]) -> str:
     return format(h, "x")
 
 
-def coverage_caption(cases: list[str], corpus_cases: int) -> str:
-    if not cases:
+def coverage_caption(count: int, coverage: str, corpus_cases: int) -> str:
+    """E.4's case coverage caption, from a row's case count and FNV-1a hash."""
+    if not count:
         return ""
-    if len(cases) == corpus_cases:
+    if count == corpus_cases:
         return f"the whole corpus ({corpus_cases} cases)"
-    return f"{len(cases)} of {corpus_cases} cases (`{fnv1a64(cases)}`)"
+    return f"{count} of {corpus_cases} cases (`{coverage}`)"
 
 
 # --- refusal rules (E.3) and comparison groups (E.4) ---------------------------------------------
@@ -657,7 +671,7 @@ def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[G
         row.provider = providers.get(row.model)
         row.refusal = _refusal(row, run, scoring, unobserved)
         rest = row.row_key.split(" ", 1)[1]
-        coverage = coverage_caption(row.cases, corpus_cases)
+        coverage = coverage_caption(row.case_count, row.coverage, corpus_cases)
         gk = (rest, coverage)
         if gk not in groups:
             groups[gk] = Group(_caption(row, run, coverage), [])

@@ -1121,7 +1121,7 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
     rows_out = []
     for pk in form.cleaned_data["candidate"]:
         candidate = _get_run_or_404(pk)
-        rows, problem = cmp.compare_runs(baseline, candidate)
+        rows, problem = cmp.compare_runs(baseline, candidate, flip_limit=None)
         for c in rows:
             base = {
                 "baseline": baseline.run_id,
@@ -1139,7 +1139,7 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
                     base[f"{title} delta (points)"] = None if d is None else round(d, 2)
                 base["cost delta usd"] = None if c.cost_delta is None else round(c.cost_delta, 6)
                 if fmt == "json":
-                    base["cases"] = [f.__dict__ for f in c.flips if f.kind != "still passing"]
+                    base["cases"] = [f.__dict__ for f in c.flips]
             rows_out.append(base)
     if fmt == "md":
         lines = [

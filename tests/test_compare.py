@@ -57,12 +57,35 @@ def test_the_guard_refuses_rows_scored_against_different_corpora(demo):
     assert all(not r.flips for r in rows)
 
 
-def test_a_case_missing_from_one_side_is_missing_never_passed():
-    before = {"MT-002": [1, 1, 1], "MT-003": [1, 1, 1]}  # completed, counted, attempts
-    after = {"MT-002": [0, 1, 1], "MT-040": [1, 1, 1]}
-    got = {f.case: f.kind for f in flips(before, after)}
-    assert got == {"MT-002": "regressed", "MT-003": "missing", "MT-040": "new"}
-    assert [f.kind for f in flips(before, after)][:2] == ["regressed", "missing"]
+def test_a_case_missing_from_one_side_is_missing_never_passed(demo):
+    from records.models import ScoreCase, Scoring
+
+    sa, sb = Scoring.objects.order_by("pk")[:2]
+    rows = [
+        (sa, "MT-002", 1, 1, 1),
+        (sa, "MT-003", 1, 1, 1),
+        (sa, "MT-013", 0, 0, 2),
+        (sb, "MT-002", 0, 1, 1),
+        (sb, "MT-040", 1, 1, 1),
+        (sb, "MT-013", 1, 1, 1),
+    ]
+    ScoreCase.objects.bulk_create(
+        ScoreCase(scoring=s, row_key="X", case=c, completed=done, counted=counted, total=total)
+        for s, c, done, counted, total in rows
+    )
+    counts, changes = flips(sa, "X", sb, "X")
+    got = {f.case: f.kind for f in changes}
+    assert got == {
+        "MT-002": "regressed",
+        "MT-003": "missing",
+        "MT-040": "new",
+        "MT-013": "counted apart",
+    }
+    assert [f.kind for f in changes] == ["regressed", "missing", "new", "counted apart"]
+    assert counts == {"regressed": 1, "missing": 1, "new": 1, "counted apart": 1}
+    missing = next(f for f in changes if f.kind == "missing")
+    assert (missing.before, missing.after) == ("1 / 1 completed", "not in this run")
+    assert flips(sa, "X", sb, "X", limit=1)[1][0].case == "MT-002"
 
 
 def test_surfaces_with_different_coverage_compare_only_shared_cases(demo):

@@ -302,11 +302,14 @@ class TestPages:
 
 
 def test_coverage_captions_follow_e4():
-    assert coverage_caption([], 8) == ""
-    assert coverage_caption([f"C{i}" for i in range(8)], 8) == "the whole corpus (8 cases)"
-    assert coverage_caption(["MT-002"], 8) == f"1 of 8 cases (`{fnv1a64(['MT-002'])}`)"
+    assert coverage_caption(0, "", 8) == ""
+    assert (
+        coverage_caption(8, fnv1a64([f"C{i}" for i in range(8)]), 8) == "the whole corpus (8 cases)"
+    )
+    assert coverage_caption(1, fnv1a64(["MT-002"]), 8) == f"1 of 8 cases (`{fnv1a64(['MT-002'])}`)"
     # FNV-1a 64 over "a\0": offset basis xor 'a', times prime, xor 0, times prime.
     h = 0xCBF29CE484222325
     for b in b"a\x00":
         h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
     assert fnv1a64(["a"]) == format(h, "x")
+    assert fnv1a64(["b", "a"]) == fnv1a64(["a", "b"])  # sorted before hashing
