@@ -17,6 +17,7 @@ import tempfile
 import time
 import zipfile
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,28 @@ from django.conf import settings
 from django.db import connection, reset_queries
 from django.test.utils import CaptureQueriesContext
 
-from records.synth import MODELS, load_demo_key, widen_key, write_run
+from records.synth import MODELS, ModelSpec, load_demo_key, widen_key, write_run
+
+CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
 
 
-def _attempts_per_case(models: int = len(MODELS), surfaces: int = 3, repeat: int = 2) -> int:
-    return models * surfaces * repeat
+def _models(attempts: int) -> tuple[ModelSpec, ...]:
+    """More models for bigger runs (variants of the four priced ones), as teams compare more."""
+    n = 4 if attempts <= 20_000 else 12
+    out = []
+    for i in range(n):
+        base = MODELS[i % len(MODELS)]
+        suffix = "" if i < len(MODELS) else f"-v{i // len(MODELS) + 1}"
+        out.append(replace(base, spec=base.spec + suffix))
+    return tuple(out)
 
 
 def generate(directory: Path, attempts: int, *, run_id: str, seed: int) -> tuple[Path, Any, int]:
-    """One shard of about `attempts` attempts, and the key (widened to enough cases) it uses."""
-    key = widen_key(load_demo_key(), max(8, attempts // _attempts_per_case() + 1))
+    """One shard of `attempts` attempts over a corpus of upstream's size: runs grow through
+    models, surfaces and repeats, as real evaluation programs do, not through the corpus."""
+    key = widen_key(load_demo_key(), CORPUS_CASES)
+    models = _models(attempts)
+    repeat = max(1, -(-attempts // (CORPUS_CASES * 3 * len(models))))
     path = directory / f"modeleval-{seed:06d}.jsonl"
     with open(path, "wb") as fh:
         lines = write_run(
@@ -45,7 +58,8 @@ def generate(directory: Path, attempts: int, *, run_id: str, seed: int) -> tuple
             commit=f"{seed:040x}",
             started_at=datetime(2026, 11, 1 + seed % 27, 9),
             seed=seed,
-            repeat=2,
+            repeat=repeat,
+            models=models,
             max_attempts=attempts,
         )
     return path, key, lines
