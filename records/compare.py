@@ -226,25 +226,6 @@ _KIND_SQL = """CASE
     ELSE 'still passing' END"""
 
 
-def _joined(sa: Scoring, ka: str, sb: Scoring, kb: str) -> tuple[str, list[Any]]:
-    """Both rows' cases side by side (a full outer join, written portably)."""
-    from django.db import connection
-
-    from records.models import ScoreCase
-
-    t, c = connection.ops.quote_name(ScoreCase._meta.db_table), connection.ops.quote_name("case")
-    sql = (
-        f"SELECT a.{c} AS k, a.completed AS a_completed, a.counted AS a_counted, "
-        f"a.total AS a_total, b.completed AS b_completed, b.counted AS b_counted, "
-        f"b.total AS b_total FROM {t} a LEFT JOIN {t} b ON b.scoring_id = %s AND "
-        f"b.row_key = %s AND b.{c} = a.{c} WHERE a.scoring_id = %s AND a.row_key = %s "
-        f"UNION ALL SELECT b.{c}, NULL, NULL, NULL, b.completed, b.counted, b.total FROM {t} b "
-        f"WHERE b.scoring_id = %s AND b.row_key = %s AND NOT EXISTS (SELECT 1 FROM {t} a "
-        f"WHERE a.scoring_id = %s AND a.row_key = %s AND a.{c} = b.{c})"
-    )
-    return sql, [sb.pk, kb, sa.pk, ka, sb.pk, kb, sa.pk, ka]
-
-
 def _describe(completed: int | None, counted: int | None, total: int | None) -> str:
     if counted is None:
         return "not in this run"
@@ -254,34 +235,52 @@ def _describe(completed: int | None, counted: int | None, total: int | None) -> 
 
 
 def flips(
-    sa: Scoring, ka: str, sb: Scoring, kb: str, *, limit: int | None = None
-) -> tuple[dict[str, int], list[CaseFlip]]:
-    """How each case of a row changed between two scorings: counts per kind, and the changes
-    (not the cases that still pass), regressions first, at most `limit` of them."""
+    sa: Scoring, sb: Scoring, pairs: list[tuple[str, str]], *, limit: int | None = None
+) -> tuple[dict[str, dict[str, int]], dict[str, list[CaseFlip]]]:
+    """How each case of each row pair (baseline key, candidate key) changed between two
+    scorings: counts per kind, and the changes (not the cases that still pass), regressions
+    first, at most `limit` per row. Two queries, whatever the number of rows or cases."""
     from django.db import connection
 
-    joined, params = _joined(sa, ka, sb, kb)
+    from records.models import ScoreCase
+
+    if not pairs:
+        return {}, {}
+    t, c = connection.ops.quote_name(ScoreCase._meta.db_table), connection.ops.quote_name("case")
+    values = ", ".join(["(%s, %s)"] * len(pairs))
+    cte = (
+        f"WITH pairs(ka, kb) AS (VALUES {values}), j AS ("
+        f"SELECT p.ka AS ka, a.{c} AS k, a.completed AS a_completed, a.counted AS a_counted, "
+        f"a.total AS a_total, b.completed AS b_completed, b.counted AS b_counted, "
+        f"b.total AS b_total FROM pairs p JOIN {t} a ON a.scoring_id = %s AND a.row_key = p.ka "
+        f"LEFT JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb AND b.{c} = a.{c} "
+        f"UNION ALL SELECT p.ka, b.{c}, NULL, NULL, NULL, b.completed, b.counted, b.total "
+        f"FROM pairs p JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb WHERE NOT EXISTS "
+        f"(SELECT 1 FROM {t} a WHERE a.scoring_id = %s AND a.row_key = p.ka AND a.{c} = b.{c})"
+        f"), classified AS (SELECT j.*, {_KIND_SQL} AS kind FROM j) "
+    )
+    params = [v for pair in pairs for v in pair] + [sa.pk, sb.pk, sb.pk, sa.pk]
     order = (
         "CASE kind " + " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(FLIP_ORDER)) + " END"
     )
+    counts: dict[str, dict[str, int]] = {}
+    changes: dict[str, list[CaseFlip]] = {}
     with connection.cursor() as cur:
+        cur.execute(cte + "SELECT ka, kind, COUNT(*) FROM classified GROUP BY ka, kind", params)
+        for ka, kind, n in cur.fetchall():
+            counts.setdefault(ka, {})[kind] = n
         cur.execute(
-            f"SELECT kind, COUNT(*) FROM (SELECT {_KIND_SQL} AS kind FROM ({joined}) j) x "
-            "GROUP BY kind",
+            cte + f"SELECT ka, k, kind, a_completed, a_counted, a_total, b_completed, b_counted, "
+            f"b_total FROM (SELECT classified.*, ROW_NUMBER() OVER (PARTITION BY ka ORDER BY "
+            f"{order}, k) AS rn FROM classified WHERE kind <> 'still passing') x"
+            + (f" WHERE rn <= {int(limit)}" if limit else "")
+            + " ORDER BY ka, rn",
             params,
         )
-        counts = dict(cur.fetchall())
-        cur.execute(
-            f"SELECT k, kind, a_completed, a_counted, a_total, b_completed, b_counted, b_total "
-            f"FROM (SELECT j.*, {_KIND_SQL} AS kind FROM ({joined}) j) x "
-            f"WHERE kind <> 'still passing' ORDER BY {order}, k"
-            + (f" LIMIT {int(limit)}" if limit else ""),
-            params,
-        )
-        changes = [
-            CaseFlip(k, kind, _describe(*r[2:5]), _describe(*r[5:8]))
-            for k, kind, *r in [(row[0], row[1], *row) for row in cur.fetchall()]
-        ]
+        for ka, k, kind, *r in cur.fetchall():
+            changes.setdefault(ka, []).append(
+                CaseFlip(k, kind, _describe(*r[0:3]), _describe(*r[3:6]))
+            )
     return counts, changes
 
 
@@ -407,9 +406,17 @@ def compare_runs(
                     shared = shared_cases([(sa, a.row_key), (sb, b.row_key)])
                     comp.shared_only, comp.shared_cases = True, len(shared)
                     ra.figures, rb.figures = _shared(sa, a, shared), _shared(sb, b, shared)
-            if not comp.refused:
-                comp.kinds, comp.flips = flips(sa, a.row_key, sb, b.row_key, limit=flip_limit)
         out.append(comp)
+    pairs = [
+        (c.baseline.row.row_key, c.candidate.row.row_key)
+        for c in out
+        if c.baseline and c.candidate and not c.refused
+    ]
+    counts, changes = flips(sa, sb, pairs, limit=flip_limit)
+    for c in out:
+        if c.baseline and c.candidate and not c.refused:
+            c.kinds = counts.get(c.baseline.row.row_key, {})
+            c.flips = changes.get(c.baseline.row.row_key, [])
     out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
     return out, ""
 

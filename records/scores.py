@@ -604,7 +604,7 @@ REFUSAL_RULES = (
 
 
 def _refusal(
-    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int]
+    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
 ) -> tuple[str, str] | None:
     """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
     s, p = row.session, row.provider
@@ -642,10 +642,7 @@ def _refusal(
         return "stale-corpus", (
             f"the run's corpus digest {run.corpus_digest} is not the key's {scoring.key.digest}"
         )
-    from records.models import ScoreRow as StoredRow
-
-    earlier = StoredRow.objects.filter(row_key=row.row_key, scoring__run__pk__lt=run.pk).exists()
-    if earlier:
+    if row.row_key in claimed:
         return "duplicate-row", "an earlier run already produced a row with this key"
     return None
 
@@ -664,12 +661,20 @@ def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[G
     sessions = {s.pk: s for s in run.sessions.all()}
     providers = {p.spec: p for p in run.providers.all()}
     unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
+    from records.models import ScoreRow as StoredRow
+
+    # Row keys an earlier run already produced (upstream's duplicate-row), in one query.
+    claimed = set(
+        StoredRow.objects.filter(
+            row_key__in=[r.row_key for r in rows], scoring__run__pk__lt=run.pk
+        ).values_list("row_key", flat=True)
+    )
     corpus_cases = scoring.key.case_count
     groups: dict[tuple[str, str], Group] = {}
     for row in rows:
         row.session = sessions.get(row.figures.get("session_id"))
         row.provider = providers.get(row.model)
-        row.refusal = _refusal(row, run, scoring, unobserved)
+        row.refusal = _refusal(row, run, scoring, unobserved, claimed)
         rest = row.row_key.split(" ", 1)[1]
         coverage = coverage_caption(row.case_count, row.coverage, corpus_cases)
         gk = (rest, coverage)

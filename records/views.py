@@ -50,6 +50,7 @@ from records.models import (
 
 RUNS_PER_PAGE = 25
 ATTEMPTS_PER_PAGE = 50
+MATRIX_CELLS = 1500
 
 
 def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -302,7 +303,10 @@ def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if scoring and scoring.verdict_count:
         all_cases = scores.cases_on(scoring, surface)
-        page = Paginator(all_cases, 50).get_page(form.cleaned_data.get("page") or 1)
+        # A page holds about MATRIX_CELLS outcomes, however many models and repeats a run has.
+        columns = max(1, scoring.rows.filter(surface=surface).count() * max(1, run.repeat))
+        per_page = max(5, min(50, MATRIX_CELLS // columns))
+        page = Paginator(all_cases, per_page).get_page(form.cleaned_data.get("page") or 1)
         models, cells = scores.case_matrix(scoring, surface, list(page.object_list))
         rows = []
         for case in page.object_list:

@@ -73,7 +73,8 @@ def test_a_case_missing_from_one_side_is_missing_never_passed(demo):
         ScoreCase(scoring=s, row_key="X", case=c, completed=done, counted=counted, total=total)
         for s, c, done, counted, total in rows
     )
-    counts, changes = flips(sa, "X", sb, "X")
+    all_counts, all_changes = flips(sa, sb, [("X", "X")])
+    counts, changes = all_counts["X"], all_changes["X"]
     got = {f.case: f.kind for f in changes}
     assert got == {
         "MT-002": "regressed",
@@ -85,7 +86,7 @@ def test_a_case_missing_from_one_side_is_missing_never_passed(demo):
     assert counts == {"regressed": 1, "missing": 1, "new": 1, "counted apart": 1}
     missing = next(f for f in changes if f.kind == "missing")
     assert (missing.before, missing.after) == ("1 / 1 completed", "not in this run")
-    assert flips(sa, "X", sb, "X", limit=1)[1][0].case == "MT-002"
+    assert [f.case for f in flips(sa, sb, [("X", "X")], limit=1)[1]["X"]] == ["MT-002"]
 
 
 def test_surfaces_with_different_coverage_compare_only_shared_cases(demo):
