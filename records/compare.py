@@ -235,11 +235,17 @@ def _describe(completed: int | None, counted: int | None, total: int | None) -> 
 
 
 def flips(
-    sa: Scoring, sb: Scoring, pairs: list[tuple[str, str]], *, limit: int | None = None
+    sa: Scoring,
+    sb: Scoring,
+    pairs: list[tuple[str, str]],
+    *,
+    limit: int | None = None,
+    detail: bool = True,
 ) -> tuple[dict[str, dict[str, int]], dict[str, list[CaseFlip]]]:
     """How each case of each row pair (baseline key, candidate key) changed between two
-    scorings: counts per kind, and the changes (not the cases that still pass), regressions
-    first, at most `limit` per row. Two queries, whatever the number of rows or cases."""
+    scorings: counts per kind, and (with `detail`) the changes (not the cases that still pass),
+    regressions first, at most `limit` per row. Two queries, whatever the number of rows or
+    cases."""
     from django.db import connection
 
     from records.models import ScoreCase
@@ -269,6 +275,8 @@ def flips(
         cur.execute(cte + "SELECT ka, kind, COUNT(*) FROM classified GROUP BY ka, kind", params)
         for ka, kind, n in cur.fetchall():
             counts.setdefault(ka, {})[kind] = n
+        if not detail:
+            return counts, changes
         cur.execute(
             cte + f"SELECT ka, k, kind, a_completed, a_counted, a_total, b_completed, b_counted, "
             f"b_total FROM (SELECT classified.*, ROW_NUMBER() OVER (PARTITION BY ka ORDER BY "
@@ -367,10 +375,15 @@ def _prices(run: Run) -> dict[str, tuple[float, float, float, float] | None]:
     return {p.spec: p.price for p in Provider.objects.filter(run=run)}
 
 
+ROWS_PER_PAGE = 12
+
+
 def compare_runs(
-    baseline: Run, candidate: Run, *, flip_limit: int | None = FLIPS_SHOWN
+    baseline: Run, candidate: Run, *, flip_limit: int | None = FLIPS_SHOWN, page: int | None = 1
 ) -> tuple[list[RowComparison], str]:
-    """Row by row (matched on model, surface, mode and pins), with per-case flips."""
+    """Row by row (matched on model, surface, mode and pins), regressions first, every pair
+    with its counts per kind; the changes case by case only for the pairs on `page` (all
+    pairs when page is None), so a page costs the same however many models a run has."""
     sa, sb = latest_scoring(baseline), latest_scoring(candidate)
     if sa is None or sb is None or not sa.verdict_count or not sb.verdict_count:
         return [], "both runs must be scored to be compared"
@@ -412,12 +425,17 @@ def compare_runs(
         for c in out
         if c.baseline and c.candidate and not c.refused
     ]
-    counts, changes = flips(sa, sb, pairs, limit=flip_limit)
+    counts, _ = flips(sa, sb, pairs, detail=False)
     for c in out:
         if c.baseline and c.candidate and not c.refused:
             c.kinds = counts.get(c.baseline.row.row_key, {})
-            c.flips = changes.get(c.baseline.row.row_key, [])
     out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
+    shown = out if page is None else out[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]
+    keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
+    _, changes = flips(sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit)
+    for c in shown:
+        if c.baseline and c.candidate and not c.refused:
+            c.flips = changes.get(c.baseline.row.row_key, [])
     return out, ""
 
 

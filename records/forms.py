@@ -126,6 +126,7 @@ class CompareForm(forms.Form):
     baseline = forms.IntegerField(required=False, min_value=1)
     candidate = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
     run = forms.IntegerField(required=False, min_value=1)
+    page = forms.IntegerField(required=False, min_value=1)
 
     def __init__(self, *args, run_choices=(), **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -50,7 +50,7 @@ from records.models import (
 
 RUNS_PER_PAGE = 25
 ATTEMPTS_PER_PAGE = 50
-MATRIX_CELLS = 1500
+MATRIX_CELLS = 800
 
 
 def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
@@ -1081,12 +1081,24 @@ def compare(request: HttpRequest) -> HttpResponse:
     context["kind"] = data["kind"]
     if data["kind"] == "runs" and data.get("baseline") and data.get("candidate"):
         baseline = _get_run_or_404(data["baseline"])
+        page_no = data.get("page") or 1
         comparisons = []
+        pages_needed = 1
         for pk in data["candidate"]:
             candidate = _get_run_or_404(pk)
-            rows, problem = cmp.compare_runs(baseline, candidate)
-            comparisons.append((candidate, rows, problem))
-        context.update(baseline=baseline, comparisons=comparisons)
+            rows, problem = cmp.compare_runs(baseline, candidate, page=page_no)
+            pages_needed = max(pages_needed, -(-len(rows) // cmp.ROWS_PER_PAGE))
+            start = (page_no - 1) * cmp.ROWS_PER_PAGE
+            comparisons.append((candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem))
+        query = request.GET.copy()
+        query.pop("page", None)
+        context.update(
+            baseline=baseline,
+            comparisons=comparisons,
+            page_no=page_no,
+            pages_needed=pages_needed,
+            base_query=query.urlencode(),
+        )
     elif data["kind"] in ("surfaces", "models") and data.get("run"):
         run = _get_run_or_404(data["run"])
         context["run"] = run
@@ -1125,7 +1137,7 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
     rows_out = []
     for pk in form.cleaned_data["candidate"]:
         candidate = _get_run_or_404(pk)
-        rows, problem = cmp.compare_runs(baseline, candidate, flip_limit=None)
+        rows, problem = cmp.compare_runs(baseline, candidate, flip_limit=None, page=None)
         for c in rows:
             base = {
                 "baseline": baseline.run_id,
