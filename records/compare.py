@@ -254,18 +254,22 @@ def flips(
         return {}, {}
     t, c = connection.ops.quote_name(ScoreCase._meta.db_table), connection.ops.quote_name("case")
     values = ", ".join(["(%s, %s)"] * len(pairs))
+    # Each side's cases are gathered once, then joined on (row, case): a plan that stays a
+    # hash join whatever the planner believes about freshly loaded tables.
     cte = (
-        f"WITH pairs(ka, kb) AS (VALUES {values}), j AS ("
-        f"SELECT p.ka AS ka, a.{c} AS k, a.completed AS a_completed, a.counted AS a_counted, "
-        f"a.total AS a_total, b.completed AS b_completed, b.counted AS b_counted, "
-        f"b.total AS b_total FROM pairs p JOIN {t} a ON a.scoring_id = %s AND a.row_key = p.ka "
-        f"LEFT JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb AND b.{c} = a.{c} "
-        f"UNION ALL SELECT p.ka, b.{c}, NULL, NULL, NULL, b.completed, b.counted, b.total "
-        f"FROM pairs p JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb WHERE NOT EXISTS "
-        f"(SELECT 1 FROM {t} a WHERE a.scoring_id = %s AND a.row_key = p.ka AND a.{c} = b.{c})"
-        f"), classified AS (SELECT j.*, {_KIND_SQL} AS kind FROM j) "
+        f"WITH pairs(ka, kb) AS (VALUES {values}), "
+        f"sa AS (SELECT p.ka AS ka, a.{c} AS k, a.completed, a.counted, a.total FROM pairs p "
+        f"JOIN {t} a ON a.scoring_id = %s AND a.row_key = p.ka), "
+        f"sb AS (SELECT p.ka AS ka, b.{c} AS k, b.completed, b.counted, b.total FROM pairs p "
+        f"JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb), "
+        f"j AS (SELECT sa.ka AS ka, sa.k AS k, sa.completed AS a_completed, "
+        f"sa.counted AS a_counted, sa.total AS a_total, sb.completed AS b_completed, "
+        f"sb.counted AS b_counted, sb.total AS b_total FROM sa LEFT JOIN sb ON sb.ka = sa.ka "
+        f"AND sb.k = sa.k UNION ALL SELECT sb.ka, sb.k, NULL, NULL, NULL, sb.completed, "
+        f"sb.counted, sb.total FROM sb WHERE NOT EXISTS (SELECT 1 FROM sa WHERE sa.ka = sb.ka "
+        f"AND sa.k = sb.k)), classified AS (SELECT j.*, {_KIND_SQL} AS kind FROM j) "
     )
-    params = [v for pair in pairs for v in pair] + [sa.pk, sb.pk, sb.pk, sa.pk]
+    params = [v for pair in pairs for v in pair] + [sa.pk, sb.pk]
     order = (
         "CASE kind " + " ".join(f"WHEN '{k}' THEN {i}" for i, k in enumerate(FLIP_ORDER)) + " END"
     )

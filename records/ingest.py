@@ -271,16 +271,9 @@ def _sha256(stream: IO[bytes]) -> tuple[str, int]:
 
 
 def _json(value: Any) -> Any:
+    """JSON text: SQLite stores it as is, PostgreSQL's COPY parses it into jsonb."""
     if value is None:
         return None
-    if connection.vendor == "postgresql":
-        from psycopg.types.json import Jsonb
-
-        return Jsonb(value, dumps=_orjson_str)
-    return orjson.dumps(value).decode()
-
-
-def _orjson_str(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
@@ -294,12 +287,23 @@ class _Table:
             f"INSERT INTO {qn(model._meta.db_table)} ({', '.join(qn(c) for c in cols)}) "
             f"VALUES ({', '.join(['%s'] * len(cols))})"
         )
+        self.copy_sql = (
+            f"COPY {qn(model._meta.db_table)} ({', '.join(qn(c) for c in cols)}) FROM STDIN"
+        )
+
         self.rows: list[tuple[Any, ...]] = []
 
     def flush(self, cursor: Any) -> None:
-        if self.rows:
+        if not self.rows:
+            return
+        if connection.vendor == "postgresql":
+            # COPY is PostgreSQL's bulk path; executemany sends a statement per row.
+            with cursor.cursor.copy(self.copy_sql) as copy:
+                for row in self.rows:
+                    copy.write_row(row)
+        else:
             cursor.executemany(self.sql, self.rows)
-            self.rows = []
+        self.rows = []
 
 
 class _ShardWriter:
@@ -756,6 +760,7 @@ def ingest_shard(
         return
     if progress:
         progress(name, size, size)
+    analyze_if_large(lineno)
     from records.scores import score_if_key
 
     scoring = score_if_key(run)
@@ -771,6 +776,21 @@ def ingest_shard(
             "scored_against": scoring.key.digest if scoring else None,
         }
     )
+
+
+ANALYZE_AFTER_LINES = 20_000
+
+
+def analyze_if_large(rows: int) -> None:
+    """After a large bulk load, refresh PostgreSQL's statistics so its plans fit the data
+    (autovacuum gets there eventually; pages should not wait for it)."""
+    if connection.vendor != "postgresql" or rows < ANALYZE_AFTER_LINES:
+        return
+    from records.models import ScoreCase, Verdict
+
+    with connection.cursor() as cur:
+        for model in (Attempt, Turn, Call, Verify, Session, SurfaceSummary, Verdict, ScoreCase):
+            cur.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
 
 
 def ingest(

@@ -311,33 +311,18 @@ _VERDICT_COLUMNS = [
 ]
 
 
-def _verdict_sql() -> str:
-    qn = connection.ops.quote_name
-    cols = [Verdict._meta.get_field(c).column for c in _VERDICT_COLUMNS]
-    return (
-        f"INSERT INTO {qn(Verdict._meta.db_table)} ({', '.join(qn(c) for c in cols)}) "
-        f"VALUES ({', '.join(['%s'] * len(cols))})"
-    )
-
-
-def _json_param(value: Any) -> Any:
-    if connection.vendor == "postgresql":
-        from psycopg.types.json import Jsonb
-
-        return Jsonb(value, dumps=lambda v: orjson.dumps(v).decode())
-    return orjson.dumps(value).decode()
-
-
 def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
     """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
-    sql = _verdict_sql()
+    from records.ingest import _json, _Table
+
+    table = _Table(Verdict, _VERDICT_COLUMNS)
     with transaction.atomic():
         scoring = Scoring.objects.create(
             run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
         )
-        batch: list[tuple[Any, ...]] = []
+        batch = table.rows
         count = 0
         skipped_retired = 0
         skipped_unknown = 0
@@ -384,17 +369,16 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
                         agg.confirmations.get("unaided", 0),
                         agg.confirmations.get("server-aided", 0),
                         agg.confirmations.get("never", 0),
-                        _json_param(v.as_dict()),
+                        _json(v.as_dict()),
                     )
                 )
                 count += 1
                 if len(batch) >= 1000:
                     with connection.cursor() as cur:
-                        cur.executemany(sql, batch)
-                    batch = []
-            if batch:
-                with connection.cursor() as cur:
-                    cur.executemany(sql, batch)
+                        table.flush(cur)
+                    batch = table.rows
+            with connection.cursor() as cur:
+                table.flush(cur)
         except ScoringError as exc:
             transaction.set_rollback(True)
             error = str(exc)
@@ -407,6 +391,9 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
         )
         return scoring
     _store_rows(scoring)
+    from records.ingest import analyze_if_large
+
+    analyze_if_large(count)
     notes = []
     if skipped_retired:
         notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
