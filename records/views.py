@@ -179,7 +179,14 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     scoring = scores.latest_scoring(run)
     usable = scoring if scoring and scoring.verdict_count else None
     attempts = pages.filtered_attempts(run, form.cleaned_data, usable)
-    page = Paginator(attempts, ATTEMPTS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
+    paginator = Paginator(attempts, ATTEMPTS_PER_PAGE)
+    if not any(
+        form.cleaned_data.get(k)
+        for k in ("model", "surface", "case", "ended_by", "outcome", "clean")
+    ):
+        # The whole list: its size was stored at ingest, so no page counts a run's attempts.
+        paginator.__dict__["count"] = run.attempt_count
+    page = paginator.get_page(form.cleaned_data.get("page") or 1)
     query = request.GET.copy()
     query.pop("page", None)
     context: dict[str, Any] = {
