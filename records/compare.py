@@ -254,20 +254,22 @@ def flips(
         return {}, {}
     t, c = connection.ops.quote_name(ScoreCase._meta.db_table), connection.ops.quote_name("case")
     values = ", ".join(["(%s, %s)"] * len(pairs))
-    # Each side's cases are gathered once, then joined on (row, case): a plan that stays a
-    # hash join whatever the planner believes about freshly loaded tables.
+    # Each side's cases are gathered once (materialized, on both databases), the keys of
+    # both sides united, and each side joined to the keys: no correlated subquery, so the plan
+    # stays linear however the planner sees freshly loaded tables.
     cte = (
         f"WITH pairs(ka, kb) AS (VALUES {values}), "
-        f"sa AS (SELECT p.ka AS ka, a.{c} AS k, a.completed, a.counted, a.total FROM pairs p "
-        f"JOIN {t} a ON a.scoring_id = %s AND a.row_key = p.ka), "
-        f"sb AS (SELECT p.ka AS ka, b.{c} AS k, b.completed, b.counted, b.total FROM pairs p "
-        f"JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb), "
-        f"j AS (SELECT sa.ka AS ka, sa.k AS k, sa.completed AS a_completed, "
+        f"sa AS MATERIALIZED (SELECT p.ka AS ka, a.{c} AS k, a.completed, a.counted, a.total "
+        f"FROM pairs p JOIN {t} a ON a.scoring_id = %s AND a.row_key = p.ka), "
+        f"sb AS MATERIALIZED (SELECT p.ka AS ka, b.{c} AS k, b.completed, b.counted, b.total "
+        f"FROM pairs p JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb), "
+        f"keys AS MATERIALIZED (SELECT ka, k FROM sa UNION SELECT ka, k FROM sb), "
+        f"j AS (SELECT keys.ka AS ka, keys.k AS k, sa.completed AS a_completed, "
         f"sa.counted AS a_counted, sa.total AS a_total, sb.completed AS b_completed, "
-        f"sb.counted AS b_counted, sb.total AS b_total FROM sa LEFT JOIN sb ON sb.ka = sa.ka "
-        f"AND sb.k = sa.k UNION ALL SELECT sb.ka, sb.k, NULL, NULL, NULL, sb.completed, "
-        f"sb.counted, sb.total FROM sb WHERE NOT EXISTS (SELECT 1 FROM sa WHERE sa.ka = sb.ka "
-        f"AND sa.k = sb.k)), classified AS (SELECT j.*, {_KIND_SQL} AS kind FROM j) "
+        f"sb.counted AS b_counted, sb.total AS b_total FROM keys "
+        f"LEFT JOIN sa ON sa.ka = keys.ka AND sa.k = keys.k "
+        f"LEFT JOIN sb ON sb.ka = keys.ka AND sb.k = keys.k), "
+        f"classified AS (SELECT j.*, {_KIND_SQL} AS kind FROM j) "
     )
     params = [v for pair in pairs for v in pair] + [sa.pk, sb.pk]
     order = (
