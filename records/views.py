@@ -630,6 +630,11 @@ class _NoClose:
         pass
 
 
+def _override(request: HttpRequest) -> bool:
+    """The operator's explicit override for a corpus key whose declared digest differs."""
+    return request.POST.get("allow_digest_mismatch") in ("1", "true", "on", "yes")
+
+
 def _too_large(request: HttpRequest) -> bool:
     try:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -660,7 +665,7 @@ def upload(request: HttpRequest) -> HttpResponse:
             status = 400
         else:
             up = Upload.objects.create(source=Upload.Source.WEB, user=request.user)
-            context["report"] = ingest(inputs, up)
+            context["report"] = ingest(inputs, up, allow_digest_mismatch=_override(request))
             context["upload"] = up
             status = 200 if context["report"].ok else 422
         template = "records/upload.html#report" if _partial(request) else "records/upload.html"
@@ -712,7 +717,7 @@ def api_upload(request: HttpRequest) -> HttpResponse:
     if not inputs:
         return JsonResponse({"error": "no file: send files as multipart field 'file'"}, status=400)
     up = Upload.objects.create(source=Upload.Source.API, token=token)
-    report = ingest(inputs, up)
+    report = ingest(inputs, up, allow_digest_mismatch=_override(request))
     body = {"upload": up.pk, **report.as_dict(), "summary": report.summary_line()}
     return JsonResponse(body, status=200 if report.ok else 422)
 

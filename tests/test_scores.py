@@ -80,6 +80,24 @@ class TestKeys:
             read_corpus_key(json.dumps(doc).encode(), "k.json", allow_digest_mismatch=True)
         assert info.value.field == field
 
+    def test_the_override_reaches_the_api(self, client):
+        doc = json.loads(KEY_BYTES)
+        doc["cases"][0]["prompt"] += " please"
+        _, raw = ApiToken.issue("ci")
+        headers = {"Authorization": f"Bearer {raw}"}
+        r = client.post(
+            "/api/v1/uploads",
+            {"file": [_file("k.json", json.dumps(doc).encode())]},
+            headers=headers,
+        )
+        assert r.status_code == 422 and not CorpusKey.objects.exists()
+        r = client.post(
+            "/api/v1/uploads",
+            {"file": [_file("k.json", json.dumps(doc).encode())], "allow_digest_mismatch": "1"},
+            headers=headers,
+        )
+        assert r.status_code == 200 and CorpusKey.objects.get().verified is False
+
     def test_a_key_is_stored_with_its_cases_once(self):
         _ingest(("corpus-key.json", KEY_BYTES))
         report = _ingest(("copy.json", KEY_BYTES))
