@@ -17,16 +17,9 @@ from django.db.models import Case, Count, IntegerField, Sum, When
 from records.cost import Tokens, cost_of
 from records.models import Provider, Run, Scoring, Verdict
 from records.scores import COLUMN_TITLES, ScoreRow, latest_scoring, score_rows
+from records.scoring.score import RATIO_COLUMNS
 
-COLUMNS = [
-    "clean",
-    "reached",
-    "accepted_first_time",
-    "argument_fidelity",
-    "confirmation",
-    "unaided",
-    "completion",
-]
+COLUMNS = RATIO_COLUMNS
 SUMMED = [
     "counted",
     "total",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from records.models import ENDINGS
+from records.scoring.score import OUTCOMES
 
 SURFACE_CHOICES = [
     ("", "any surface"),
@@ -80,21 +81,7 @@ class AttemptFilterForm(forms.Form):
     )
     outcome = forms.ChoiceField(
         required=False,
-        choices=[("", "any outcome")]
-        + [
-            (o, o)
-            for o in (
-                "completed",
-                "failed",
-                "gitlab_refused",
-                "over_budget",
-                "malformed",
-                "provider_error",
-                "harness_error",
-                "skipped",
-                "unobserved",
-            )
-        ],
+        choices=[("", "any outcome")] + [(o, o) for o in OUTCOMES],
     )
     clean = forms.ChoiceField(
         required=False, choices=[("", "clean or not"), ("yes", "clean"), ("no", "not clean")]
