@@ -89,7 +89,10 @@ def floor(paths: list[Path], db_path: Path) -> dict[str, float]:
             db.executemany("INSERT INTO line VALUES (?, ?, ?, ?)", rows)
             lines += len(rows)
     db.close()
-    seconds = time.perf_counter() - t0
+    return _throughput(time.perf_counter() - t0, lines, size)
+
+
+def _throughput(seconds: float, lines: int, size: int) -> dict[str, float]:
     return {
         "seconds": seconds,
         "lines": lines,
@@ -115,14 +118,7 @@ def ingest_paths(paths: list[Path]) -> dict[str, float]:
     )
     assert report.ok, report.refused
     lines = sum(s["lines"] for s in report.stored)
-    return {
-        "seconds": seconds,
-        "lines": lines,
-        "bytes": size,
-        "lines_per_s": lines / seconds,
-        "mb_per_s": size / 1e6 / seconds,
-        "runs": [s["run"] for s in report.stored],
-    }
+    return {**_throughput(seconds, lines, size), "runs": [s["run"] for s in report.stored]}
 
 
 def store_key(key: Any) -> Any:
