@@ -225,11 +225,21 @@ class Attempt(models.Model):
         return self.ended_by == "completed" and bool(self.reason.strip())
 
 
+# Turn, call and verify rows reference their attempt without a database-level constraint:
+# only the ingest writes them, after the shard's joins are checked (every child line names an
+# attempt line of its shard), and deletes cascade through Django. The constraint's per-row
+# checks were a large share of a bulk load's cost.
+
+
 class Turn(models.Model):
     """One provider request: every try is its own line (and is charged)."""
 
     attempt = models.ForeignKey(
-        Attempt, on_delete=models.CASCADE, related_name="turns", db_index=False
+        Attempt,
+        on_delete=models.CASCADE,
+        related_name="turns",
+        db_index=False,
+        db_constraint=False,
     )
     line = models.IntegerField()
     index = models.IntegerField()
@@ -256,7 +266,11 @@ class Turn(models.Model):
 
 class Call(models.Model):
     attempt = models.ForeignKey(
-        Attempt, on_delete=models.CASCADE, related_name="calls", db_index=False
+        Attempt,
+        on_delete=models.CASCADE,
+        related_name="calls",
+        db_index=False,
+        db_constraint=False,
     )
     line = models.IntegerField()
     turn = models.IntegerField()
@@ -294,7 +308,9 @@ class Call(models.Model):
 
 
 class Verify(models.Model):
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="verifies")
+    attempt = models.ForeignKey(
+        Attempt, on_delete=models.CASCADE, related_name="verifies", db_constraint=False
+    )
     line = models.IntegerField()
     name = models.TextField()
     passed = models.BooleanField()
