@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import io
+import multiprocessing
 import os
+import pickle
 import stat
 import tarfile
 import tempfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,7 +29,17 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from records.formats.conformance import ConformanceError
 from records.formats.corpus_key import CorpusKeyError
-from records.formats.shard import Joins, ShardError, is_shard_name, iter_lines
+from records.formats.shard import ShardError, is_shard_name
+from records.formats.shard_rows import (
+    ATTEMPT_COLUMNS,
+    CALL_COLUMNS,
+    SUMMARY_COLUMNS,
+    TURN_COLUMNS,
+    VERIFY_COLUMNS,
+    ShardSummary,
+    messages,
+    worker,
+)
 from records.models import (
     Attempt,
     Call,
@@ -41,7 +54,6 @@ from records.models import (
 )
 
 CHUNK = 1024 * 1024
-BATCH_LINES = 2000
 Progress = Callable[[str, int, int], None]
 
 
@@ -270,13 +282,6 @@ def _sha256(stream: IO[bytes]) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _json(value: Any) -> Any:
-    """JSON text: SQLite stores it as is, PostgreSQL's COPY parses it into jsonb."""
-    if value is None:
-        return None
-    return orjson.dumps(value).decode()
-
-
 class _Table:
     """A plain `INSERT ... VALUES` for executemany: the ORM's per-object cost is the bottleneck."""
 
@@ -306,238 +311,131 @@ class _Table:
         self.rows = []
 
 
-class _ShardWriter:
-    """Buffers a shard's rows and writes them with executemany.
+class _Writer:
+    """Writes the parser's rows: child rows as they come, attempt rows once the shard is read.
 
-    Attempt ids are reserved up front, so turn, call and verify rows carry their attempt's id
-    when they are written; per-attempt totals are added up while the lines stream past.
+    Attempt ids are reserved ahead of the rows that name them (the parser numbers attempts in
+    file order), so turn, call and verify rows carry their attempt's id when they are written.
     """
-
-    ATTEMPT_COLUMNS = [
-        "id",
-        "run",
-        "key",
-        "line",
-        "case",
-        "model",
-        "surface",
-        "effective_surface",
-        "effective_mode",
-        "session_label",
-        "repeat",
-        "shown_tools",
-        "overflowed",
-        "tool_digest",
-        "facts",
-        "stimulus",
-        "ended_by",
-        "reason",
-        "turn_count",
-        "try_count",
-        "call_count",
-        "input_tokens",
-        "output_tokens",
-        "cache_created_tokens",
-        "cache_read_tokens",
-        "latency_ms",
-    ]
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
-        self.attempts = _Table(Attempt, self.ATTEMPT_COLUMNS)
-        self.turns = _Table(
-            Turn,
-            [
-                "attempt",
-                "line",
-                "index",
-                "try_number",
-                "request_digest",
-                "blocks",
-                "input_tokens",
-                "output_tokens",
-                "cache_created_tokens",
-                "cache_read_tokens",
-                "status",
-                "detail",
-                "latency_ms",
-                "has_tool_call",
-            ],
-        )
-        self.calls = _Table(
-            Call,
-            [
-                "attempt",
-                "line",
-                "turn",
-                "index",
-                "tool",
-                "arguments",
-                "requested_action",
-                "dispatched_action",
-                "dispatched_tool",
-                "refusal_reason",
-                "outcome",
-                "result",
-                "result_truncated",
-                "text",
-                "text_truncated",
-                "duration_ms",
-                "trace_id",
-                "requests",
-                "dispatch_observed",
-            ],
-        )
-        self.verifies = _Table(Verify, ["attempt", "line", "name", "passed", "detail"])
-        self.pending = 0
-        self.ids: dict[str, int] = {}
-        # Child lines that came before their attempt line wait here for its id (rare).
-        self.orphans: list[tuple[_Table, str, tuple[Any, ...]]] = []
-        # attempt key -> [turn indexes, tries, calls, input, output, cache created, cache read,
-        # latency]
-        self.totals: dict[str, list[Any]] = {}
-        self._free: list[int] = []
-        self._high = 0
+        self.turns = _Table(Turn, TURN_COLUMNS)
+        self.calls = _Table(Call, CALL_COLUMNS)
+        self.verifies = _Table(Verify, VERIFY_COLUMNS)
+        self.attempts = _Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
+        self.ids: list[int] = []
 
-    def _next_id(self) -> int:
-        if not self._free:
-            self._free = _reserve_ids(Attempt, 1000, above=self._high)[::-1]
-            self._high = self._free[0]
-        return self._free.pop()
+    def _reserve(self, n: int) -> None:
+        if n > len(self.ids):
+            above = self.ids[-1] if self.ids else 0
+            self.ids += _reserve_ids(Attempt, max(n - len(self.ids), 1000), above=above)
 
-    def _total(self, key: str) -> list[Any]:
-        t = self.totals.get(key)
-        if t is None:
-            t = self.totals[key] = [set(), 0, 0, 0, 0, 0, 0, 0.0]
-        return t
-
-    def add(self, lineno: int, typ: str, p: dict[str, Any]) -> None:
-        if typ == "run" or typ == "session":
-            return  # written once the whole shard is read (they usually come last)
-        g = p.get
-        run = self.run_id
-        if typ == "attempt":
-            surface = g("surface", "")
-            pk = self.ids[p["id"]] = self._next_id()
-            self.attempts.rows.append(
-                (
-                    pk,
-                    run,
-                    p["id"],
-                    lineno,
-                    p["case"],
-                    p["model"],
-                    surface,
-                    surface,
-                    "",
-                    g("session", ""),
-                    g("repeat", 0),
-                    g("shown_tools"),
-                    g("overflowed"),
-                    g("tool_digest", ""),
-                    _json(g("facts")),
-                    g("stimulus", ""),
-                    p["ended_by"],
-                    g("reason", ""),
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    0.0,
-                )
-            )
-        else:
-            key = p["attempt"]
-            if typ == "turn":
-                u = g("usage") or {}
-                blocks = g("blocks", [])
-                usage = (
-                    u.get("input", 0),
-                    u.get("output", 0),
-                    u.get("cache_created", 0),
-                    u.get("cache_read", 0),
-                )
-                latency = g("latency_ms")
-                t = self._total(key)
-                t[0].add(p["index"])
-                t[1] += 1
-                t[3] += usage[0]
-                t[4] += usage[1]
-                t[5] += usage[2]
-                t[6] += usage[3]
-                t[7] += latency or 0.0
-                table = self.turns
-                row: tuple[Any, ...] = (
-                    lineno,
-                    p["index"],
-                    p["try"],
-                    g("request_digest", ""),
-                    _json(blocks),
-                    *usage,
-                    p["status"],
-                    g("detail", ""),
-                    latency,
-                    any(b.get("kind") == "tool_call" for b in blocks),
-                )
-            elif typ == "call":
-                self._total(key)[2] += 1
-                table = self.calls
-                row = (
-                    lineno,
-                    p["turn"],
-                    p["index"],
-                    p["tool"],
-                    _json(g("arguments")),
-                    g("requested_action", ""),
-                    g("dispatched_action", ""),
-                    g("dispatched_tool", ""),
-                    g("refusal_reason", ""),
-                    p["outcome"],
-                    _json(g("result")),
-                    g("result_truncated", False),
-                    g("text", ""),
-                    g("text_truncated", False),
-                    g("duration_ms"),
-                    g("trace_id", ""),
-                    g("requests"),
-                    g("dispatch_observed", False),
-                )
-            else:
-                table = self.verifies
-                row = (lineno, p["name"], g("passed", False), g("detail", ""))
-            attempt_id = self.ids.get(key)
-            if attempt_id is None:
-                self.orphans.append((table, key, row))
-                return
-            table.rows.append((attempt_id, *row))
-        self.pending += 1
-        if self.pending >= BATCH_LINES:
-            self.flush()
-
-    def flush(self) -> None:
+    def children(
+        self, turns: list[tuple], calls: list[tuple], verifies: list[tuple], seen: int
+    ) -> None:
+        self._reserve(seen)
+        ids = self.ids
         with connection.cursor() as cursor:
-            for table in (self.attempts, self.turns, self.calls, self.verifies):
+            for table, rows in (
+                (self.turns, turns),
+                (self.calls, calls),
+                (self.verifies, verifies),
+            ):
+                table.rows = [(ids[r[0]], *r[1:]) for r in rows]
                 table.flush(cursor)
-        self.pending = 0
 
-    def adopt_orphans(self) -> None:
-        """Write the lines that came before their attempt line, now that every id is known."""
-        for table, key, row in self.orphans:
-            table.rows.append((self.ids[key], *row))
-        self.orphans = []
-        self.flush()
+    def write_attempts(self, rows: list[tuple], session_ids: dict[str, int]) -> None:
+        self._reserve(rows[-1][0] + 1 if rows else 0)
+        ids, run = self.ids, self.run_id
+        label = 1 + ATTEMPT_COLUMNS.index("session_label")
+        self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
+        with connection.cursor() as cursor:
+            self.attempts.flush(cursor)
 
-    def write_totals(self, cursor: Any) -> None:
-        qn = connection.ops.quote_name
-        cursor.executemany(
-            f"UPDATE {qn(Attempt._meta.db_table)} SET turn_count = %s, try_count = %s, "
-            f"call_count = %s, input_tokens = %s, output_tokens = %s, "
-            f"cache_created_tokens = %s, cache_read_tokens = %s, latency_ms = %s WHERE id = %s",
-            [(len(t[0]), *t[1:], self.ids[key]) for key, t in self.totals.items()],
-        )
+
+# --- parsing beside the writer -------------------------------------------------------------------
+
+
+def _parser_context() -> Any:
+    """How the parser process starts. A process with no other thread forks (instant, nothing
+    can be holding a lock); a threaded one (a web server) has each parser forked by a clean
+    single-threaded server process instead, started once."""
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["records.formats.shard_rows"])
+    return ctx
+
+
+def _parsed(stream: IO[bytes], name: str, size: int) -> Iterator[tuple[Any, ...]]:
+    """The parser's messages (`records.formats.shard_rows`), from this process or a second one."""
+    if size < settings.EVALDASH_PARSER_PROCESS_MIN_BYTES or (
+        "forkserver" not in multiprocessing.get_all_start_methods()  # no fork either (Windows)
+    ):
+        return messages(stream, name)
+    return _from_parser_process(stream, name)
+
+
+def _widen(conn: Any) -> None:
+    """Let a pipe hold a whole batch (Linux), so neither side waits on the other's every step."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+def _feed(stream: IO[bytes], conn: Any) -> None:
+    try:
+        while chunk := stream.read(CHUNK):
+            conn.send_bytes(chunk)
+        conn.send_bytes(b"")
+    except OSError:
+        pass  # the parser stopped early (an error in the shard, or the writer gave up)
+    finally:
+        conn.close()
+
+
+def _from_parser_process(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
+    ctx = _parser_context()
+    source_r, source_w = ctx.Pipe(duplex=False)
+    sink_r, sink_w = ctx.Pipe(duplex=False)
+    _widen(source_w)
+    _widen(sink_w)
+    proc = ctx.Process(target=worker, args=(source_r, sink_w, name), daemon=True)
+    proc.start()
+    source_r.close()
+    sink_w.close()
+    feeder = threading.Thread(target=_feed, args=(stream, source_w), daemon=True)
+    feeder.start()
+    finished = False
+    try:
+        while True:
+            try:
+                data = sink_r.recv_bytes()
+            except EOFError:
+                proc.join()
+                raise RuntimeError(
+                    f"the parser process for {name} ended without finishing "
+                    f"(exit code {proc.exitcode})"
+                ) from None
+            msg = pickle.loads(data)
+            if msg[0] == "error":
+                file, message, line, fld = msg[1]
+                finished = True
+                raise ShardError(file, message, line=line, field=fld)
+            yield msg
+            if msg[0] == "done":
+                finished = True
+                return
+    finally:
+        if not finished:
+            proc.terminate()
+        sink_r.close()
+        proc.join()
+        feeder.join()
 
 
 def _reserve_ids(model: type, n: int, above: int = 0) -> list[int]:
@@ -559,10 +457,9 @@ def _reserve_ids(model: type, n: int, above: int = 0) -> list[int]:
     return list(range(start + 1, start + n + 1))
 
 
-def _finish(run: Run, joins: Joins, shard: ShardFile, writer: _ShardWriter) -> int:
-    """Write the run and session lines, then settle joins and totals in the database."""
-    p = joins.run
-    assert p is not None
+def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, int]:
+    """Write the run line, its providers, sessions and summaries; the session ids by label."""
+    p = summary.run
     for name in (
         "package",
         "commit",
@@ -579,7 +476,7 @@ def _finish(run: Run, joins: Joins, shard: ShardFile, writer: _ShardWriter) -> i
     run.tier_confirmed = p.get("tier_confirmed", False)
     run.budget_usd = p.get("budget_usd")
     run.repeat = p.get("repeat", 0)
-    run.line = joins.run_line
+    run.line = summary.run_line
     providers = []
     for pos, prov in enumerate(p.get("providers", [])):
         price = prov.get("price")
@@ -622,88 +519,39 @@ def _finish(run: Run, joins: Joins, shard: ShardFile, writer: _ShardWriter) -> i
             served_tools=s.get("served_tools", 0),
             tool_schema_digests=s.get("tool_schema_digests", {}),
             line=line,
+            call_count=summary.session_calls.get(label, (0, 0))[0],
+            observed_call_count=summary.session_calls.get(label, (0, 0))[1],
         )
-        for label, (line, s) in joins.sessions.items()
+        for label, (line, s) in summary.sessions.items()
     )
-    qn = connection.ops.quote_name
-    a, t, c, v = (qn(m._meta.db_table) for m in (Attempt, Turn, Call, Verify))
-    with connection.cursor() as cur:
-        if sessions:
-            if not all(s.pk for s in sessions):
-                sessions = list(Session.objects.filter(run=run))
-            cur.executemany(
-                f"UPDATE {a} SET session_id = %s, effective_mode = %s, effective_surface = "
-                f"CASE WHEN surface = '' THEN %s ELSE surface END "
-                f"WHERE run_id = %s AND session_label = %s",
-                [(s.pk, s.mode or "default", s.surface, run.pk, s.label) for s in sessions],
-            )
-        # Sessionless attempts (skips, early harness errors) join the one candidate of the
-        # shard with the same model and surface, if there is exactly one (modelrecord C.9).
-        cur.execute(
-            f"SELECT model, effective_surface, MIN(effective_mode), MAX(effective_mode) FROM {a} "
-            f"WHERE run_id = %s AND session_id IS NOT NULL GROUP BY model, effective_surface",
-            [run.pk],
-        )
-        single = [(lo, run.pk, m, s) for m, s, lo, hi in cur.fetchall() if lo == hi]
-        if single:
-            cur.executemany(
-                f"UPDATE {a} SET effective_mode = %s WHERE run_id = %s AND session_id IS NULL "
-                f"AND model = %s AND effective_surface = %s",
-                single,
-            )
-        writer.write_totals(cur)
-        ended = ", ".join(
-            f"SUM(CASE WHEN ended_by = '{e}' THEN 1 ELSE 0 END)"
-            for e in (
-                "completed",
-                "over_budget",
-                "malformed",
-                "no_tool_call",
-                "provider_error",
-                "harness_error",
-                "skipped",
-            )
-        )
-        s_table = qn(SurfaceSummary._meta.db_table)
-        cur.execute(
-            f"INSERT INTO {s_table} (run_id, model, surface, mode, attempts, completed, "
-            f"over_budget, malformed, no_tool_call, provider_error, harness_error, skipped, "
-            f"turns, tries, calls, latency_ms, input_tokens, output_tokens, "
-            f"cache_created_tokens, cache_read_tokens) SELECT run_id, model, effective_surface, "
-            f"effective_mode, COUNT(*), {ended}, SUM(turn_count), SUM(try_count), "
-            f"SUM(call_count), SUM(latency_ms), SUM(input_tokens), SUM(output_tokens), "
-            f"SUM(cache_created_tokens), SUM(cache_read_tokens) FROM {a} WHERE run_id = %s "
-            f"GROUP BY run_id, model, effective_surface, effective_mode",
-            [run.pk],
-        )
-        cur.execute(
-            f"SELECT a.session_id, COUNT(*), SUM(CASE WHEN c.dispatch_observed THEN 1 ELSE 0 END) "
-            f"FROM {c} c JOIN {a} a ON a.id = c.attempt_id WHERE a.run_id = %s "
-            f"AND a.session_id IS NOT NULL GROUP BY a.session_id",
-            [run.pk],
-        )
-        per_session = cur.fetchall()
-        if per_session:
-            cur.executemany(
-                f"UPDATE {qn(Session._meta.db_table)} SET call_count = %s, "
-                f"observed_call_count = %s WHERE id = %s",
-                [(n, observed, sid) for sid, n, observed in per_session],
-            )
-        cur.execute(f"SELECT DISTINCT {qn('case')} FROM {a} WHERE run_id = %s ORDER BY 1", [run.pk])
-        run.cases_seen = [r[0] for r in cur.fetchmany(5000)]
-    summaries = list(SurfaceSummary.objects.filter(run=run))
-    run.attempt_count = sum(s.attempts for s in summaries)
-    run.input_tokens = sum(s.input_tokens for s in summaries)
-    run.output_tokens = sum(s.output_tokens for s in summaries)
-    run.cache_created_tokens = sum(s.cache_created_tokens for s in summaries)
-    run.cache_read_tokens = sum(s.cache_read_tokens for s in summaries)
-    run.models_seen = sorted({s.model for s in summaries})
-    run.surfaces_seen = sorted({s.surface for s in summaries if s.surface})
-    run.modes_seen = sorted({s.mode for s in summaries if s.mode})
+    if sessions and not all(s.pk for s in sessions):
+        sessions = list(Session.objects.filter(run=run))
+    table = _Table(SurfaceSummary, ["run", *SUMMARY_COLUMNS])
+    table.rows = [(run.pk, *row) for row in summary.summaries]
+    with connection.cursor() as cursor:
+        table.flush(cursor)
+    totals = [0, 0, 0, 0, 0]
+    for row in summary.summaries:
+        totals[0] += row[3]
+        for i, v in enumerate(row[-4:], 1):
+            totals[i] += v
+    (
+        run.attempt_count,
+        run.input_tokens,
+        run.output_tokens,
+        run.cache_created_tokens,
+        run.cache_read_tokens,
+    ) = totals
+    run.models_seen = sorted({row[0] for row in summary.summaries})
+    run.surfaces_seen = sorted({row[1] for row in summary.summaries if row[1]})
+    run.modes_seen = sorted({row[2] for row in summary.summaries if row[2]})
+    run.cases_seen = summary.cases_seen
     run.save()
-    shard.warnings = joins.warnings[:200]
-    shard.warning_count = len(joins.warnings)
-    return run.attempt_count
+    shard.lines = summary.lines
+    shard.warnings = summary.warnings
+    shard.warning_count = summary.warning_count
+    shard.save(update_fields=["lines", "warnings", "warning_count"])
+    return {s.label: s.pk for s in sessions}
 
 
 def ingest_shard(
@@ -724,23 +572,24 @@ def ingest_shard(
                 upload=upload, name=name[:500], sha256=sha, size=size, lines=0
             )
             run = Run.objects.create(shard=shard, run_id="", repeat=0, line=0)
-            joins = Joins(name)
-            writer = _ShardWriter(run.pk)
-            done = 0
+            writer = _Writer(run.pk)
+            summary: ShardSummary | None = None
+            session_ids: dict[str, int] = {}
             next_report = CHUNK * 8
-            lineno = 0
-            for lineno, typ, p, nbytes in iter_lines(stream, name):
-                joins.see(lineno, typ, p)
-                writer.add(lineno, typ, p)
-                done += nbytes
-                if progress and done >= next_report:
-                    progress(name, done, size)
-                    next_report += CHUNK * 8
-            joins.finish()
-            writer.adopt_orphans()
-            shard.lines = lineno
-            attempts = _finish(run, joins, shard, writer)
-            shard.save(update_fields=["lines", "warnings", "warning_count"])
+            for msg in _parsed(stream, name, size):
+                kind = msg[0]
+                if kind == "batch":
+                    writer.children(*msg[1:5])
+                    if progress and msg[5] >= next_report:
+                        progress(name, msg[5], size)
+                        next_report = msg[5] + CHUNK * 8
+                elif kind == "shard":
+                    summary = msg[1]
+                    session_ids = _store_run(run, summary, shard)
+                elif kind == "attempts":
+                    writer.write_attempts(msg[1], session_ids)
+            assert summary is not None
+            attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:
         report.refused.append(exc.as_dict())
         return

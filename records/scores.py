@@ -315,7 +315,8 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
     """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
-    from records.ingest import _json, _Table
+    from records.formats.shard_rows import json_text
+    from records.ingest import _Table
 
     table = _Table(Verdict, _VERDICT_COLUMNS)
     with transaction.atomic():
@@ -369,7 +370,7 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
                         agg.confirmations.get("unaided", 0),
                         agg.confirmations.get("server-aided", 0),
                         agg.confirmations.get("never", 0),
-                        _json(v.as_dict()),
+                        json_text(v.as_dict()),
                     )
                 )
                 count += 1

@@ -5,6 +5,13 @@ line exactly as the upstream strict reader does: envelope (A.4), payload fields 
 the whole shard has been seen, the joins (A.6). Every error is a `ShardError` naming the file, the
 line and the field.
 
+Lines come in two representations: the run and session lines (a handful per shard) as dicts, and
+the attempt, turn, call and verify lines (the bulk) as the typed payload structs below. A line
+spelled exactly as upstream writes it is decoded straight into its struct by msgspec, which checks
+every field's type on the way; any line msgspec refuses (another spelling, a null, a wrong type,
+bad JSON) is read again by the general reader, which follows Go's rules and words the error.
+Both end in the same checks, so the fast decoder only ever decides how fast a line is read.
+
 One deliberate difference from upstream, documented in the README: a `completed` attempt that
 carries a `reason` is accepted with a warning (the upstream runner writes the model's closing
 prose there, G.3), because refusing real shards helps nobody.
@@ -16,8 +23,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal, Union
 
+import msgspec
 import orjson
 
 SCHEMA_VERSION = 1
@@ -372,63 +380,224 @@ def _check_session(p: dict[str, Any]) -> None:
     _at_least(p, "session", "slice_size", 0, present=True)
 
 
-def _check_attempt(p: dict[str, Any]) -> None:
-    _require(p, "attempt", "id", "case", "model")
-    ended_by = p.get("ended_by", "")
-    if ended_by not in ENDINGS:
+# --- the bulk line types as typed structs --------------------------------------------------------
+
+_Int64 = Annotated[int, msgspec.Meta(ge=-_INT64, le=_INT64 - 1)]
+
+
+class Usage(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    input: _Int64 = 0
+    output: _Int64 = 0
+    cache_created: _Int64 = 0
+    cache_read: _Int64 = 0
+
+
+_NO_USAGE = Usage()
+
+
+class Block(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    kind: str = ""
+    text: str = ""
+    tool: str = ""
+    arguments: Any = None
+    raw: str = ""
+    call_id: str = ""
+
+
+class Attempt(msgspec.Struct, forbid_unknown_fields=True):
+    id: str = ""
+    case: str = ""
+    model: str = ""
+    surface: str = ""
+    session: str = ""
+    repeat: _Int64 = 0
+    shown_tools: _Int64 | None = None
+    overflowed: bool | None = None
+    tool_digest: str = ""
+    facts: dict[str, str] | None = None
+    stimulus: str = ""
+    ended_by: str = ""
+    reason: str = ""
+
+
+class Turn(msgspec.Struct, forbid_unknown_fields=True):
+    attempt: str = ""
+    index: _Int64 = 0
+    try_: _Int64 = msgspec.field(default=0, name="try")
+    request_digest: str = ""
+    blocks: list[Block] = msgspec.field(default_factory=list)
+    usage: Usage = _NO_USAGE
+    status: str = ""
+    detail: str = ""
+    latency_ms: float | None = None
+
+
+class Call(msgspec.Struct, forbid_unknown_fields=True):
+    attempt: str = ""
+    turn: _Int64 = 0
+    index: _Int64 = 0
+    tool: str = ""
+    arguments: Any = None
+    requested_action: str = ""
+    dispatched_action: str = ""
+    dispatched_tool: str = ""
+    refusal_reason: str = ""
+    outcome: str = ""
+    result: Any = None
+    result_truncated: bool = False
+    text: str = ""
+    text_truncated: bool = False
+    duration_ms: float | None = None
+    trace_id: str = ""
+    requests: _Int64 | None = None
+    dispatch_observed: bool = False
+
+
+class Verify(msgspec.Struct, forbid_unknown_fields=True):
+    attempt: str = ""
+    name: str = ""
+    passed: bool = False
+    detail: str = ""
+
+
+STRUCTS: dict[str, type[msgspec.Struct]] = {
+    "attempt": Attempt,
+    "turn": Turn,
+    "call": Call,
+    "verify": Verify,
+}
+
+
+def _envelope(typ: str, payload: type) -> type:
+    """{"schema": 1, "type": typ, typ: {...}}, exactly: the line as upstream writes it."""
+    return msgspec.defstruct(
+        f"_{typ.title()}Line",
+        [("schema", Literal[1]), (typ, payload)],
+        tag=typ,
+        tag_field="type",
+        forbid_unknown_fields=True,
+    )
+
+
+_ENVELOPES = {_envelope(typ, struct): typ for typ, struct in STRUCTS.items()}
+_FAST = msgspec.json.Decoder(Union[tuple(_ENVELOPES)])  # noqa: UP007 (a union built at run time)
+# orjson refuses JSON nested deeper than this; msgspec would accept it, so lines that could be
+# (long enough, and with that many brackets) are left to the general reader.
+_MAX_DEPTH = 1024
+
+
+def as_dict(payload: Any) -> dict[str, Any]:
+    """A payload as a plain dict (field names as the shard spells them), whichever its form."""
+    if isinstance(payload, msgspec.Struct):
+        return msgspec.to_builtins(payload)
+    return payload
+
+
+# --- checks past the field types (one function per line type, identifier lengths first) ---------
+
+_ENDINGS = frozenset(ENDINGS)
+_SESSIONLESS = frozenset(("skipped", "harness_error"))
+_TURN_STATUSES = frozenset(TURN_STATUSES)
+_BLOCK_KINDS = frozenset(BLOCK_KINDS)
+_CALL_OUTCOMES = frozenset(CALL_OUTCOMES)
+
+
+def _short_ref(value: str, path: str) -> None:
+    if len(value) > MAX_ID_CHARS:
+        _short(value, path)
+    if not value.strip():
+        raise _FieldError(path, "is required and is empty")
+
+
+def _low(value: int, path: str, low: int) -> None:
+    if value < low:
+        raise _FieldError(path, f"must be at least {low}, not {value}")
+
+
+def _check_attempt(p: Attempt) -> None:
+    for name in ("id", "case", "model", "surface", "session"):
+        _short(getattr(p, name), f"attempt.{name}")
+    for name in ("id", "case", "model"):
+        if not getattr(p, name).strip():
+            raise _FieldError(f"attempt.{name}", "is required and is empty")
+    ended_by = p.ended_by
+    if ended_by not in _ENDINGS:
         raise _FieldError("attempt.ended_by", f"{ended_by!r} is not one of {', '.join(ENDINGS)}")
-    if ended_by not in ("skipped", "harness_error"):
-        _require(p, "attempt", "session")
-    _at_least(p, "attempt", "repeat", 1)
-    _at_least(p, "attempt", "shown_tools", 0, present=True)
-    if ended_by == "skipped" and _blank(p, "reason"):
+    if ended_by not in _SESSIONLESS and not p.session.strip():
+        raise _FieldError("attempt.session", "is required and is empty")
+    _low(p.repeat, "attempt.repeat", 1)
+    if p.shown_tools is not None:
+        _low(p.shown_tools, "attempt.shown_tools", 0)
+    if ended_by == "skipped" and not p.reason.strip():
         raise _FieldError("attempt.reason", "a skipped attempt must say why it was skipped")
 
 
-def _check_turn(p: dict[str, Any]) -> None:
-    _require(p, "turn", "attempt")
-    _at_least(p, "turn", "index", 1)
-    _at_least(p, "turn", "try", 1)
-    status = p.get("status", "")
-    if status not in TURN_STATUSES:
-        raise _FieldError("turn.status", f"{status!r} is not one of {', '.join(TURN_STATUSES)}")
-    for i, block in enumerate(p.get("blocks", ())):
-        kind = block.get("kind", "")
-        if kind not in BLOCK_KINDS:
+def _check_turn(p: Turn) -> None:
+    _short_ref(p.attempt, "turn.attempt")
+    if p.index < 1:
+        _low(p.index, "turn.index", 1)
+    if p.try_ < 1:
+        _low(p.try_, "turn.try", 1)
+    if p.status not in _TURN_STATUSES:
+        raise _FieldError("turn.status", f"{p.status!r} is not one of {', '.join(TURN_STATUSES)}")
+    for i, block in enumerate(p.blocks):
+        if block.kind not in _BLOCK_KINDS:
             raise _FieldError(
                 f"turn.blocks[{i}].kind",
-                f"block {i + 1} has kind {kind!r}, not one of {', '.join(BLOCK_KINDS)}",
+                f"block {i + 1} has kind {block.kind!r}, not one of {', '.join(BLOCK_KINDS)}",
             )
-    usage = p.get("usage", {})
-    for name in ("input", "output", "cache_created", "cache_read"):
-        if usage.get(name, 0) < 0:
-            raise _FieldError(f"turn.usage.{name}", f"must be at least 0, not {usage[name]}")
+    u = p.usage
+    if u.input < 0 or u.output < 0 or u.cache_created < 0 or u.cache_read < 0:
+        for name in ("input", "output", "cache_created", "cache_read"):
+            _low(getattr(u, name), f"turn.usage.{name}", 0)
 
 
-def _check_call(p: dict[str, Any]) -> None:
-    _require(p, "call", "attempt", "tool")
-    _at_least(p, "call", "turn", 1)
-    _at_least(p, "call", "index", 1)
-    outcome = p.get("outcome", "")
+def _check_call(p: Call) -> None:
+    _short_ref(p.attempt, "call.attempt")
+    if not p.tool.strip():
+        raise _FieldError("call.tool", "is required and is empty")
+    if p.turn < 1:
+        _low(p.turn, "call.turn", 1)
+    if p.index < 1:
+        _low(p.index, "call.index", 1)
+    outcome = p.outcome
+    if outcome in _CALL_OUTCOMES:
+        return
     if outcome.startswith("refused:"):
         if not outcome[len("refused:") :].strip():
             raise _FieldError("call.outcome", "a refused outcome must name its reason")
-    elif outcome not in CALL_OUTCOMES:
+    else:
         raise _FieldError(
             "call.outcome",
             f"{outcome!r} is not one of {', '.join(CALL_OUTCOMES)} or refused:<reason>",
         )
 
 
-def _check_verify(p: dict[str, Any]) -> None:
-    _require(p, "verify", "attempt", "name")
-    if not p.get("passed", False) and _blank(p, "detail"):
+def _check_verify(p: Verify) -> None:
+    _short_ref(p.attempt, "verify.attempt")
+    if not p.name.strip():
+        raise _FieldError("verify.name", "is required and is empty")
+    if not p.passed and not p.detail.strip():
         raise _FieldError("verify.detail", "a failed check must say what did not hold")
 
 
-_CHECKS = {
-    "run": _check_run,
-    "session": _check_session,
+def _check_run_line(p: dict[str, Any]) -> None:
+    for name in ID_FIELDS["run"]:
+        _short(p.get(name, ""), f"run.{name}")
+    for i, provider in enumerate(p.get("providers", ())):
+        _short(provider.get("spec", ""), f"run.providers[{i}].spec")
+    _check_run(p)
+
+
+def _check_session_line(p: dict[str, Any]) -> None:
+    for name in ID_FIELDS["session"]:
+        _short(p.get(name, ""), f"session.{name}")
+    _check_session(p)
+
+
+_CHECKS: dict[str, Callable[[Any], None]] = {
+    "run": _check_run_line,
+    "session": _check_session_line,
     "attempt": _check_attempt,
     "turn": _check_turn,
     "call": _check_call,
@@ -436,8 +605,31 @@ _CHECKS = {
 }
 
 
-def parse_line(raw: bytes) -> tuple[str, dict[str, Any]]:
-    """Decode and validate one non-blank shard line; raises `_FieldError`-bearing ShardError parts."""
+def parse_line(raw: bytes) -> tuple[str, Any]:
+    """Decode and validate one non-blank shard line: (type, payload). Raises `_FieldError`.
+
+    The payload is a dict for run and session lines and a struct for the others (see above).
+    """
+    if len(raw) <= 2 * _MAX_DEPTH or raw.count(b"[") + raw.count(b"{") <= _MAX_DEPTH:
+        try:
+            line = _FAST.decode(raw)
+        except msgspec.MsgspecError:
+            pass  # not spelled exactly as upstream writes it: the general reader decides
+        else:
+            typ = _ENVELOPES[type(line)]
+            payload = getattr(line, typ)
+            _CHECKS[typ](payload)
+            return typ, payload
+    typ, payload = _parse_general(raw)
+    struct = STRUCTS.get(typ)
+    if struct is not None:
+        payload = msgspec.convert(payload, struct)
+    _CHECKS[typ](payload)
+    return typ, payload
+
+
+def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
+    """Go's reading of a line: field names in any case, null leaves a field unset, last key wins."""
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -446,17 +638,6 @@ def parse_line(raw: bytes) -> tuple[str, dict[str, Any]]:
         raise _FieldError("", f"the line is not valid JSON: {exc}") from None
     if type(doc) is not dict:
         raise _FieldError("", f"a shard line must be a JSON object, not {_kind(doc)}")
-    typ = doc.get("type")
-    if (
-        len(doc) == 3
-        and doc.get("schema") == SCHEMA_VERSION
-        and type(doc["schema"]) is int
-        and typ in PAYLOADS
-        and type(doc.get(typ)) is dict
-    ):
-        # The usual line: {"schema": 1, "type": T, T: {...}}, spelled exactly.
-        payload = PAYLOADS[typ](doc[typ], typ)
-        return typ, _finish_payload(typ, payload)
     schema: Any = 0
     typ: Any = ""
     payloads: dict[str, Any] = {}
@@ -487,17 +668,7 @@ def parse_line(raw: bytes) -> tuple[str, dict[str, Any]]:
             ", ".join(payloads),
             f"line type {typ} carries {len(payloads)} payloads, want exactly one",
         )
-    payload = PAYLOADS[typ](payloads[typ], typ)
-    return typ, _finish_payload(typ, payload)
-
-
-def _finish_payload(typ: str, payload: dict[str, Any]) -> dict[str, Any]:
-    for name in ID_FIELDS[typ]:
-        _short(payload.get(name, ""), f"{typ}.{name}")
-    for i, provider in enumerate(payload.get("providers", ()) if typ == "run" else ()):
-        _short(provider.get("spec", ""), f"run.providers[{i}].spec")
-    _CHECKS[typ](payload)
-    return payload
+    return typ, PAYLOADS[typ](payloads[typ], typ)
 
 
 def _short(value: str, path: str) -> None:
@@ -509,7 +680,7 @@ def _short(value: str, path: str) -> None:
         )
 
 
-def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, dict[str, Any], int]]:
+def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, Any, int]]:
     """Yield (line number, type, payload, byte length) for every non-blank line, in file order.
 
     Memory is bounded by the line cap: a line is never read past 1 MiB.
@@ -556,10 +727,10 @@ class Joins:
     warnings: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(LINE_TYPES, 0))
 
-    def see(self, lineno: int, typ: str, p: dict[str, Any]) -> None:
+    def see(self, lineno: int, typ: str, p: Any) -> None:
         self.counts[typ] += 1
         if typ == "attempt":
-            key = p["id"]
+            key = p.id
             if key in self.attempts:
                 raise ShardError(
                     self.name,
@@ -568,10 +739,10 @@ class Joins:
                     field="attempt.id",
                 )
             self.attempts.add(key)
-            label = p.get("session", "")
+            label = p.session
             if label and label not in self.session_refs:
                 self.session_refs[label] = (lineno, key)
-            if p.get("ended_by") == "completed" and not _blank(p, "reason"):
+            if p.ended_by == "completed" and p.reason.strip():
                 self.warnings.append(
                     {
                         "line": lineno,
@@ -594,7 +765,7 @@ class Joins:
         elif typ == "session":
             self.sessions[p["label"]] = (lineno, p)  # a later label replaces an earlier one
         else:
-            key = p["attempt"]
+            key = p.attempt
             if key not in self.attempt_refs:
                 self.attempt_refs[key] = (lineno, typ)
 
@@ -665,9 +836,9 @@ def read_shard(stream: IO[bytes], name: str) -> Shard:
     for lineno, typ, p, _ in iter_lines(stream, name):
         joins.see(lineno, typ, p)
         if typ == "attempt":
-            attempts[p["id"]] = AttemptRecord(lineno, p)
+            attempts[p.id] = AttemptRecord(lineno, as_dict(p))
         elif typ in ("turn", "call", "verify"):
-            children.append((typ, lineno, p))
+            children.append((typ, lineno, as_dict(p)))
     joins.finish()
     for typ, lineno, p in children:  # attached in file order once every attempt is known
         rec = attempts[p["attempt"]]

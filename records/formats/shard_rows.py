@@ -1,0 +1,409 @@
+"""A shard's lines as table rows, in one streaming pass. Pure Python, no Django.
+
+`messages()` reads a shard with the strict reader, checks the joins, and yields what the ingest
+writes, in this order:
+
+- ("batch", turns, calls, verifies, attempts_seen, bytes_read), every few thousand lines: child
+  rows whose first value is their attempt's index in the shard (0, 1, ... in file order);
+- ("shard", ShardSummary) once the whole shard is read and its joins hold: the run line, the
+  sessions with their call counts, the per-(model, surface, mode) summaries and the warnings;
+- ("attempts", rows), the attempt rows with their totals, effective surface and mode settled;
+- ("done", None).
+
+Attempt rows are held until the end because what they carry (totals over their turn and call
+lines, their session's surface and mode) is only known once the shard is read; written once,
+they are never updated. The same generator runs in the ingest's own process, or, for a large
+shard, in a parser process beside the database writer (`worker`), so that parsing and writing
+use both cores. A ShardError in the parser reaches the writer as a ("error", ...) message.
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import pickle
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+import msgspec
+
+from records.formats.shard import ENDINGS, Joins, ShardError, iter_lines
+
+BATCH_LINES = 2000
+
+# Column names as the models call them; the first of each child table is the attempt.
+ATTEMPT_COLUMNS = [
+    "key",
+    "line",
+    "case",
+    "model",
+    "surface",
+    "effective_surface",
+    "effective_mode",
+    "session_label",
+    "repeat",
+    "shown_tools",
+    "overflowed",
+    "tool_digest",
+    "facts",
+    "stimulus",
+    "ended_by",
+    "reason",
+    "turn_count",
+    "try_count",
+    "call_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_created_tokens",
+    "cache_read_tokens",
+    "latency_ms",
+]
+TURN_COLUMNS = [
+    "attempt",
+    "line",
+    "index",
+    "try_number",
+    "request_digest",
+    "blocks",
+    "input_tokens",
+    "output_tokens",
+    "cache_created_tokens",
+    "cache_read_tokens",
+    "status",
+    "detail",
+    "latency_ms",
+    "has_tool_call",
+]
+CALL_COLUMNS = [
+    "attempt",
+    "line",
+    "turn",
+    "index",
+    "tool",
+    "arguments",
+    "requested_action",
+    "dispatched_action",
+    "dispatched_tool",
+    "refusal_reason",
+    "outcome",
+    "result",
+    "result_truncated",
+    "text",
+    "text_truncated",
+    "duration_ms",
+    "trace_id",
+    "requests",
+    "dispatch_observed",
+]
+VERIFY_COLUMNS = ["attempt", "line", "name", "passed", "detail"]
+SUMMARY_COLUMNS = [
+    "model",
+    "surface",
+    "mode",
+    "attempts",
+    *ENDINGS,
+    "turns",
+    "tries",
+    "calls",
+    "latency_ms",
+    "input_tokens",
+    "output_tokens",
+    "cache_created_tokens",
+    "cache_read_tokens",
+]
+
+# Positions in an attempt row (ATTEMPT_COLUMNS order).
+_A_MODEL, _A_SURFACE, _A_EFF_SURFACE, _A_EFF_MODE, _A_LABEL = 3, 4, 5, 6, 7
+_A_ENDED_BY, _A_TOTALS = 14, 16
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def json_text(value: Any) -> str | None:
+    """JSON text: SQLite stores it as is, PostgreSQL parses it into jsonb."""
+    if value is None:
+        return None
+    return _encode(value).decode()
+
+
+@dataclass
+class ShardSummary:
+    lines: int
+    run: dict[str, Any]
+    run_line: int
+    sessions: dict[str, tuple[int, dict[str, Any]]]
+    # label -> [calls, calls the server observed] over the session's attempts
+    session_calls: dict[str, list[int]]
+    summaries: list[tuple[Any, ...]]  # SUMMARY_COLUMNS order
+    cases_seen: list[str]
+    attempt_count: int
+    warnings: list[dict[str, Any]] = field(default_factory=list)
+    warning_count: int = 0
+
+
+class ShardRows:
+    """Turns validated lines into rows and keeps what the end of the shard settles."""
+
+    def __init__(self, name: str) -> None:
+        self.joins = Joins(name)
+        self.index: dict[str, int] = {}  # attempt key -> its index in the shard
+        self.attempts: list[list[Any]] = []
+        # attempt index -> [turn indexes, tries, calls, input, output, cache created,
+        # cache read, latency]; for keys not yet seen, waiting under the key.
+        self.totals: dict[Any, list[Any]] = {}
+        self.turns: list[tuple[Any, ...]] = []
+        self.calls: list[tuple[Any, ...]] = []
+        self.verifies: list[tuple[Any, ...]] = []
+        # Child lines that came before their attempt line (rare): rows keyed by attempt key.
+        self.orphans: list[tuple[list[tuple[Any, ...]], str, tuple[Any, ...]]] = []
+        # attempt index -> [calls, observed calls]
+        self.call_counts: dict[int, list[int]] = {}
+        self.pending_calls: dict[str, list[int]] = {}
+        self.pending = 0
+        self.lines = 0
+
+    def add(self, lineno: int, typ: str, p: Any) -> None:
+        """One line as the reader gives it (run and session lines as dicts, the rest as structs)."""
+        self.joins.see(lineno, typ, p)
+        self.lines = lineno
+        if typ == "run" or typ == "session":
+            return
+        if typ == "attempt":
+            key = p.id
+            k = self.index[key] = len(self.attempts)
+            self.attempts.append(
+                [
+                    key,
+                    lineno,
+                    p.case,
+                    p.model,
+                    p.surface,
+                    p.surface,
+                    "",
+                    p.session,
+                    p.repeat,
+                    p.shown_tools,
+                    p.overflowed,
+                    p.tool_digest,
+                    json_text(p.facts),
+                    p.stimulus,
+                    p.ended_by,
+                    p.reason,
+                ]
+            )
+            early = self.totals.pop(key, None)
+            if early is not None:
+                self.totals[k] = early
+            early_calls = self.pending_calls.pop(key, None)
+            if early_calls is not None:
+                self.call_counts[k] = early_calls
+            return
+        key = p.attempt
+        k = self.index.get(key)
+        t = self.totals.get(key if k is None else k)
+        if t is None:
+            t = self.totals[key if k is None else k] = [set(), 0, 0, 0, 0, 0, 0, 0.0]
+        if typ == "turn":
+            u = p.usage
+            blocks = p.blocks
+            latency = p.latency_ms
+            t[0].add(p.index)
+            t[1] += 1
+            t[3] += u.input
+            t[4] += u.output
+            t[5] += u.cache_created
+            t[6] += u.cache_read
+            if latency:
+                t[7] += latency
+            table = self.turns
+            row: tuple[Any, ...] = (
+                lineno,
+                p.index,
+                p.try_,
+                p.request_digest,
+                _encode(blocks).decode(),
+                u.input,
+                u.output,
+                u.cache_created,
+                u.cache_read,
+                p.status,
+                p.detail,
+                latency,
+                "tool_call" in [b.kind for b in blocks],
+            )
+        elif typ == "call":
+            t[2] += 1
+            observed = p.dispatch_observed
+            counts = (
+                self.pending_calls.setdefault(key, [0, 0])
+                if k is None
+                else self.call_counts.setdefault(k, [0, 0])
+            )
+            counts[0] += 1
+            counts[1] += observed
+            table = self.calls
+            arguments, result = p.arguments, p.result
+            row = (
+                lineno,
+                p.turn,
+                p.index,
+                p.tool,
+                None if arguments is None else _encode(arguments).decode(),
+                p.requested_action,
+                p.dispatched_action,
+                p.dispatched_tool,
+                p.refusal_reason,
+                p.outcome,
+                None if result is None else _encode(result).decode(),
+                p.result_truncated,
+                p.text,
+                p.text_truncated,
+                p.duration_ms,
+                p.trace_id,
+                p.requests,
+                observed,
+            )
+        else:
+            table = self.verifies
+            row = (lineno, p.name, p.passed, p.detail)
+        if k is None:
+            self.orphans.append((table, key, row))
+        else:
+            table.append((k, *row))
+        self.pending += 1
+
+    def take_batch(self) -> tuple[Any, ...]:
+        out = ("batch", self.turns, self.calls, self.verifies, len(self.attempts))
+        self.turns, self.calls, self.verifies = [], [], []
+        self.pending = 0
+        return out
+
+    def finish(self) -> tuple[ShardSummary, list[list[Any]]]:
+        """Check the joins, place the orphans, and settle what needs the whole shard."""
+        self.joins.finish()
+        for table, key, row in self.orphans:
+            table.append((self.index[key], *row))
+        self.orphans = []
+        joins = self.joins
+        sessions = joins.sessions
+        attempts = self.attempts
+        totals = self.totals
+        # Each attempt's session surface and mode (modelrecord C.1), then its totals.
+        for k, row in enumerate(attempts):
+            label = row[_A_LABEL]
+            if label:
+                s = sessions[label][1]
+                if not row[_A_SURFACE]:
+                    row[_A_EFF_SURFACE] = s.get("surface", "")
+                row[_A_EFF_MODE] = s.get("mode", "") or "default"
+            t = totals.get(k)
+            if t is None:
+                row.extend((0, 0, 0, 0, 0, 0, 0, 0.0))
+            else:
+                row.extend((len(t[0]), *t[1:]))
+        # Sessionless attempts (skips, early harness errors) join the one candidate of the
+        # shard with the same model and surface, if there is exactly one (modelrecord C.9).
+        modes: dict[tuple[str, str], set[str]] = {}
+        for row in attempts:
+            if row[_A_LABEL]:
+                modes.setdefault((row[_A_MODEL], row[_A_EFF_SURFACE]), set()).add(row[_A_EFF_MODE])
+        for row in attempts:
+            if not row[_A_LABEL]:
+                found = modes.get((row[_A_MODEL], row[_A_EFF_SURFACE]))
+                if found is not None and len(found) == 1:
+                    row[_A_EFF_MODE] = next(iter(found))
+        session_calls: dict[str, list[int]] = {}
+        for k, (n, observed) in self.call_counts.items():
+            label = attempts[k][_A_LABEL]
+            if label:
+                c = session_calls.setdefault(label, [0, 0])
+                c[0] += n
+                c[1] += observed
+        groups: dict[tuple[str, str, str], list[Any]] = {}
+        ending = {e: i for i, e in enumerate(ENDINGS)}
+        for row in attempts:
+            g = groups.get((row[_A_MODEL], row[_A_EFF_SURFACE], row[_A_EFF_MODE]))
+            if g is None:
+                g = groups[(row[_A_MODEL], row[_A_EFF_SURFACE], row[_A_EFF_MODE])] = [0] * (
+                    1 + len(ENDINGS) + 8
+                )
+                g[-5] = 0.0
+            g[0] += 1
+            g[1 + ending[row[_A_ENDED_BY]]] += 1
+            for i, v in enumerate(row[_A_TOTALS : _A_TOTALS + 3]):
+                g[1 + len(ENDINGS) + i] += v
+            g[-5] += row[_A_TOTALS + 7]
+            for i, v in enumerate(row[_A_TOTALS + 3 : _A_TOTALS + 7]):
+                g[-4 + i] += v
+        assert joins.run is not None
+        summary = ShardSummary(
+            lines=self.lines,
+            run=joins.run,
+            run_line=joins.run_line,
+            sessions=sessions,
+            session_calls=session_calls,
+            summaries=[(*k, *v) for k, v in sorted(groups.items())],
+            cases_seen=sorted({row[2] for row in attempts})[:5000],
+            attempt_count=len(attempts),
+            warnings=joins.warnings[:200],
+            warning_count=len(joins.warnings),
+        )
+        return summary, attempts
+
+
+def messages(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
+    """The shard's rows, in the order the module docstring gives. Raises ShardError."""
+    rows = ShardRows(name)
+    done = 0
+    for lineno, typ, p, nbytes in iter_lines(stream, name):
+        rows.add(lineno, typ, p)
+        done += nbytes
+        if rows.pending >= BATCH_LINES:
+            yield (*rows.take_batch(), done)
+    summary, attempts = rows.finish()
+    yield (*rows.take_batch(), done)
+    yield ("shard", summary)
+    for i in range(0, len(attempts), BATCH_LINES):
+        yield ("attempts", [(k, *row) for k, row in enumerate(attempts[i : i + BATCH_LINES], i)])
+    yield ("done", None)
+
+
+# --- the parser process -------------------------------------------------------------------------
+
+
+class _PipeReader(io.RawIOBase):
+    """The shard's bytes as the writer process sends them: chunks, then an empty chunk."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.left = memoryview(b"")
+        self.eof = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        while not self.left and not self.eof:
+            self.left = memoryview(self.conn.recv_bytes())
+            self.eof = not self.left
+        n = min(len(buf), len(self.left))
+        buf[:n] = self.left[:n]
+        self.left = self.left[n:]
+        return n
+
+
+def worker(source: Any, sink: Any, name: str) -> None:
+    """The parser process: shard bytes in from `source`, pickled messages out to `sink`."""
+    # What this process builds holds no reference cycles, and a forked parser shares the
+    # writer's memory: collecting would only walk (and copy) pages nobody frees.
+    gc.disable()
+    stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
+    try:
+        for msg in messages(stream, name):
+            sink.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+    except ShardError as exc:
+        sink.send_bytes(pickle.dumps(("error", (exc.file, exc.message, exc.line, exc.field))))
+    finally:
+        sink.close()
