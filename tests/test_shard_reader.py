@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 
@@ -13,7 +14,7 @@ from records.formats.shard import (
     read_shard,
     read_shard_bytes,
 )
-from tests.builders import DROP, FIXTURE_SHARD, encode, line, shard
+from tests.builders import DROP, FIXTURE_SHARD, MINIMAL, encode, line, shard
 
 
 def refuse(data: bytes) -> ShardError:
@@ -349,3 +350,117 @@ def test_identifiers_longer_than_500_characters_are_refused(bad, field):
 def test_long_free_text_is_kept():
     s = read_shard_bytes(shard(line("verify", name="n" * 5000)), "modeleval-long.jsonl")
     assert len(s.attempts[0].verifies[1][1]["name"]) == 5000
+
+
+# --- the fast reader and the general reader agree -------------------------------------------------
+
+
+def _general(raw: bytes):
+    """The general reader alone: Go's reading, then the same struct and checks."""
+    import msgspec
+
+    from records.formats import shard as sr
+
+    typ, payload = sr._parse_general(raw)
+    if typ in sr.STRUCTS:
+        payload = msgspec.convert(payload, sr.STRUCTS[typ])
+    sr._CHECKS[typ](payload)
+    return typ, payload
+
+
+def _outcome(read, raw: bytes):
+    from records.formats.shard import _FieldError
+
+    try:
+        return read(raw)
+    except _FieldError as exc:
+        return ("refused", exc.field, exc.message)
+
+
+def _variants() -> list[bytes]:
+    call = MINIMAL["call"]
+    out = [json.dumps(line(t)).encode() for t in ("attempt", "turn", "call", "verify")]
+    for typ, changes in [
+        ("call", {"requests": None}),
+        ("call", {"turn": True}),
+        ("call", {"turn": 1.0}),
+        ("call", {"turn": "1"}),
+        ("call", {"index": 2**63 - 1}),
+        ("call", {"index": 2**63}),
+        ("call", {"index": -(2**63)}),
+        ("call", {"duration_ms": 7}),
+        ("call", {"dispatch_observed": 1}),
+        ("call", {"outcome": "refused:"}),
+        ("call", {"outcome": "refused: not allowed"}),
+        ("call", {"arguments": {"a": [1, {"b": None}], "c": "é"}, "result": "x"}),
+        ("call", {"arguments": 12345678901234567890}),
+        ("call", {"extra": 1}),
+        ("call", {"attempt": " "}),
+        ("call", {"attempt": "a" * 501}),
+        ("turn", {"usage": {"input": 5, "cache_read": -1}}),
+        ("turn", {"usage": None}),
+        ("turn", {"blocks": [{"kind": "text", "text": "hi"}, None]}),
+        ("turn", {"blocks": [{"kind": "tool_call", "tool": "t", "arguments": {"x": 1}}]}),
+        ("turn", {"blocks": [{"kind": "essay"}]}),
+        ("turn", {"blocks": [{"kind": "text", "Text": "case"}]}),
+        ("turn", {"try": 0}),
+        ("turn", {"latency_ms": 12.5}),
+        ("attempt", {"facts": {"a": "b"}}),
+        ("attempt", {"facts": {"a": 1}}),
+        ("attempt", {"shown_tools": -1}),
+        ("attempt", {"ended_by": "skipped", "session": "", "reason": ""}),
+        ("attempt", {"overflowed": None}),
+        ("verify", {"passed": False}),
+        ("verify", {"passed": False, "detail": "nope"}),
+    ]:
+        out.append(json.dumps(line(typ, **changes)).encode())
+    out += [
+        b'{"schema":1,"type":"call","call":%s,"type":"turn"}' % json.dumps(call).encode(),
+        b'{"schema":1,"type":"call","call":{"attempt":"x"},"call":%s}' % json.dumps(call).encode(),
+        b'{"Schema":1,"TYPE":"call","Call":%s}' % json.dumps(call).encode(),
+        b'{"schema":1,"type":"call","call":{"ATTEMPT":"a1","tool":"t","turn":1,"index":1,'
+        b'"outcome":"ok"}}',
+        b'{"schema":"1","type":"verify","verify":{"attempt":"a1","name":"n","passed":true}}',
+        b'{"schema":2,"type":"verify","verify":{"attempt":"a1","name":"n","passed":true}}',
+        b'{"schema":1,"type":"verify","verify":{"att\\u0065mpt":"a1","name":"n","passed":true}}',
+        b'{"schema":1,"type":"verify","verify":{"attempt":"a1","name":"\\ud800","passed":true}}',
+        b'{"schema":1,"type":"verify","verify":{"attempt":"a1","name":"\xff","passed":true}}',
+        b'{"schema":1,"type":"call","call":{"attempt":"a1","tool":"t","turn":1,"index":1,'
+        b'"outcome":"ok","arguments":1e400}}',
+        b'{"schema":1,"type":"verify","verify":{"attempt":"a1","name":"n","passed":true}} {}',
+    ]
+    for depth in (1000, 1022, 1023, 1030):
+        nested = b"[" * depth + b"]" * depth
+        out.append(
+            b'{"schema":1,"type":"call","call":{"attempt":"a1","tool":"t","turn":1,"index":1,'
+            b'"outcome":"ok","arguments":%s}}' % nested
+        )
+    return out
+
+
+def _fixture_lines() -> list[bytes]:
+    return [raw for raw in FIXTURE_SHARD.read_bytes().splitlines() if raw.strip()]
+
+
+def test_the_fast_reader_and_the_general_reader_agree_on_every_line():
+    from records.formats.shard import parse_line
+
+    lines = _fixture_lines() + _variants()
+    assert len(lines) > 50
+    for raw in lines:
+        assert _outcome(parse_line, raw) == _outcome(_general, raw), raw[:200]
+
+
+def test_lines_spelled_as_upstream_writes_them_never_need_the_general_reader(monkeypatch):
+    from records.formats import shard as sr
+
+    def general(raw):
+        raise AssertionError("the general reader was used")
+
+    monkeypatch.setattr(sr, "_parse_general", general)
+    bulk = [raw for raw in _fixture_lines() if b'"type":"run"' not in raw]
+    bulk = [raw for raw in bulk if b'"type":"session"' not in raw]
+    assert len(bulk) > 5
+    for raw in bulk:
+        typ, payload = sr.parse_line(raw)
+        assert isinstance(payload, sr.STRUCTS[typ])

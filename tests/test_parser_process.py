@@ -1,0 +1,149 @@
+"""Large shards are parsed in a second process: the rows stored, the errors named and the
+failures handled are exactly those of parsing in line."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import threading
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from records import ingest as ing
+from records.ingest import bytes_input, ingest
+from records.models import Attempt, Call, Session, ShardFile, SurfaceSummary, Turn, Upload, Verify
+from records.synth import MODELS, load_demo_key, write_run
+from tests.builders import FIXTURE_SHARD, encode, line
+
+pytestmark = pytest.mark.django_db
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
+
+
+def _synth() -> bytes:
+    buf = io.BytesIO()
+    write_run(
+        buf,
+        load_demo_key(),
+        run_id="run-parser",
+        commit="c" * 40,
+        started_at=datetime(2026, 11, 2, 9),
+        seed=7,
+        models=MODELS[:2],
+        max_attempts=120,
+    )
+    return buf.getvalue()
+
+
+def _ingest(name: str, data: bytes):
+    return ingest([bytes_input(name, data)], Upload.objects.create(source=Upload.Source.CLI))
+
+
+def _stored() -> dict[str, list]:
+    """Every stored row of the one run, with ids replaced by what they stand for."""
+    keys = dict(Attempt.objects.values_list("pk", "key"))
+    sessions = dict(Session.objects.values_list("pk", "label"))
+
+    def rows(model, *exclude):
+        out = []
+        for r in model.objects.values():
+            r = {k: v for k, v in r.items() if k not in ("id", "run_id", *exclude)}
+            if "attempt_id" in r:
+                r["attempt_id"] = keys[r["attempt_id"]]
+            if "session_id" in r:
+                r["session_id"] = sessions.get(r["session_id"])
+            out.append(r)
+        return sorted(out, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+
+    return {
+        "attempts": rows(Attempt),
+        "turns": rows(Turn),
+        "calls": rows(Call),
+        "verifies": rows(Verify),
+        "sessions": rows(Session),
+        "summaries": rows(SurfaceSummary),
+    }
+
+
+def _through(way: str, settings, monkeypatch) -> list[str]:
+    """Parse in line, in a forked process, or in a process from the forkserver; the start
+    methods actually used are collected in the list returned."""
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12 if way == "in line" else 0
+    if way == "forkserver":
+        monkeypatch.setattr(threading, "active_count", lambda: 2)
+    used: list[str] = []
+    real = ing._parser_context
+
+    def context():
+        ctx = real()
+        used.append(ctx.get_start_method())
+        return ctx
+
+    monkeypatch.setattr(ing, "_parser_context", context)
+    return used
+
+
+@pytest.mark.parametrize("data", [FIXTURE_SHARD.read_bytes(), _synth()], ids=["fixture", "synth"])
+def test_every_way_of_parsing_stores_the_same_rows(data, settings, monkeypatch):
+    seen = {}
+    for way in ("in line", "fork", "forkserver"):
+        used = _through(way, settings, monkeypatch)
+        report = _ingest("modeleval-p.jsonl", data)
+        assert used == ([] if way == "in line" else [way])
+        assert report.ok and len(report.stored) == 1, report.as_dict()
+        seen[way] = (_stored(), report.stored[0]["attempts"], report.stored[0]["lines"])
+        ShardFile.objects.all().delete()
+        monkeypatch.undo()
+    assert seen["fork"] == seen["in line"] == seen["forkserver"]
+    assert seen["in line"][0]["turns"] and seen["in line"][0]["calls"]
+
+
+@pytest.mark.parametrize("way", ["fork", "forkserver"])
+def test_a_parser_process_names_the_same_file_line_and_field_for_each_bad_shard(
+    way, settings, monkeypatch
+):
+    used = _through(way, settings, monkeypatch)
+    expected = json.loads((HOSTILE / "expected.json").read_text())
+    shards = {
+        n: w for n, w in expected.items() if n.startswith("modeleval-") and not w.get("accepted")
+    }
+    assert len(shards) > 10
+    report = ingest(
+        [bytes_input(n, (HOSTILE / n).read_bytes()) for n in sorted(shards)],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    got = {r["file"]: r for r in report.refused}
+    for name, want in shards.items():
+        assert want["message"] in got[name]["message"], (name, got[name])
+        assert (got[name]["line"], got[name]["field"]) == (want["line"], want["field"]), name
+    assert not ShardFile.objects.exists()
+    assert set(used) == {way}
+
+
+def test_lines_before_their_attempt_and_an_error_at_the_end_are_handled_alike(settings):
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    early = encode([line("verify"), line("turn"), line("attempt"), line("session"), line("run")])
+    assert _ingest("modeleval-early.jsonl", early).ok
+    assert Verify.objects.get().attempt.key == "a1" and Attempt.objects.get().turn_count == 1
+    bad = encode(
+        [line("attempt", id="a2"), line("session"), line("run"), line("call", attempt="zz")]
+    )
+    (refused,) = _ingest("modeleval-late.jsonl", bad).refused
+    assert (refused["line"], refused["field"]) == (4, "call.attempt")
+    assert Attempt.objects.count() == 1
+
+
+def _dies(source, sink, name):
+    os._exit(3)
+
+
+def test_a_parser_process_that_dies_leaves_nothing_and_says_so(settings, monkeypatch):
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    monkeypatch.setattr(ing, "worker", _dies)
+    with pytest.raises(RuntimeError, match="exit code 3"):
+        _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes())
+    assert not ShardFile.objects.exists() and not Attempt.objects.exists()
+    monkeypatch.undo()
+    assert _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes()).stored
