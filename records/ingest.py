@@ -609,7 +609,7 @@ def ingest_shard(
         return
     if progress:
         progress(name, size, size)
-    analyze_if_large(lineno)
+    analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
     from records.scores import score_if_key
 
     scoring = score_if_key(run)
@@ -630,16 +630,26 @@ def ingest_shard(
 ANALYZE_AFTER_LINES = 20_000
 
 
-def analyze_if_large(rows: int) -> None:
+def analyze_if_large(rows: int, models: Iterable[type]) -> None:
     """After a large bulk load, refresh PostgreSQL's statistics so its plans fit the data
-    (autovacuum gets there eventually; pages should not wait for it)."""
+    (autovacuum gets there eventually; pages should not wait for it).
+
+    Only the columns queries filter, join and sort on (those of every index, constraint and
+    foreign key) are sampled: the bulky text and JSON columns cost most of a full ANALYZE and
+    no plan looks at their statistics. Row counts are refreshed either way."""
     if connection.vendor != "postgresql" or rows < ANALYZE_AFTER_LINES:
         return
-    from records.models import ScoreCase, Verdict
-
+    qn = connection.ops.quote_name
     with connection.cursor() as cur:
-        for model in (Attempt, Turn, Call, Verify, Session, SurfaceSummary, Verdict, ScoreCase):
-            cur.execute(f"ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
+        for model in models:
+            meta = model._meta
+            names: list[str] = []
+            for index in (*meta.indexes, *meta.constraints):
+                names += getattr(index, "fields", ())
+            names += [f.name for f in meta.concrete_fields if f.is_relation]
+            columns = dict.fromkeys(meta.get_field(n).column for n in names)
+            listed = f" ({', '.join(qn(c) for c in columns)})" if columns else ""
+            cur.execute(f"ANALYZE {qn(meta.db_table)}{listed}")
 
 
 def ingest(

@@ -393,8 +393,9 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
         return scoring
     _store_rows(scoring)
     from records.ingest import analyze_if_large
+    from records.models import ScoreCase
 
-    analyze_if_large(count)
+    analyze_if_large(count, (Verdict, ScoreCase))
     notes = []
     if skipped_retired:
         notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")

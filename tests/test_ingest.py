@@ -468,3 +468,27 @@ class TestAccessAndAudit:
             assert not model.objects.exists()
         monkeypatch.setattr(ing._Table, "flush", real)
         assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+
+
+def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
+    from django.db import connection
+
+    from records.ingest import analyze_if_large
+
+    if connection.vendor != "postgresql":
+        pytest.skip("statistics are refreshed on PostgreSQL only")
+    assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+    analyze_if_large(10**6, (Attempt, Turn))
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT tablename, attname FROM pg_stats WHERE tablename IN (%s, %s)",
+            [Attempt._meta.db_table, Turn._meta.db_table],
+        )
+        sampled = set(cur.fetchall())
+        cur.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Turn._meta.db_table])
+        (turns,) = cur.fetchone()
+    assert {(Attempt._meta.db_table, "run_id"), (Attempt._meta.db_table, "case")} <= sampled
+    assert (Turn._meta.db_table, "attempt_id") in sampled
+    assert (Attempt._meta.db_table, "stimulus") not in sampled
+    assert (Turn._meta.db_table, "blocks") not in sampled
+    assert turns == Turn.objects.count()
