@@ -77,6 +77,9 @@ EVALDASH_MAX_ARCHIVE_MEMBERS = env_int("EVALDASH_MAX_ARCHIVE_MEMBERS", 10_000, m
 # database (both cores busy); smaller ones, where starting it costs more than it saves, are
 # parsed in line. 0 sends every shard to the parser process.
 EVALDASH_PARSER_PROCESS_MIN_BYTES = env_int("EVALDASH_PARSER_PROCESS_MIN_BYTES", 4 * 1024**2)
+# Likewise, runs of at least this many attempts are scored in a second process while this
+# one reads the attempts and writes the verdicts.
+EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = env_int("EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS", 5000)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

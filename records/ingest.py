@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
-import multiprocessing
 import os
-import pickle
 import stat
 import tarfile
 import tempfile
@@ -27,6 +25,7 @@ import orjson
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
+from records import beside
 from records.formats.conformance import ConformanceError
 from records.formats.corpus_key import CorpusKeyError
 from records.formats.shard import ShardError, is_shard_name
@@ -357,71 +356,28 @@ class _Writer:
 # --- parsing beside the writer -------------------------------------------------------------------
 
 
-def _parser_context() -> Any:
-    """How the parser process starts. A process with no other thread forks (instant, nothing
-    can be holding a lock); a threaded one (a web server) has each parser forked by a clean
-    single-threaded server process instead, started once."""
-    if threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["records.formats.shard_rows"])
-    return ctx
-
-
 def _parsed(stream: IO[bytes], name: str, size: int) -> Iterator[tuple[Any, ...]]:
     """The parser's messages (`records.formats.shard_rows`), from this process or a second one."""
-    if size < settings.EVALDASH_PARSER_PROCESS_MIN_BYTES or (
-        "forkserver" not in multiprocessing.get_all_start_methods()  # no fork either (Windows)
-    ):
+    if size < settings.EVALDASH_PARSER_PROCESS_MIN_BYTES or not beside.available():
         return messages(stream, name)
     return _from_parser_process(stream, name)
 
 
-def _widen(conn: Any) -> None:
-    """Let a pipe hold a whole batch (Linux), so neither side waits on the other's every step."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
-    except (ImportError, AttributeError, OSError):
-        pass
-
-
-def _feed(stream: IO[bytes], conn: Any) -> None:
-    try:
-        while chunk := stream.read(CHUNK):
-            conn.send_bytes(chunk)
-        conn.send_bytes(b"")
-    except OSError:
-        pass  # the parser stopped early (an error in the shard, or the writer gave up)
-    finally:
-        conn.close()
-
-
 def _from_parser_process(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
-    ctx = _parser_context()
-    source_r, source_w = ctx.Pipe(duplex=False)
-    sink_r, sink_w = ctx.Pipe(duplex=False)
-    _widen(source_w)
-    _widen(sink_w)
-    proc = ctx.Process(target=worker, args=(source_r, sink_w, name), daemon=True)
-    proc.start()
-    source_r.close()
-    sink_w.close()
-    feeder = threading.Thread(target=_feed, args=(stream, source_w), daemon=True)
+    parser = beside.Beside(worker, (name,), name)
+
+    def feed() -> None:
+        while chunk := stream.read(CHUNK):
+            if not parser.send(chunk):
+                return  # the parser stopped early (an error in the shard, or it was stopped)
+        parser.end_input()
+
+    feeder = threading.Thread(target=feed, daemon=True)
     feeder.start()
     finished = False
     try:
         while True:
-            try:
-                data = sink_r.recv_bytes()
-            except EOFError:
-                proc.join()
-                raise RuntimeError(
-                    f"the parser process for {name} ended without finishing "
-                    f"(exit code {proc.exitcode})"
-                ) from None
-            msg = pickle.loads(data)
+            msg = parser.receive()
             if msg[0] == "error":
                 file, message, line, fld = msg[1]
                 finished = True
@@ -432,10 +388,9 @@ def _from_parser_process(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ..
                 return
     finally:
         if not finished:
-            proc.terminate()
-        sink_r.close()
-        proc.join()
+            parser.stop()
         feeder.join()
+        parser.close()
 
 
 def _reserve_ids(model: type, n: int, above: int = 0) -> list[int]:

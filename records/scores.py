@@ -9,15 +9,18 @@ be re-scored at any time; every scoring is kept so two scorings of a run can be 
 from __future__ import annotations
 
 import hashlib
+import pickle
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Case, Count, IntegerField, Max, Sum, TextField, Value, When
+from django.db.models import Case, Count, IntegerField, Max, Sum, When
 
+from records import beside
 from records.formats.corpus_key import CorpusKey as KeyDoc
 from records.formats.corpus_key import key_to_json, read_corpus_key
 from records.models import (
@@ -34,15 +37,12 @@ from records.models import (
     Verdict,
     Verify,
 )
+from records.scoring.batch import Chunk, score_chunk
+from records.scoring.batch import worker as batch_worker
 from records.scoring.score import (
-    COUNTED_APART,
     OUTCOMES,
     SCORER_VERSION,
-    Aggregate,
-    AttemptInput,
-    CallInput,
     ScoringError,
-    score_attempt,
 )
 
 # --- keys ----------------------------------------------------------------------------------------
@@ -159,91 +159,35 @@ def _row_key(model: str, surface: str, mode: str, run: Run, session: Session | N
     return " ".join(parts)
 
 
-def _inputs(run: Run, chunk: int = 2000) -> Iterator[tuple[int, AttemptInput, str]]:
-    """(attempt pk, scorer input, row key) for every attempt of the run, in bounded memory."""
+def _chunks(run: Run, doc: KeyDoc, chunk: int = 1000) -> Iterator[Chunk]:
+    """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
+    memory), as plain rows (`records.scoring.batch`): plain SQL, JSON left as text.
+
+    A call's result, the bulk of a run, is read only for attempts whose case binds an argument
+    to an earlier step's result (a `produced` truth): no other rule looks at it."""
+    producing = {
+        c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
+    }
     sessions = {s.pk: s for s in run.sessions.all()}
-    rows = list(
-        Attempt.objects.filter(run=run)
-        .order_by("pk")
-        .values_list(
-            "pk",
-            "key",
-            "case",
-            "model",
-            "surface",
-            "effective_surface",
-            "session_id",
-            "ended_by",
-            "reason",
-            "repeat",
+    qn = connection.ops.quote_name
+    a_t, c_t, t_t, v_t = (qn(m._meta.db_table) for m in (Attempt, Call, Turn, Verify))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
+            f"ended_by, reason FROM {a_t} WHERE run_id = %s ORDER BY id",
+            [run.pk],
         )
-    )
+        rows = cur.fetchall()
     # Sessionless attempts join the one candidate of the shard with their model and surface.
     candidates: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for _, _, _, model, _, surface, session_id, *_ in rows:
+    for _, _, _, model, surface, session_id, *_ in rows:
         if session_id is not None:
             candidates[(model, surface)].add(session_id)
     for start in range(0, len(rows), chunk):
-        part = rows[start : start + chunk]
-        ids = [r[0] for r in part]
-        facts = dict(Attempt.objects.filter(pk__in=ids).values_list("pk", "facts"))
-        calls: dict[int, list[CallInput]] = defaultdict(list)
-        for c in (
-            Call.objects.filter(attempt_id__in=ids)
-            .order_by("attempt_id", "index", "line")
-            .annotate(
-                # The text is read only for the meta decline test (C.2): skip it elsewhere.
-                needed_text=Case(
-                    When(outcome="refused:invalid_params", then="text"),
-                    default=Value(""),
-                    output_field=TextField(),
-                )
-            )
-            .values_list(
-                "attempt_id",
-                "index",
-                "line",
-                "tool",
-                "arguments",
-                "requested_action",
-                "dispatched_action",
-                "dispatched_tool",
-                "outcome",
-                "result",
-                "result_truncated",
-                "needed_text",
-                "dispatch_observed",
-            )
-        ):
-            calls[c[0]].append(
-                CallInput(
-                    index=c[1],
-                    line=c[2],
-                    tool=c[3],
-                    arguments=c[4],
-                    requested_action=c[5],
-                    dispatched_action=c[6],
-                    dispatched_tool=c[7],
-                    outcome=c[8],
-                    result=c[9],
-                    result_truncated=c[10],
-                    text=c[11],
-                    observed=c[12],
-                )
-            )
-        last: dict[int, tuple[int, int, bool]] = {}
-        for aid, index, line, has_call in Turn.objects.filter(attempt_id__in=ids).values_list(
-            "attempt_id", "index", "line", "has_tool_call"
-        ):
-            seen = last.get(aid)
-            if seen is None or (index, line) >= seen[:2]:
-                last[aid] = (index, line, has_call)
-        verifies: dict[int, list[bool]] = defaultdict(list)
-        for aid, passed in Verify.objects.filter(attempt_id__in=ids).values_list(
-            "attempt_id", "passed"
-        ):
-            verifies[aid].append(passed)
-        for pk, key, case, model, _own, surface, session_id, ended_by, reason, _ in part:
+        attempts = []
+        for pk, key, case, model, surface, session_id, ended_by, reason in rows[
+            start : start + chunk
+        ]:
             session = sessions.get(session_id) if session_id else None
             if session is None:
                 cands = candidates.get((model, surface), set())
@@ -255,25 +199,84 @@ def _inputs(run: Run, chunk: int = 2000) -> Iterator[tuple[int, AttemptInput, st
             else:
                 session_for_key, mode = session, session.mode
             tier = (session.tier_pin if session and session.tier_pin else "") or run.tier
-            turn = last.get(pk)
-            yield (
-                pk,
-                AttemptInput(
-                    id=key,
-                    case=case,
-                    model=model,
-                    surface=surface,
-                    mode=mode,
-                    tier=tier,
-                    ended_by=ended_by,
-                    reason=reason,
-                    facts=facts.get(pk) or {},
-                    calls=calls.get(pk, []),
-                    last_turn_has_tool_call=None if turn is None else turn[2],
-                    verifies=verifies.get(pk, []),
-                ),
-                _row_key(model, surface, mode, run, session_for_key),
+            row_key = _row_key(model, surface, mode, run, session_for_key)
+            attempts.append((pk, key, case, model, surface, mode, tier, ended_by, reason, row_key))
+        ids = [a[0] for a in attempts]
+        among = f"IN ({', '.join(['%s'] * len(ids))})"
+        reading = [a[0] for a in attempts if a[2] in producing]
+        result = (
+            f"CASE WHEN attempt_id IN ({', '.join(['%s'] * len(reading))}) "
+            f"THEN CAST(result AS TEXT) END"
+            if reading
+            else "NULL"
+        )
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id {among} AND facts IS NOT NULL",
+                ids,
             )
+            facts = cur.fetchall()
+            # The text is read only for the meta decline test (C.2): skip it elsewhere.
+            cur.execute(
+                f"SELECT attempt_id, {qn('index')}, line, tool, CAST(arguments AS TEXT), "
+                f"requested_action, dispatched_action, dispatched_tool, outcome, "
+                f"{result}, result_truncated, "
+                f"CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END, "
+                f"dispatch_observed FROM {c_t} WHERE attempt_id {among} "
+                f"ORDER BY attempt_id, {qn('index')}, line",
+                reading + ids,
+            )
+            calls = cur.fetchall()
+            cur.execute(
+                f"SELECT attempt_id, {qn('index')}, line, has_tool_call FROM {t_t} "
+                f"WHERE attempt_id {among}",
+                ids,
+            )
+            turns = cur.fetchall()
+            cur.execute(
+                f"SELECT attempt_id, passed FROM {v_t} WHERE attempt_id {among} "
+                f"ORDER BY attempt_id, line",
+                ids,
+            )
+            verifies = cur.fetchall()
+        yield attempts, facts, calls, turns, verifies
+
+
+def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple], int, int]]:
+    """Verdict rows chunk by chunk, scored here or, for a large run, in a second process
+    while this one reads the next chunk and writes the verdicts (`records.beside`)."""
+    if run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS or not beside.available():
+        for chunk in _chunks(run, doc):
+            yield score_chunk(doc, stale, chunk)
+        return
+    scorer = beside.Beside(batch_worker, (doc, stale), f"the scoring of run {run.pk}")
+    sent = received = 0
+    finished = False
+
+    def answer(msg: Any) -> tuple[list[tuple], int, int]:
+        if msg[0] == "error":
+            raise ScoringError(msg[1])
+        return msg[1], msg[2], msg[3]
+
+    try:
+        for chunk in _chunks(run, doc):
+            if not scorer.send(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)):
+                # The scorer is gone: what it said last (an error, or nothing) ends this.
+                while True:
+                    yield answer(scorer.receive())
+            sent += 1
+            while received < sent and (msg := scorer.receive(block=False)) is not beside.NOTHING:
+                received += 1
+                yield answer(msg)
+        scorer.end_input()
+        while received < sent:
+            received += 1
+            yield answer(scorer.receive())
+        finished = True
+    finally:
+        if not finished:
+            scorer.stop()
+        scorer.close()
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -315,7 +318,6 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
     """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
-    from records.formats.shard_rows import json_text
     from records.ingest import _Table
 
     table = _Table(Verdict, _VERDICT_COLUMNS)
@@ -323,63 +325,17 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
         scoring = Scoring.objects.create(
             run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
         )
-        batch = table.rows
         count = 0
         skipped_retired = 0
         skipped_unknown = 0
         try:
-            for pk, a, row_key in _inputs(run):
-                if a.case in doc.retired:
-                    skipped_retired += 1
-                    continue
-                if doc.case(a.case) is None and stale:
-                    skipped_unknown += 1
-                    continue
-                v = score_attempt(a, doc)
-                agg = Aggregate()
-                agg.add(v)
-                r = agg.ratios
-                counted = v.outcome not in COUNTED_APART
-                batch.append(
-                    (
-                        scoring.pk,
-                        pk,
-                        row_key,
-                        a.case,
-                        a.model,
-                        a.surface,
-                        v.outcome,
-                        v.reason,
-                        v.clean,
-                        v.unaided,
-                        v.verified,
-                        counted,
-                        agg.discovery,
-                        agg.invalid_params,
-                        agg.steps,
-                        r["reached"][0],
-                        r["reached"][1],
-                        r["accepted_first_time"][0],
-                        r["accepted_first_time"][1],
-                        r["argument_fidelity"][0],
-                        r["argument_fidelity"][1],
-                        r["confirmation"][0],
-                        r["confirmation"][1],
-                        agg.declines.get("by-refusal", 0),
-                        agg.declines.get("by-text", 0),
-                        agg.confirmations.get("unaided", 0),
-                        agg.confirmations.get("server-aided", 0),
-                        agg.confirmations.get("never", 0),
-                        json_text(v.as_dict()),
-                    )
-                )
-                count += 1
-                if len(batch) >= 1000:
-                    with connection.cursor() as cur:
-                        table.flush(cur)
-                    batch = table.rows
-            with connection.cursor() as cur:
-                table.flush(cur)
+            for rows, retired, unknown in _verdicts(run, doc, stale):
+                skipped_retired += retired
+                skipped_unknown += unknown
+                count += len(rows)
+                table.rows = [(scoring.pk, *row) for row in rows]
+                with connection.cursor() as cur:
+                    table.flush(cur)
         except ScoringError as exc:
             transaction.set_rollback(True)
             error = str(exc)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -26,4 +27,6 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     ):
         assert report["page_growth"][page]["queries_small"] > 0
     assert report["peak_memory"]["max_rss_mb"] > 0
+    if Path("/proc/self/smaps_rollup").exists():
+        assert report["peak_memory"]["peak_tree_pss_mb"] > 0
     assert "bench (" in capsys.readouterr().out

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from records import beside
 from records import ingest as ing
 from records.ingest import bytes_input, ingest
 from records.models import Attempt, Call, Session, ShardFile, SurfaceSummary, Turn, Upload, Verify
@@ -74,14 +75,14 @@ def _through(way: str, settings, monkeypatch) -> list[str]:
     if way == "forkserver":
         monkeypatch.setattr(threading, "active_count", lambda: 2)
     used: list[str] = []
-    real = ing._parser_context
+    real = beside._context
 
-    def context():
-        ctx = real()
+    def context(preload):
+        ctx = real(preload)
         used.append(ctx.get_start_method())
         return ctx
 
-    monkeypatch.setattr(ing, "_parser_context", context)
+    monkeypatch.setattr(beside, "_context", context)
     return used
 
 
@@ -147,3 +148,85 @@ def test_a_parser_process_that_dies_leaves_nothing_and_says_so(settings, monkeyp
     assert not ShardFile.objects.exists() and not Attempt.objects.exists()
     monkeypatch.undo()
     assert _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes()).stored
+
+
+# --- scoring beside the writer --------------------------------------------------------------------
+
+
+def _key() -> bytes:
+    from records.formats.corpus_key import key_to_json
+
+    return json.dumps(key_to_json(load_demo_key())).encode()
+
+
+def _verdicts() -> list[tuple]:
+    from records.models import ScoreCase, ScoreRow, Verdict
+
+    keys = dict(Attempt.objects.values_list("pk", "key"))
+    verdicts = sorted(
+        (
+            keys[v["attempt_id"]],
+            *sorted((k, x) for k, x in v.items() if k not in ("id", "attempt_id", "scoring_id")),
+        )
+        for v in Verdict.objects.values()
+    )
+    rows = sorted(ScoreRow.objects.values_list("row_key", "figures", "case_count", "coverage"))
+    cases = sorted(
+        ScoreCase.objects.values_list("row_key", "case", "completed", "counted", "total")
+    )
+    return [verdicts, rows, cases]
+
+
+@pytest.mark.parametrize("way", ["fork", "forkserver"])
+def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, monkeypatch):
+    from records.models import Run, Scoring
+    from records.scores import score_run
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    inline = _verdicts()
+    assert inline[0] and Scoring.objects.get().verdict_count == len(inline[0])
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    used = _through(way, settings, monkeypatch)
+    Scoring.objects.all().delete()
+    scoring = score_run(run, key)
+    assert used == [way] and not scoring.error
+    assert _verdicts() == inline
+
+
+def test_a_scoring_error_in_the_second_process_fails_the_scoring_as_in_line(settings):
+    from records.models import Scoring, Verdict
+
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    _ingest("key.json", _key())
+    data = encode(
+        [
+            line("attempt", case="MT-002"),
+            line("attempt", id="a2", case="ZZ-999"),
+            line("session"),
+            line("run", corpus_digest=load_demo_key().declared_digest),
+        ]
+    )
+    _ingest("modeleval-z.jsonl", data)
+    scoring = Scoring.objects.get()
+    assert scoring.verdict_count == 0 and "names case 'ZZ-999'" in scoring.error
+    assert not Verdict.objects.exists()
+
+
+def test_a_scorer_process_that_dies_leaves_no_verdict_and_says_so(settings, monkeypatch):
+    from records import scores
+    from records.models import Run, Scoring, Verdict
+
+    _ingest("modeleval-s.jsonl", _synth())
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    monkeypatch.setattr(scores, "batch_worker", _dies_scoring)
+    with pytest.raises(RuntimeError, match="exit code 3"):
+        _ingest("key.json", _key())
+    assert not Verdict.objects.exists() and not Scoring.objects.filter(verdict_count__gt=0)
+    monkeypatch.undo()
+    assert Run.objects.count() == 1
+
+
+def _dies_scoring(source, sink, doc, stale):
+    os._exit(3)

@@ -1,0 +1,107 @@
+"""Pure-Python work in a second process, beside the one that talks to the database.
+
+The ingest parses a large shard and the scoring scores a large run this way: the database
+work (one connection, one transaction) stays here, the Python work moves to the other core.
+Messages go in as bytes and come back pickled; a receiver thread drains the way back, so the
+worker never waits for the writer, and the writer waits on the way in only while the worker
+is busy with what it sent before.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+NOTHING = object()  # what `receive(block=False)` returns when no message is waiting
+
+
+def available() -> bool:
+    """Whether this platform can start the worker (it needs fork; Windows has neither)."""
+    return "forkserver" in multiprocessing.get_all_start_methods()
+
+
+def _context(preload: str) -> Any:
+    """A process with no other thread forks (instant, and no lock can be held by a thread
+    that does not exist in the child); a threaded one (a web server) has its workers forked
+    by a clean single-threaded server process instead, started once."""
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload([preload])
+    return ctx
+
+
+def _widen(conn: Any) -> None:
+    """Let a pipe hold a whole batch (Linux), so neither side waits on the other's every step."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(conn.fileno(), fcntl.F_SETPIPE_SZ, 1 << 20)
+    except (ImportError, AttributeError, OSError):
+        pass
+
+
+class Beside:
+    """`target(source, sink, *args)` running in a second process for `what` (named in errors)."""
+
+    def __init__(self, target: Callable[..., None], args: tuple[Any, ...], what: str) -> None:
+        ctx = _context(target.__module__)
+        self.what = what
+        source_r, self.source = ctx.Pipe(duplex=False)
+        self.sink, sink_w = ctx.Pipe(duplex=False)
+        _widen(self.source)
+        _widen(sink_w)
+        self.proc = ctx.Process(target=target, args=(source_r, sink_w, *args), daemon=True)
+        self.proc.start()
+        source_r.close()
+        sink_w.close()
+        self.inbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self.receiver = threading.Thread(target=self._receive, daemon=True)
+        self.receiver.start()
+
+    def _receive(self) -> None:
+        try:
+            while True:
+                self.inbox.put(self.sink.recv_bytes())
+        except (EOFError, OSError):
+            self.inbox.put(None)
+
+    def send(self, data: bytes) -> bool:
+        """Send a message; False if the worker is gone (its last words wait in `receive`)."""
+        try:
+            self.source.send_bytes(data)
+        except OSError:
+            return False
+        return True
+
+    def end_input(self) -> None:
+        """An empty message: the worker's cue that nothing more will come."""
+        self.send(b"")
+
+    def receive(self, block: bool = True) -> Any:
+        try:
+            data = self.inbox.get(block)
+        except queue.Empty:
+            return NOTHING
+        if data is None:
+            self.proc.join()
+            raise RuntimeError(
+                f"the worker process for {self.what} ended without finishing "
+                f"(exit code {self.proc.exitcode})"
+            )
+        return pickle.loads(data)
+
+    def stop(self) -> None:
+        """Stop the worker mid-way (the writer gave up); whoever is sending gets an error."""
+        self.proc.terminate()
+
+    def close(self) -> None:
+        """Once nobody sends any more: wait for the worker to end and release the pipes."""
+        self.proc.join()
+        self.receiver.join()
+        self.source.close()
+        self.sink.close()

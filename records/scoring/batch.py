@@ -1,0 +1,185 @@
+"""Scoring a run chunk by chunk: rows as the database returns them in, verdict rows out.
+
+Pure Python, no Django. `score_chunk` builds each attempt's scorer input from plain rows (JSON
+still as text), scores it and returns the verdict rows to store. It runs in the scoring's own
+process for small runs and, for large ones, in a second process (`worker`) while the first
+reads the next chunk and writes the verdicts, so both cores work.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+from collections import defaultdict
+from typing import Any
+
+import msgspec
+
+from records.formats.corpus_key import CorpusKey
+from records.scoring.score import (
+    COUNTED_APART,
+    Aggregate,
+    AttemptInput,
+    CallInput,
+    ScoringError,
+    score_attempt,
+)
+
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+
+# A chunk: (attempts, facts, calls, turns, verifies), each a list of rows:
+#   attempts: (pk, key, case, model, surface, mode, tier, ended_by, reason, row key)
+#   facts:    (attempt pk, JSON text)
+#   calls:    (attempt pk, index, line, tool, arguments JSON, requested, dispatched action,
+#              dispatched tool, outcome, result JSON, result truncated, text, observed),
+#             in (attempt, index, line) order
+#   turns:    (attempt pk, index, line, has tool call)
+#   verifies: (attempt pk, passed)
+Chunk = tuple[list[tuple], list[tuple], list[tuple], list[tuple], list[tuple]]
+
+# The verdict row after its scoring id (records.scores._VERDICT_COLUMNS[1:]).
+VERDICT_FIELDS = (
+    "attempt",
+    "row_key",
+    "case",
+    "model",
+    "surface",
+    "outcome",
+    "reason",
+    "clean",
+    "unaided",
+    "verified",
+    "counted",
+    "discovery",
+    "invalid_params",
+    "steps",
+    "reached_n",
+    "reached_d",
+    "aft_n",
+    "aft_d",
+    "fidelity_n",
+    "fidelity_d",
+    "confirmation_n",
+    "confirmation_d",
+    "declined_by_refusal",
+    "declined_by_text",
+    "confirmed_unaided",
+    "confirmed_server_aided",
+    "confirmed_never",
+    "detail",
+)
+
+
+def _json(text: str | None) -> Any:
+    return None if text is None else _decode(text)
+
+
+def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple], int, int]:
+    """Verdict rows for a chunk's attempts, and how many were skipped as retired or unknown
+    (the latter only under a stale key; otherwise an unknown case is a ScoringError)."""
+    attempts, facts_rows, call_rows, turn_rows, verify_rows = chunk
+    facts = {pk: _json(text) for pk, text in facts_rows}
+    calls: dict[int, list[CallInput]] = defaultdict(list)
+    for c in call_rows:
+        calls[c[0]].append(
+            CallInput(
+                index=c[1],
+                line=c[2],
+                tool=c[3],
+                arguments=_json(c[4]),
+                requested_action=c[5],
+                dispatched_action=c[6],
+                dispatched_tool=c[7],
+                outcome=c[8],
+                result=_json(c[9]),
+                result_truncated=bool(c[10]),
+                text=c[11],
+                observed=bool(c[12]),
+            )
+        )
+    last: dict[int, tuple[int, int, bool]] = {}
+    for aid, index, line, has_call in turn_rows:
+        seen = last.get(aid)
+        if seen is None or (index, line) >= seen[:2]:
+            last[aid] = (index, line, bool(has_call))
+    verifies: dict[int, list[bool]] = defaultdict(list)
+    for aid, passed in verify_rows:
+        verifies[aid].append(bool(passed))
+    out: list[tuple] = []
+    retired = unknown = 0
+    for pk, key, case, model, surface, mode, tier, ended_by, reason, row_key in attempts:
+        if case in doc.retired:
+            retired += 1
+            continue
+        if stale and doc.case(case) is None:
+            unknown += 1
+            continue
+        turn = last.get(pk)
+        a = AttemptInput(
+            id=key,
+            case=case,
+            model=model,
+            surface=surface,
+            mode=mode,
+            tier=tier,
+            ended_by=ended_by,
+            reason=reason,
+            facts=facts.get(pk) or {},
+            calls=calls.get(pk, []),
+            last_turn_has_tool_call=None if turn is None else turn[2],
+            verifies=verifies.get(pk, []),
+        )
+        v = score_attempt(a, doc)
+        agg = Aggregate()
+        agg.add(v)
+        r = agg.ratios
+        out.append(
+            (
+                pk,
+                row_key,
+                case,
+                model,
+                surface,
+                v.outcome,
+                v.reason,
+                v.clean,
+                v.unaided,
+                v.verified,
+                v.outcome not in COUNTED_APART,
+                agg.discovery,
+                agg.invalid_params,
+                agg.steps,
+                r["reached"][0],
+                r["reached"][1],
+                r["accepted_first_time"][0],
+                r["accepted_first_time"][1],
+                r["argument_fidelity"][0],
+                r["argument_fidelity"][1],
+                r["confirmation"][0],
+                r["confirmation"][1],
+                agg.declines.get("by-refusal", 0),
+                agg.declines.get("by-text", 0),
+                agg.confirmations.get("unaided", 0),
+                agg.confirmations.get("server-aided", 0),
+                agg.confirmations.get("never", 0),
+                _encode(v.as_dict()).decode(),
+            )
+        )
+    return out, retired, unknown
+
+
+def worker(source: Any, sink: Any, doc: CorpusKey, stale: bool) -> None:
+    """The scorer process: pickled chunks in (an empty message ends them), pickled
+    ("verdicts", rows, retired, unknown) or ("error", message) out."""
+    gc.disable()  # nothing here makes cycles; a forked scorer shares the writer's pages
+    try:
+        while data := source.recv_bytes():
+            rows, retired, unknown = score_chunk(doc, stale, pickle.loads(data))
+            sink.send_bytes(pickle.dumps(("verdicts", rows, retired, unknown), protocol=5))
+    except ScoringError as exc:
+        sink.send_bytes(pickle.dumps(("error", str(exc))))
+    except EOFError:
+        pass  # the writer gave up
+    finally:
+        sink.close()
