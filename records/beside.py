@@ -2,7 +2,7 @@
 
 The ingest parses a large shard and the scoring scores a large run this way: the database
 work (one connection, one transaction) stays here, the Python work moves to the other core.
-Messages go in as bytes and come back pickled; a receiver thread drains the way back, so the
+Messages go in as bytes and come back `pack`ed; a receiver thread drains the way back, so the
 worker never waits for the writer, and the writer waits on the way in only while the worker
 is busy with what it sent before.
 """
@@ -16,7 +16,29 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 NOTHING = object()  # what `receive(block=False)` returns when no message is waiting
+
+
+_to_msgpack = msgspec.msgpack.Encoder().encode
+_from_msgpack = msgspec.msgpack.Decoder().decode
+
+
+def pack(msg: Any) -> bytes:
+    """A message of plain rows (lists, tuples, str, int, float, bool, None) as msgpack, several
+    times cheaper than pickle both ways; tuples come back as lists."""
+    return b"m" + _to_msgpack(msg)
+
+
+def pack_object(msg: Any) -> bytes:
+    """A message holding other objects (dataclasses, datetimes), pickled."""
+    return b"p" + pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpack(data: bytes) -> Any:
+    body = memoryview(data)[1:]
+    return _from_msgpack(body) if data[:1] == b"m" else pickle.loads(body)
 
 
 def available() -> bool:
@@ -93,7 +115,7 @@ class Beside:
                 f"the worker process for {self.what} ended without finishing "
                 f"(exit code {self.proc.exitcode})"
             )
-        return pickle.loads(data)
+        return unpack(data)
 
     def stop(self) -> None:
         """Stop the worker mid-way (the writer gave up); whoever is sending gets an error."""

@@ -9,7 +9,6 @@ be re-scored at any time; every scoring is kept so two scorings of a run can be 
 from __future__ import annotations
 
 import hashlib
-import pickle
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -260,7 +259,7 @@ def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple],
 
     try:
         for chunk in _chunks(run, doc):
-            if not scorer.send(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL)):
+            if not scorer.send(beside.pack(chunk)):
                 # The scorer is gone: what it said last (an error, or nothing) ends this.
                 while True:
                     yield answer(scorer.receive())

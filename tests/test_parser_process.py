@@ -230,3 +230,42 @@ def test_a_scorer_process_that_dies_leaves_no_verdict_and_says_so(settings, monk
 
 def _dies_scoring(source, sink, doc, stale):
     os._exit(3)
+
+
+def test_the_summaries_settled_by_the_parser_agree_with_the_attempts_summed_in_sql():
+    from django.db.models import Count, Q, Sum
+
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    endings = ("completed", "over_budget", "malformed", "no_tool_call", "provider_error")
+    endings += ("harness_error", "skipped")
+    summed = {
+        (r.pop("model"), r.pop("effective_surface"), r.pop("effective_mode")): r
+        for r in Attempt.objects.values("model", "effective_surface", "effective_mode").annotate(
+            attempts=Count("id"),
+            turns=Sum("turn_count"),
+            tries=Sum("try_count"),
+            calls=Sum("call_count"),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cache_read_tokens=Sum("cache_read_tokens"),
+            **{e: Count("id", filter=Q(ended_by=e)) for e in endings},
+        )
+    }
+    stored = {
+        (s.model, s.surface, s.mode): {k: getattr(s, k) for k in next(iter(summed.values()))}
+        for s in SurfaceSummary.objects.all()
+    }
+    assert stored == summed and len(stored) > 2
+    # Per-attempt totals agree with the turn and call rows themselves.
+    for a in Attempt.objects.annotate(t=Count("turns", distinct=True)).filter(t__gt=0)[:50]:
+        assert a.try_count == a.t
+        assert a.call_count == a.calls.count()
+        assert a.turn_count == a.turns.values("index").distinct().count()
+        assert a.input_tokens == a.turns.aggregate(n=Sum("input_tokens"))["n"]
+    assert Session.objects.filter(call_count__gt=0).exists()
+    for s in Session.objects.all():
+        assert s.call_count == Call.objects.filter(attempt__session=s).count()
+        assert (
+            s.observed_call_count
+            == Call.objects.filter(attempt__session=s, dispatch_observed=True).count()
+        )

@@ -515,11 +515,14 @@ def _low(value: int, path: str, low: int) -> None:
 
 
 def _check_attempt(p: Attempt) -> None:
-    for name in ("id", "case", "model", "surface", "session"):
-        _short(getattr(p, name), f"attempt.{name}")
-    for name in ("id", "case", "model"):
-        if not getattr(p, name).strip():
-            raise _FieldError(f"attempt.{name}", "is required and is empty")
+    ids = (p.id, p.case, p.model, p.surface, p.session)
+    if max(map(len, ids)) > MAX_ID_CHARS:
+        for name, value in zip(("id", "case", "model", "surface", "session"), ids, strict=True):
+            _short(value, f"attempt.{name}")
+    if not (p.id.strip() and p.case.strip() and p.model.strip()):
+        for name in ("id", "case", "model"):
+            if not getattr(p, name).strip():
+                raise _FieldError(f"attempt.{name}", "is required and is empty")
     ended_by = p.ended_by
     if ended_by not in _ENDINGS:
         raise _FieldError("attempt.ended_by", f"{ended_by!r} is not one of {', '.join(ENDINGS)}")

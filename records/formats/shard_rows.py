@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import gc
 import io
-import pickle
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import msgspec
 
+from records.beside import pack, pack_object
 from records.formats.shard import ENDINGS, Joins, ShardError, iter_lines
 
 BATCH_LINES = 2000
@@ -321,22 +322,21 @@ class ShardRows:
                 c = session_calls.setdefault(label, [0, 0])
                 c[0] += n
                 c[1] += observed
-        groups: dict[tuple[str, str, str], list[Any]] = {}
-        ending = {e: i for i, e in enumerate(ENDINGS)}
+        groups: dict[tuple[str, str, str], list[list[Any]]] = {}
         for row in attempts:
-            g = groups.get((row[_A_MODEL], row[_A_EFF_SURFACE], row[_A_EFF_MODE]))
-            if g is None:
-                g = groups[(row[_A_MODEL], row[_A_EFF_SURFACE], row[_A_EFF_MODE])] = [0] * (
-                    1 + len(ENDINGS) + 8
-                )
-                g[-5] = 0.0
-            g[0] += 1
-            g[1 + ending[row[_A_ENDED_BY]]] += 1
-            for i, v in enumerate(row[_A_TOTALS : _A_TOTALS + 3]):
-                g[1 + len(ENDINGS) + i] += v
-            g[-5] += row[_A_TOTALS + 7]
-            for i, v in enumerate(row[_A_TOTALS + 3 : _A_TOTALS + 7]):
-                g[-4 + i] += v
+            groups.setdefault((row[_A_MODEL], row[_A_EFF_SURFACE], row[_A_EFF_MODE]), []).append(
+                row
+            )
+        summaries = []
+        for group, members in sorted(groups.items()):
+            ended = Counter(row[_A_ENDED_BY] for row in members)
+            turns, tries, calls, i, o, cc, cr, latency = (
+                sum(column) for column in zip(*(row[_A_TOTALS:] for row in members), strict=True)
+            )
+            summaries.append(
+                (*group, len(members), *(ended[e] for e in ENDINGS), turns, tries, calls)
+                + (float(latency), i, o, cc, cr)
+            )
         assert joins.run is not None
         summary = ShardSummary(
             lines=self.lines,
@@ -344,7 +344,7 @@ class ShardRows:
             run_line=joins.run_line,
             sessions=sessions,
             session_calls=session_calls,
-            summaries=[(*k, *v) for k, v in sorted(groups.items())],
+            summaries=summaries,
             cases_seen=sorted({row[2] for row in attempts})[:5000],
             attempt_count=len(attempts),
             warnings=joins.warnings[:200],
@@ -395,15 +395,15 @@ class _PipeReader(io.RawIOBase):
 
 
 def worker(source: Any, sink: Any, name: str) -> None:
-    """The parser process: shard bytes in from `source`, pickled messages out to `sink`."""
+    """The parser process: shard bytes in from `source`, packed messages out to `sink`."""
     # What this process builds holds no reference cycles, and a forked parser shares the
     # writer's memory: collecting would only walk (and copy) pages nobody frees.
     gc.disable()
     stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
     try:
         for msg in messages(stream, name):
-            sink.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+            sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
     except ShardError as exc:
-        sink.send_bytes(pickle.dumps(("error", (exc.file, exc.message, exc.line, exc.field))))
+        sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))
     finally:
         sink.close()

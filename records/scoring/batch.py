@@ -9,12 +9,12 @@ reads the next chunk and writes the verdicts, so both cores work.
 from __future__ import annotations
 
 import gc
-import pickle
 from collections import defaultdict
 from typing import Any
 
 import msgspec
 
+from records.beside import pack, unpack
 from records.formats.corpus_key import CorpusKey
 from records.scoring.score import (
     COUNTED_APART,
@@ -170,15 +170,15 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
 
 
 def worker(source: Any, sink: Any, doc: CorpusKey, stale: bool) -> None:
-    """The scorer process: pickled chunks in (an empty message ends them), pickled
+    """The scorer process: packed chunks in (an empty message ends them), packed
     ("verdicts", rows, retired, unknown) or ("error", message) out."""
     gc.disable()  # nothing here makes cycles; a forked scorer shares the writer's pages
     try:
         while data := source.recv_bytes():
-            rows, retired, unknown = score_chunk(doc, stale, pickle.loads(data))
-            sink.send_bytes(pickle.dumps(("verdicts", rows, retired, unknown), protocol=5))
+            rows, retired, unknown = score_chunk(doc, stale, unpack(data))
+            sink.send_bytes(pack(("verdicts", rows, retired, unknown)))
     except ScoringError as exc:
-        sink.send_bytes(pickle.dumps(("error", str(exc))))
+        sink.send_bytes(pack(("error", str(exc))))
     except EOFError:
         pass  # the writer gave up
     finally:
