@@ -15,6 +15,7 @@ import stat
 import tarfile
 import tempfile
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -517,6 +518,7 @@ def ingest_shard(
     progress: Progress | None = None,
 ) -> None:
     """Store one shard whole, or report why not. Never raises for a user's mistake."""
+    started = time.perf_counter()
     sha, size = _sha256(stream)
     if ShardFile.objects.filter(sha256=sha).exists():
         report.present.append({"file": name, "sha256": sha})
@@ -565,6 +567,7 @@ def ingest_shard(
     if progress:
         progress(name, size, size)
     analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
+    seconds = time.perf_counter() - started
     from records.scores import score_if_key
 
     scoring = score_if_key(run)
@@ -577,6 +580,7 @@ def ingest_shard(
             "attempts": attempts,
             "lines": lineno,
             "warnings": shard.warning_count,
+            "seconds": round(seconds, 3),  # to store it (its scoring apart)
             "scored_against": scoring.key.digest if scoring else None,
         }
     )
