@@ -42,8 +42,12 @@ def unpack(data: bytes) -> Any:
 
 
 def available() -> bool:
-    """Whether this platform can start the worker (it needs fork; Windows has neither)."""
-    return "forkserver" in multiprocessing.get_all_start_methods()
+    """Whether a worker can be started here: the platform must fork (Windows cannot), and a
+    daemonic process (a pool's worker, say) may not have children of its own."""
+    return (
+        "forkserver" in multiprocessing.get_all_start_methods()
+        and not multiprocessing.current_process().daemon
+    )
 
 
 def _context(preload: str) -> Any:

@@ -269,3 +269,28 @@ def test_the_summaries_settled_by_the_parser_agree_with_the_attempts_summed_in_s
             s.observed_call_count
             == Call.objects.filter(attempt__session=s, dispatch_observed=True).count()
         )
+
+
+@pytest.mark.parametrize("way", ["in line", "fork"])
+def test_lines_before_their_attempt_are_kept_across_batches(way, settings, monkeypatch):
+    from records.formats import shard_rows
+
+    _through(way, settings, monkeypatch)
+    monkeypatch.setattr(shard_rows, "BATCH_LINES", 1)
+    data = encode(
+        [
+            line("verify"),
+            line("call"),
+            line("turn"),
+            line("attempt", id="a2", session="dynamic/default"),
+            line("turn", attempt="a2"),
+            line("attempt"),
+            line("session"),
+            line("run"),
+        ]
+    )
+    assert _ingest("modeleval-orphans.jsonl", data).ok
+    a1 = Attempt.objects.get(key="a1")
+    assert (a1.turns.count(), a1.calls.count(), a1.verifies.count()) == (1, 1, 1)
+    assert (a1.turn_count, a1.call_count) == (1, 1)
+    assert Attempt.objects.get(key="a2").turns.count() == 1

@@ -114,6 +114,8 @@ SUMMARY_COLUMNS = [
     "cache_read_tokens",
 ]
 
+_TABLES = {"turn": "turns", "call": "calls", "verify": "verifies"}
+
 # Positions in an attempt row (ATTEMPT_COLUMNS order).
 _A_MODEL, _A_SURFACE, _A_EFF_SURFACE, _A_EFF_MODE, _A_LABEL = 3, 4, 5, 6, 7
 _A_ENDED_BY, _A_TOTALS = 14, 16
@@ -158,7 +160,8 @@ class ShardRows:
         self.calls: list[tuple[Any, ...]] = []
         self.verifies: list[tuple[Any, ...]] = []
         # Child lines that came before their attempt line (rare): rows keyed by attempt key.
-        self.orphans: list[tuple[list[tuple[Any, ...]], str, tuple[Any, ...]]] = []
+        # (table name, attempt key, row): the table by name, since each batch starts new lists.
+        self.orphans: list[tuple[str, str, tuple[Any, ...]]] = []
         # attempt index -> [calls, observed calls]
         self.call_counts: dict[int, list[int]] = {}
         self.pending_calls: dict[str, list[int]] = {}
@@ -270,7 +273,7 @@ class ShardRows:
             table = self.verifies
             row = (lineno, p.name, p.passed, p.detail)
         if k is None:
-            self.orphans.append((table, key, row))
+            self.orphans.append((_TABLES[typ], key, row))
         else:
             table.append((k, *row))
         self.pending += 1
@@ -285,7 +288,7 @@ class ShardRows:
         """Check the joins, place the orphans, and settle what needs the whole shard."""
         self.joins.finish()
         for table, key, row in self.orphans:
-            table.append((self.index[key], *row))
+            getattr(self, table).append((self.index[key], *row))
         self.orphans = []
         joins = self.joins
         sessions = joins.sessions
