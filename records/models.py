@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -23,6 +24,23 @@ ENDINGS = [
     "harness_error",
     "skipped",
 ]
+
+
+class WholeJSONField(models.JSONField):
+    """JSON written once and always read whole (a turn's blocks, a call's arguments and result,
+    an attempt's facts, a verdict's explanation). PostgreSQL keeps it as `json`, its text
+    checked, rather than `jsonb`, parsed into a binary form that only queries into the value
+    use, and none do: bulk loads skip that parse. SQLite stores text either way."""
+
+    def db_type(self, connection: Any) -> str | None:
+        if connection.vendor == "postgresql":
+            return "json"
+        return super().db_type(connection)
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        if value is not None and not isinstance(value, str | bytes | bytearray):
+            return value  # the driver decoded the json type itself
+        return super().from_db_value(value, expression, connection)
 
 
 class Upload(models.Model):
@@ -191,7 +209,7 @@ class Attempt(models.Model):
     shown_tools = models.IntegerField(null=True, blank=True)
     overflowed = models.BooleanField(null=True, blank=True)
     tool_digest = models.TextField(blank=True)
-    facts = models.JSONField(null=True, blank=True)
+    facts = WholeJSONField(null=True, blank=True)
     stimulus = models.TextField(blank=True)
     ended_by = models.TextField()
     reason = models.TextField(blank=True)
@@ -245,7 +263,7 @@ class Turn(models.Model):
     index = models.IntegerField()
     try_number = models.IntegerField()
     request_digest = models.TextField(blank=True)
-    blocks = models.JSONField(default=list, blank=True)
+    blocks = WholeJSONField(default=list, blank=True)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
     cache_created_tokens = models.BigIntegerField(default=0)
@@ -276,13 +294,13 @@ class Call(models.Model):
     turn = models.IntegerField()
     index = models.IntegerField()
     tool = models.TextField()
-    arguments = models.JSONField(null=True, blank=True)
+    arguments = WholeJSONField(null=True, blank=True)
     requested_action = models.TextField(blank=True)
     dispatched_action = models.TextField(blank=True)
     dispatched_tool = models.TextField(blank=True)
     refusal_reason = models.TextField(blank=True)
     outcome = models.TextField()
-    result = models.JSONField(null=True, blank=True)
+    result = WholeJSONField(null=True, blank=True)
     result_truncated = models.BooleanField(default=False)
     text = models.TextField(blank=True)
     text_truncated = models.BooleanField(default=False)
@@ -473,7 +491,10 @@ class Scoring(models.Model):
 class Verdict(models.Model):
     """One attempt's verdict, with its additive contribution to every C.8 column."""
 
-    scoring = models.ForeignKey(Scoring, on_delete=models.CASCADE, related_name="verdicts")
+    # No index of its own: the three (scoring, ...) indexes below serve every lookup by scoring.
+    scoring = models.ForeignKey(
+        Scoring, on_delete=models.CASCADE, related_name="verdicts", db_index=False
+    )
     attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="verdicts")
     row_key = models.TextField()
     case = models.TextField()
@@ -501,7 +522,7 @@ class Verdict(models.Model):
     confirmed_unaided = models.IntegerField(default=0)
     confirmed_server_aided = models.IntegerField(default=0)
     confirmed_never = models.IntegerField(default=0)
-    detail = models.JSONField(default=dict)
+    detail = WholeJSONField(default=dict)
 
     class Meta:
         ordering = ["scoring", "attempt"]

@@ -158,6 +158,14 @@ def _row_key(model: str, surface: str, mode: str, run: Run, session: Session | N
     return " ".join(parts)
 
 
+def _among(ids: list[int]) -> tuple[str, list[Any]]:
+    """`col IN (...)` for a list of ids, and its parameters: PostgreSQL takes the list as one
+    array (`= ANY`), which it plans several times faster than a thousand parameters."""
+    if connection.vendor == "postgresql":
+        return "= ANY(%s)", [ids]
+    return f"IN ({', '.join(['%s'] * len(ids))})", ids
+
+
 def _chunks(run: Run, doc: KeyDoc, chunk: int = 1000) -> Iterator[Chunk]:
     """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
     memory), as plain rows (`records.scoring.batch`): plain SQL, JSON left as text.
@@ -200,15 +208,13 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 1000) -> Iterator[Chunk]:
             tier = (session.tier_pin if session and session.tier_pin else "") or run.tier
             row_key = _row_key(model, surface, mode, run, session_for_key)
             attempts.append((pk, key, case, model, surface, mode, tier, ended_by, reason, row_key))
-        ids = [a[0] for a in attempts]
-        among = f"IN ({', '.join(['%s'] * len(ids))})"
+        among, ids = _among([a[0] for a in attempts])
         reading = [a[0] for a in attempts if a[2] in producing]
-        result = (
-            f"CASE WHEN attempt_id IN ({', '.join(['%s'] * len(reading))}) "
-            f"THEN CAST(result AS TEXT) END"
-            if reading
-            else "NULL"
-        )
+        if reading:
+            reading_among, reading = _among(reading)
+            result = f"CASE WHEN attempt_id {reading_among} THEN CAST(result AS TEXT) END"
+        else:
+            result = "NULL"
         with connection.cursor() as cur:
             cur.execute(
                 f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id {among} AND facts IS NOT NULL",
