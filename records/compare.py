@@ -246,22 +246,24 @@ def flips(
     if not pairs:
         return {}, {}
     t, c = connection.ops.quote_name(ScoreCase._meta.db_table), connection.ops.quote_name("case")
-    values = ", ".join(["(%s, %s)"] * len(pairs))
-    # Each side's cases are gathered once (materialized, on both databases), the keys of
-    # both sides united, and each side joined to the keys: no correlated subquery, so the plan
-    # stays linear however the planner sees freshly loaded tables.
+    values = ", ".join(f"({n}, %s, %s)" for n in range(len(pairs)))
+    # Each side's cases are gathered once (materialized, on both databases), both sides put
+    # in one list and folded per (pair, case) by one grouping: no correlated subquery and no
+    # join or sort on text, so the plan stays linear however the planner sees freshly loaded
+    # tables. Pairs are carried by their number, not their (long) row keys.
+    none = "CAST(NULL AS INTEGER)"
     cte = (
-        f"WITH pairs(ka, kb) AS (VALUES {values}), "
-        f"sa AS MATERIALIZED (SELECT p.ka AS ka, a.{c} AS k, a.completed, a.counted, a.total "
+        f"WITH pairs(n, ka, kb) AS (VALUES {values}), "
+        f"sa AS MATERIALIZED (SELECT p.n AS n, a.{c} AS k, a.completed, a.counted, a.total "
         f"FROM pairs p JOIN {t} a ON a.scoring_id = %s AND a.row_key = p.ka), "
-        f"sb AS MATERIALIZED (SELECT p.ka AS ka, b.{c} AS k, b.completed, b.counted, b.total "
+        f"sb AS MATERIALIZED (SELECT p.n AS n, b.{c} AS k, b.completed, b.counted, b.total "
         f"FROM pairs p JOIN {t} b ON b.scoring_id = %s AND b.row_key = p.kb), "
-        f"keys AS MATERIALIZED (SELECT ka, k FROM sa UNION SELECT ka, k FROM sb), "
-        f"j AS (SELECT keys.ka AS ka, keys.k AS k, sa.completed AS a_completed, "
-        f"sa.counted AS a_counted, sa.total AS a_total, sb.completed AS b_completed, "
-        f"sb.counted AS b_counted, sb.total AS b_total FROM keys "
-        f"LEFT JOIN sa ON sa.ka = keys.ka AND sa.k = keys.k "
-        f"LEFT JOIN sb ON sb.ka = keys.ka AND sb.k = keys.k), "
+        f"both_sides AS (SELECT n, k, completed AS ac, counted AS an, total AS at, "
+        f"{none} AS bc, {none} AS bn, {none} AS bt FROM sa UNION ALL "
+        f"SELECT n, k, {none}, {none}, {none}, completed, counted, total FROM sb), "
+        f"j AS (SELECT n, k, MAX(ac) AS a_completed, MAX(an) AS a_counted, MAX(at) AS a_total, "
+        f"MAX(bc) AS b_completed, MAX(bn) AS b_counted, MAX(bt) AS b_total "
+        f"FROM both_sides GROUP BY n, k), "
         f"classified AS (SELECT j.*, {_KIND_SQL} AS kind FROM j) "
     )
     params = [v for pair in pairs for v in pair] + [sa.pk, sb.pk]
@@ -271,21 +273,21 @@ def flips(
     counts: dict[str, dict[str, int]] = {}
     changes: dict[str, list[CaseFlip]] = {}
     with connection.cursor() as cur:
-        cur.execute(cte + "SELECT ka, kind, COUNT(*) FROM classified GROUP BY ka, kind", params)
-        for ka, kind, n in cur.fetchall():
-            counts.setdefault(ka, {})[kind] = n
+        cur.execute(cte + "SELECT n, kind, COUNT(*) FROM classified GROUP BY n, kind", params)
+        for n, kind, count in cur.fetchall():
+            counts.setdefault(pairs[n][0], {})[kind] = count
         if not detail:
             return counts, changes
         cur.execute(
-            cte + f"SELECT ka, k, kind, a_completed, a_counted, a_total, b_completed, b_counted, "
-            f"b_total FROM (SELECT classified.*, ROW_NUMBER() OVER (PARTITION BY ka ORDER BY "
+            cte + f"SELECT n, k, kind, a_completed, a_counted, a_total, b_completed, b_counted, "
+            f"b_total FROM (SELECT classified.*, ROW_NUMBER() OVER (PARTITION BY n ORDER BY "
             f"{order}, k) AS rn FROM classified WHERE kind <> 'still passing') x"
             + (f" WHERE rn <= {int(limit)}" if limit else "")
-            + " ORDER BY ka, rn",
+            + " ORDER BY n, rn",
             params,
         )
-        for ka, k, kind, *r in cur.fetchall():
-            changes.setdefault(ka, []).append(
+        for n, k, kind, *r in cur.fetchall():
+            changes.setdefault(pairs[n][0], []).append(
                 CaseFlip(k, kind, _describe(*r[0:3]), _describe(*r[3:6]))
             )
     return counts, changes
