@@ -122,6 +122,7 @@ def ingest_paths(paths: list[Path]) -> dict[str, Any]:
         **_throughput(seconds, lines, size),
         "runs": [s["run"] for s in report.stored],
         "shard_seconds": [s["seconds"] for s in report.stored],
+        "shard_lines": [s["lines"] for s in report.stored],
     }
 
 
@@ -318,8 +319,10 @@ def run(
             "attempts": large_figs["scored_attempts"],
             "seconds": large_figs["score_seconds"],
             "attempts_per_s": large_figs["scored_attempts"] / large_figs["score_seconds"],
+            # The first shard's own time: once the small runs' key is stored, a large run is
+            # also scored on arrival, which the ingest call's total would include.
             "ingest_seconds": large_figs["first_ingest_seconds"],
-            "ingest_lines_per_s": large_figs["lines_per_s"],
+            "ingest_lines_per_s": large_figs["shard_lines"][0] / large_figs["first_ingest_seconds"],
             "rescore_over_ingest": large_figs["score_seconds"] / large_figs["first_ingest_seconds"],
         }
         report["pages_large"] = _pages(client, run_large.pk, base_large.pk)
