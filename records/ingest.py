@@ -302,8 +302,10 @@ class _Table:
         if not self.rows:
             return
         if connection.vendor == "postgresql":
-            # COPY is PostgreSQL's bulk path; executemany sends a statement per row.
-            with cursor.cursor.copy(self.copy_sql) as copy:
+            # COPY is PostgreSQL's bulk path; executemany sends a statement per row. The driver's
+            # own cursor bypasses Django's error translation, so it is applied here: a value
+            # the database refuses is a DatabaseError like any other.
+            with connection.wrap_database_errors, cursor.cursor.copy(self.copy_sql) as copy:
                 for row in self.rows:
                     copy.write_row(row)
         else:

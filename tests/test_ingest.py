@@ -492,3 +492,25 @@ def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     assert (Attempt._meta.db_table, "stimulus") not in sampled
     assert (Turn._meta.db_table, "blocks") not in sampled
     assert turns == Turn.objects.count()
+
+
+@pytest.mark.parametrize("parser", ["in line", "second process"])
+def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, settings):
+    from django.db import connection
+
+    # A turn index fits 64 bits (the reader's bound) but not PostgreSQL's 32-bit column; SQLite
+    # integers hold 64 bits, so there the shard is stored, with the value intact.
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12 if parser == "in line" else 0
+    data = encode(
+        [line("attempt"), line("turn", index=3_000_000_000), line("session"), line("run")]
+    )
+    report = _ingest(("modeleval-big-index.jsonl", data))
+    if connection.vendor == "sqlite":
+        assert report.stored and Turn.objects.get().index == 3_000_000_000
+        return
+    (refused,) = report.refused
+    assert refused["file"] == "modeleval-big-index.jsonl"
+    assert "the database refused a value of this shard" in refused["message"]
+    assert "out of range" in refused["message"]
+    assert not ShardFile.objects.exists() and not Attempt.objects.exists()
+    assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
