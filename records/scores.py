@@ -166,9 +166,11 @@ def _among(ids: list[int]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join(['%s'] * len(ids))})", ids
 
 
-def _chunks(run: Run, doc: KeyDoc, chunk: int = 1000) -> Iterator[Chunk]:
+def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
-    memory), as plain rows (`records.scoring.batch`): plain SQL, JSON left as text.
+    memory), as plain rows (`records.scoring.batch`): plain SQL, JSON left as text. Chunks
+    are small enough to wait whole in the pipe to a scorer process, so reading the next one
+    overlaps scoring this one.
 
     A call's result, the bulk of a run, is read only for attempts whose case binds an argument
     to an earlier step's result (a `produced` truth): no other rule looks at it."""
