@@ -608,7 +608,7 @@ def analyze_if_large(rows: int, models: Iterable[type]) -> None:
             for index in (*meta.indexes, *meta.constraints):
                 names += getattr(index, "fields", ())
             names += [f.name for f in meta.concrete_fields if f.is_relation]
-            columns = dict.fromkeys(meta.get_field(n).column for n in names)
+            columns = dict.fromkeys(meta.get_field(n.lstrip("-")).column for n in names)
             listed = f" ({', '.join(qn(c) for c in columns)})" if columns else ""
             cur.execute(f"ANALYZE {qn(meta.db_table)}{listed}")
 
