@@ -36,7 +36,7 @@ from records.models import (
     Verdict,
     Verify,
 )
-from records.scoring.batch import Chunk, score_chunk
+from records.scoring.batch import VERDICT_FIELDS, Chunk, score_chunk
 from records.scoring.batch import worker as batch_worker
 from records.scoring.score import (
     OUTCOMES,
@@ -288,37 +288,7 @@ def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple],
 
 # --- scoring -------------------------------------------------------------------------------------
 
-_VERDICT_COLUMNS = [
-    "scoring",
-    "attempt",
-    "row_key",
-    "case",
-    "model",
-    "surface",
-    "outcome",
-    "reason",
-    "clean",
-    "unaided",
-    "verified",
-    "counted",
-    "discovery",
-    "invalid_params",
-    "steps",
-    "reached_n",
-    "reached_d",
-    "aft_n",
-    "aft_d",
-    "fidelity_n",
-    "fidelity_d",
-    "confirmation_n",
-    "confirmation_d",
-    "declined_by_refusal",
-    "declined_by_text",
-    "confirmed_unaided",
-    "confirmed_server_aided",
-    "confirmed_never",
-    "detail",
-]
+_VERDICT_COLUMNS = ["scoring", *VERDICT_FIELDS]
 
 
 def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:

@@ -38,7 +38,7 @@ _encode = msgspec.json.Encoder().encode
 #   verifies: (attempt pk, passed)
 Chunk = tuple[list[tuple], list[tuple], list[tuple], list[tuple], list[tuple]]
 
-# The verdict row after its scoring id (records.scores._VERDICT_COLUMNS[1:]).
+# The columns of a verdict row as `score_chunk` builds it (its scoring's id goes first).
 VERDICT_FIELDS = (
     "attempt",
     "row_key",
