@@ -12,11 +12,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Case, Count, IntegerField, Sum, When
-
 from records.cost import Tokens, cost_of
 from records.models import Provider, Run, Scoring, Verdict
-from records.scores import COLUMN_TITLES, ScoreRow, latest_scoring, score_rows
+from records.scores import (
+    COLUMN_TITLES,
+    ScoreRow,
+    count_where,
+    latest_scoring,
+    score_rows,
+    verdict_sums,
+)
 from records.scoring.score import RATIO_COLUMNS
 
 COLUMNS = RATIO_COLUMNS
@@ -45,10 +50,6 @@ SUMMED = [
 ]
 
 
-def _flag(name: str, value: Any = True) -> Sum:
-    return Sum(Case(When(**{name: value}, then=1), default=0, output_field=IntegerField()))
-
-
 def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
     """{row key: {case: additive figures}} for the given rows, summed in the database."""
     out: dict[str, dict[str, dict[str, int]]] = {}
@@ -56,27 +57,9 @@ def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[st
         Verdict.objects.filter(scoring=scoring, row_key__in=list(row_keys))
         .values("row_key", "case")
         .annotate(
-            counted=_flag("counted"),
-            total=Count("id"),
-            clean=_flag("clean"),
-            unaided=_flag("unaided"),
-            completed=_flag("outcome", "completed"),
-            discovery=Sum("discovery"),
-            invalid_params=Sum("invalid_params"),
-            steps=Sum("steps"),
-            reached_n=Sum("reached_n"),
-            reached_d=Sum("reached_d"),
-            aft_n=Sum("aft_n"),
-            aft_d=Sum("aft_d"),
-            fidelity_n=Sum("fidelity_n"),
-            fidelity_d=Sum("fidelity_d"),
-            confirmation_n=Sum("confirmation_n"),
-            confirmation_d=Sum("confirmation_d"),
-            input_tokens=Sum("attempt__input_tokens"),
-            output_tokens=Sum("attempt__output_tokens"),
-            cache_created_tokens=Sum("attempt__cache_created_tokens"),
-            cache_read_tokens=Sum("attempt__cache_read_tokens"),
-            turns=Sum("attempt__try_count"),
+            counted=count_where("counted"),
+            completed=count_where("outcome", "completed"),
+            **verdict_sums(),
         )
         .order_by()
     )

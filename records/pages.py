@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
 
 from records.cost import Cost, Tokens, cost_of, cost_without_cache
+from records.formats.shard_rows import SUMMARY_COLUMNS
 from records.models import ENDINGS, Attempt, Call, Provider, Run, SurfaceSummary, Turn
 
 
@@ -142,18 +143,7 @@ def run_figures(
         per_model[r.model].append(r)
     for model, group in sorted(per_model.items()):
         merged = SurfaceSummary(model=model, surface="all", mode="")
-        for name in (
-            "attempts",
-            "turns",
-            "tries",
-            "calls",
-            "latency_ms",
-            "input_tokens",
-            "output_tokens",
-            "cache_created_tokens",
-            "cache_read_tokens",
-            *ENDINGS,
-        ):
+        for name in SUMMARY_COLUMNS[3:]:  # every summed column (after model, surface, mode)
             setattr(merged, name, sum(getattr(g.summary, name) for g in group))
         provider = group[0].provider
         price = provider.price if provider else None

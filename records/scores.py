@@ -353,12 +353,38 @@ def score_if_key(run: Run) -> Scoring | None:
 # --- score tables --------------------------------------------------------------------------------
 
 
-def _count(outcome: str) -> Sum:
-    return Sum(Case(When(outcome=outcome, then=1), default=0, output_field=IntegerField()))
+def count_where(name: str, value: Any = True) -> Sum:
+    """How many of the grouped rows have `name` equal to `value`."""
+    return Sum(Case(When(**{name: value}, then=1), default=0, output_field=IntegerField()))
 
 
-def _true(name: str) -> Sum:
-    return Sum(Case(When(**{name: True}, then=1), default=0, output_field=IntegerField()))
+_ADDITIVE = (
+    "discovery",
+    "invalid_params",
+    "steps",
+    "reached_n",
+    "reached_d",
+    "aft_n",
+    "aft_d",
+    "fidelity_n",
+    "fidelity_d",
+    "confirmation_n",
+    "confirmation_d",
+)
+_TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
+
+
+def verdict_sums() -> dict[str, Any]:
+    """The figures every grouping of verdicts sums: counts, the additive C.8 contributions and
+    the attempts' tries and tokens (one definition for the score rows and the case figures)."""
+    return {
+        "total": Count("id"),
+        "clean": count_where("clean"),
+        "unaided": count_where("unaided"),
+        **{name: Sum(name) for name in _ADDITIVE},
+        "turns": Sum("attempt__try_count"),
+        **{t: Sum(f"attempt__{t}") for t in _TOKENS},
+    }
 
 
 @dataclass
@@ -461,33 +487,15 @@ def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
         Verdict.objects.filter(scoring=scoring)
         .values("row_key", "model", "surface")
         .annotate(
-            attempts=_true("counted"),
-            total=Count("id"),
-            clean=_true("clean"),
-            unaided=_true("unaided"),
-            discovery=Sum("discovery"),
-            invalid_params=Sum("invalid_params"),
-            steps=Sum("steps"),
-            reached_n=Sum("reached_n"),
-            reached_d=Sum("reached_d"),
-            aft_n=Sum("aft_n"),
-            aft_d=Sum("aft_d"),
-            fidelity_n=Sum("fidelity_n"),
-            fidelity_d=Sum("fidelity_d"),
-            confirmation_n=Sum("confirmation_n"),
-            confirmation_d=Sum("confirmation_d"),
+            attempts=count_where("counted"),
+            **verdict_sums(),
             declined_by_refusal=Sum("declined_by_refusal"),
             declined_by_text=Sum("declined_by_text"),
             confirmed_unaided=Sum("confirmed_unaided"),
             confirmed_server_aided=Sum("confirmed_server_aided"),
             confirmed_never=Sum("confirmed_never"),
-            turns=Sum("attempt__try_count"),
-            input_tokens=Sum("attempt__input_tokens"),
-            output_tokens=Sum("attempt__output_tokens"),
-            cache_created_tokens=Sum("attempt__cache_created_tokens"),
-            cache_read_tokens=Sum("attempt__cache_read_tokens"),
             session_id=Max("attempt__session_id"),
-            **{o: _count(o) for o in OUTCOMES},
+            **{o: count_where("outcome", o) for o in OUTCOMES},
         )
         .order_by("row_key")
     )

@@ -370,11 +370,17 @@ def _at_least(p: dict[str, Any], typ: str, name: str, low: int, *, present: bool
 
 
 def _check_run(p: dict[str, Any]) -> None:
+    for name in ID_FIELDS["run"]:
+        _short(p.get(name, ""), f"run.{name}")
+    for i, provider in enumerate(p.get("providers", ())):
+        _short(provider.get("spec", ""), f"run.providers[{i}].spec")
     _require(p, "run", "run_id")
     _at_least(p, "run", "repeat", 1)
 
 
 def _check_session(p: dict[str, Any]) -> None:
+    for name in ID_FIELDS["session"]:
+        _short(p.get(name, ""), f"session.{name}")
     _require(p, "session", "label")
     _at_least(p, "session", "served_tools", 0)
     _at_least(p, "session", "slice_size", 0, present=True)
@@ -584,23 +590,9 @@ def _check_verify(p: Verify) -> None:
         raise _FieldError("verify.detail", "a failed check must say what did not hold")
 
 
-def _check_run_line(p: dict[str, Any]) -> None:
-    for name in ID_FIELDS["run"]:
-        _short(p.get(name, ""), f"run.{name}")
-    for i, provider in enumerate(p.get("providers", ())):
-        _short(provider.get("spec", ""), f"run.providers[{i}].spec")
-    _check_run(p)
-
-
-def _check_session_line(p: dict[str, Any]) -> None:
-    for name in ID_FIELDS["session"]:
-        _short(p.get(name, ""), f"session.{name}")
-    _check_session(p)
-
-
 _CHECKS: dict[str, Callable[[Any], None]] = {
-    "run": _check_run_line,
-    "session": _check_session_line,
+    "run": _check_run,
+    "session": _check_session,
     "attempt": _check_attempt,
     "turn": _check_turn,
     "call": _check_call,
