@@ -192,9 +192,23 @@ class Session(models.Model):
 
 
 class Attempt(models.Model):
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="attempts", db_index=False)
+    # Without database constraints, as for turn, call and verify rows below: only the ingest
+    # writes attempts, naming the run and the sessions it has just stored in the same
+    # transaction, and deletes cascade through Django.
+    run = models.ForeignKey(
+        Run,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_index=False,
+        db_constraint=False,
+    )
     session = models.ForeignKey(
-        Session, null=True, blank=True, on_delete=models.CASCADE, related_name="attempts"
+        Session,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="attempts",
+        db_constraint=False,
     )
     key = models.TextField()
     line = models.IntegerField()
@@ -246,7 +260,8 @@ class Attempt(models.Model):
 # Turn, call and verify rows reference their attempt without a database-level constraint:
 # only the ingest writes them, after the shard's joins are checked (every child line names an
 # attempt line of its shard), and deletes cascade through Django. The constraint's per-row
-# checks were a large share of a bulk load's cost.
+# checks were a large share of a bulk load's cost (on PostgreSQL, a deferred check per row at
+# commit).
 
 
 class Turn(models.Model):
@@ -491,11 +506,25 @@ class Scoring(models.Model):
 class Verdict(models.Model):
     """One attempt's verdict, with its additive contribution to every C.8 column."""
 
-    # No index of its own: the three (scoring, ...) indexes below serve every lookup by scoring.
+    # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
+    # that creates their scoring: no database constraint checks each row. No index of its own:
+    # the three (scoring, ...) indexes below serve every lookup.
     scoring = models.ForeignKey(
-        Scoring, on_delete=models.CASCADE, related_name="verdicts", db_index=False
+        Scoring,
+        on_delete=models.CASCADE,
+        related_name="verdicts",
+        db_index=False,
+        db_constraint=False,
     )
-    attempt = models.ForeignKey(Attempt, on_delete=models.CASCADE, related_name="verdicts")
+    # An attempt's verdicts belong to scorings of its own run and go when they go (a run is
+    # deleted whole), so deleting attempts need not look verdicts up by attempt.
+    attempt = models.ForeignKey(
+        Attempt,
+        on_delete=models.DO_NOTHING,
+        related_name="verdicts",
+        db_index=False,
+        db_constraint=False,
+    )
     row_key = models.TextField()
     case = models.TextField()
     model = models.TextField()
