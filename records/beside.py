@@ -74,8 +74,16 @@ def _widen(conn: Any) -> None:
 class Beside:
     """`target(source, sink, *args)` running in a second process for `what` (named in errors)."""
 
-    def __init__(self, target: Callable[..., None], args: tuple[Any, ...], what: str) -> None:
-        ctx = _context(target.__module__)
+    def __init__(
+        self,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        what: str,
+        *,
+        context: Any = None,
+        listen: bool = True,
+    ) -> None:
+        ctx = context or _context(target.__module__)
         self.what = what
         source_r, self.source = ctx.Pipe(duplex=False)
         self.sink, sink_w = ctx.Pipe(duplex=False)
@@ -87,7 +95,20 @@ class Beside:
         sink_w.close()
         self.inbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self.receiver = threading.Thread(target=self._receive, daemon=True)
-        self.receiver.start()
+        if listen:
+            self.receiver.start()
+
+    @classmethod
+    def several(
+        cls, n: int, target: Callable[..., None], args: tuple[Any, ...], what: str
+    ) -> list[Beside]:
+        """n workers, every process started before any receiver thread, so that all of them
+        fork where one would."""
+        ctx = _context(target.__module__)
+        workers = [cls(target, args, what, context=ctx, listen=False) for _ in range(n)]
+        for w in workers:
+            w.receiver.start()
+        return workers
 
     def _receive(self) -> None:
         try:
@@ -128,6 +149,7 @@ class Beside:
     def close(self) -> None:
         """Once nobody sends any more: wait for the worker to end and release the pipes."""
         self.proc.join()
-        self.receiver.join()
+        if self.receiver.ident is not None:
+            self.receiver.join()
         self.source.close()
         self.sink.close()

@@ -236,6 +236,11 @@ class Attempt(models.Model):
     cache_created_tokens = models.BigIntegerField(default=0)
     cache_read_tokens = models.BigIntegerField(default=0)
     latency_ms = models.FloatField(default=0)
+    # What the scorer needs of the turn and verify lines, settled at ingest: whether the last
+    # turn (the last try at the highest index) carried a tool_call block (None: no turn
+    # lines), and how many checks failed.
+    last_turn_has_tool_call = models.BooleanField(null=True)
+    failed_checks = models.IntegerField(default=0)
 
     class Meta:
         ordering = ["run", "line"]
@@ -551,6 +556,21 @@ class Verdict(models.Model):
     confirmed_unaided = models.IntegerField(default=0)
     confirmed_server_aided = models.IntegerField(default=0)
     confirmed_never = models.IntegerField(default=0)
+    # The attempt's session, tries and tokens, copied from it as scored, so that sums over
+    # verdicts (score rows, per-case figures of a comparison) read no attempt row.
+    session = models.ForeignKey(
+        Session,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    tries = models.IntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
     detail = WholeJSONField(default=dict)
 
     class Meta:

@@ -31,10 +31,8 @@ from records.models import (
     Run,
     Scoring,
     Session,
-    Turn,
     Upload,
     Verdict,
-    Verify,
 )
 from records.scoring.batch import VERDICT_FIELDS, Chunk, score_chunk
 from records.scoring.batch import worker as batch_worker
@@ -166,6 +164,30 @@ def _among(ids: list[int]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join(['%s'] * len(ids))})", ids
 
 
+def _place(
+    run: Run,
+    sessions: dict[int, Session],
+    candidates: dict[tuple[str, str], set[int]],
+    model: str,
+    surface: str,
+    session_id: int | None,
+) -> tuple[str, str, str]:
+    """An attempt's mode, tier and row key, from its model, surface and session: a sessionless
+    attempt joins the one candidate session of the shard with its model and surface."""
+    session = sessions.get(session_id) if session_id else None
+    if session is None:
+        cands = candidates.get((model, surface), set())
+        if len(cands) == 1:
+            session_for_key = sessions[next(iter(cands))]
+            mode = session_for_key.mode
+        else:
+            session_for_key, mode = None, ""
+    else:
+        session_for_key, mode = session, session.mode
+    tier = (session.tier_pin if session and session.tier_pin else "") or run.tier
+    return mode, tier, _row_key(model, surface, mode, run, session_for_key)
+
+
 def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
     memory), as plain rows (`records.scoring.batch`): plain SQL, JSON left as text. Chunks
@@ -179,11 +201,15 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     }
     sessions = {s.pk: s for s in run.sessions.all()}
     qn = connection.ops.quote_name
-    a_t, c_t, t_t, v_t = (qn(m._meta.db_table) for m in (Attempt, Call, Turn, Verify))
+    a_t, c_t = (qn(m._meta.db_table) for m in (Attempt, Call))
     with connection.cursor() as cur:
         cur.execute(
             f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
-            f"ended_by, reason FROM {a_t} WHERE run_id = %s ORDER BY id",
+            # then what the scorer reads (the two after the reason) and what each verdict
+            # copies (session, tries and tokens) of the attempt
+            f"ended_by, reason, last_turn_has_tool_call, failed_checks, session_id, try_count, "
+            f"input_tokens, output_tokens, cache_created_tokens, cache_read_tokens "
+            f"FROM {a_t} WHERE run_id = %s ORDER BY id",
             [run.pk],
         )
         rows = cur.fetchall()
@@ -192,25 +218,26 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     for _, _, _, model, surface, session_id, *_ in rows:
         if session_id is not None:
             candidates[(model, surface)].add(session_id)
+    placed: dict[tuple[str, str, int | None], tuple[str, str, str]] = {}
     for start in range(0, len(rows), chunk):
         attempts = []
-        for pk, key, case, model, surface, session_id, ended_by, reason in rows[
+        for pk, key, case, model, surface, session_id, ended_by, reason, *rest in rows[
             start : start + chunk
         ]:
-            session = sessions.get(session_id) if session_id else None
-            if session is None:
-                cands = candidates.get((model, surface), set())
-                if len(cands) == 1:
-                    session_for_key = sessions[next(iter(cands))]
-                    mode = session_for_key.mode
-                else:
-                    session_for_key, mode = None, ""
-            else:
-                session_for_key, mode = session, session.mode
-            tier = (session.tier_pin if session and session.tier_pin else "") or run.tier
-            row_key = _row_key(model, surface, mode, run, session_for_key)
-            attempts.append((pk, key, case, model, surface, mode, tier, ended_by, reason, row_key))
-        among, ids = _among([a[0] for a in attempts])
+            place = placed.get((model, surface, session_id))
+            if place is None:
+                place = placed[(model, surface, session_id)] = _place(
+                    run, sessions, candidates, model, surface, session_id
+                )
+            mode, tier, row_key = place
+            attempts.append(
+                (pk, key, case, model, surface, mode, tier, ended_by, reason, row_key, *rest)
+            )
+        # The chunk's attempts are a range of ids (in id order), read by range; where another
+        # run's attempts lie between them (ids taken by two ingests at once), their rows are
+        # dropped here.
+        lo, hi = attempts[0][0], attempts[-1][0]
+        mine = None if hi - lo + 1 == len(attempts) else {a[0] for a in attempts}
         reading = [a[0] for a in attempts if a[2] in producing]
         if reading:
             reading_among, reading = _among(reading)
@@ -219,8 +246,9 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
             result = "NULL"
         with connection.cursor() as cur:
             cur.execute(
-                f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id {among} AND facts IS NOT NULL",
-                ids,
+                f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id >= %s AND id <= %s "
+                f"AND run_id = %s AND facts IS NOT NULL",
+                [lo, hi, run.pk],
             )
             facts = cur.fetchall()
             # The text is read only for the meta decline test (C.2): skip it elsewhere.
@@ -229,34 +257,32 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
                 f"requested_action, dispatched_action, dispatched_tool, outcome, "
                 f"{result}, result_truncated, "
                 f"CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END, "
-                f"dispatch_observed FROM {c_t} WHERE attempt_id {among} "
+                f"dispatch_observed FROM {c_t} WHERE attempt_id >= %s AND attempt_id <= %s "
                 f"ORDER BY attempt_id, {qn('index')}, line",
-                reading + ids,
+                [*reading, lo, hi],
             )
             calls = cur.fetchall()
-            cur.execute(
-                f"SELECT attempt_id, {qn('index')}, line, has_tool_call FROM {t_t} "
-                f"WHERE attempt_id {among}",
-                ids,
-            )
-            turns = cur.fetchall()
-            cur.execute(
-                f"SELECT attempt_id, passed FROM {v_t} WHERE attempt_id {among} "
-                f"ORDER BY attempt_id, line",
-                ids,
-            )
-            verifies = cur.fetchall()
-        yield attempts, facts, calls, turns, verifies
+        if mine is not None:
+            calls = [r for r in calls if r[0] in mine]
+        yield attempts, facts, calls
+
+
+SCORER_PROCESSES = 2
 
 
 def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple], int, int]]:
-    """Verdict rows chunk by chunk, scored here or, for a large run, in a second process
-    while this one reads the next chunk and writes the verdicts (`records.beside`)."""
+    """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
+    while this one reads the next chunks and writes the verdicts (`records.beside`). Scoring
+    takes more time than reading and writing, so two scorers keep this process busy; chunks
+    go to them in turn and their answers are taken in the same order, so the verdicts, and the
+    first error, are those of scoring in line."""
     if run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS or not beside.available():
         for chunk in _chunks(run, doc):
             yield score_chunk(doc, stale, chunk)
         return
-    scorer = beside.Beside(batch_worker, (doc, stale), f"the scoring of run {run.pk}")
+    what = f"the scoring of run {run.pk}"
+    scorers = beside.Beside.several(SCORER_PROCESSES, batch_worker, (doc, stale), what)
+    n = len(scorers)
     sent = received = 0
     finished = False
 
@@ -267,23 +293,30 @@ def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple],
 
     try:
         for chunk in _chunks(run, doc):
-            if not scorer.send(beside.pack(chunk)):
-                # The scorer is gone: what it said last (an error, or nothing) ends this.
+            if not scorers[sent % n].send(beside.pack(chunk)):
+                # A scorer is gone: the answers up to what it said last (an error, or
+                # nothing) end this.
                 while True:
-                    yield answer(scorer.receive())
+                    received += 1
+                    yield answer(scorers[(received - 1) % n].receive())
             sent += 1
-            while received < sent and (msg := scorer.receive(block=False)) is not beside.NOTHING:
+            while received < sent:
+                msg = scorers[received % n].receive(block=False)
+                if msg is beside.NOTHING:
+                    break
                 received += 1
                 yield answer(msg)
-        scorer.end_input()
+        for scorer in scorers:
+            scorer.end_input()
         while received < sent:
             received += 1
-            yield answer(scorer.receive())
+            yield answer(scorers[(received - 1) % n].receive())
         finished = True
     finally:
-        if not finished:
-            scorer.stop()
-        scorer.close()
+        for scorer in scorers:
+            if not finished:
+                scorer.stop()
+            scorer.close()
 
 
 # --- scoring -------------------------------------------------------------------------------------
@@ -295,10 +328,10 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
     """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
-    from records.ingest import _Table
+    from records.ingest import _Table, gc_paused
 
     table = _Table(Verdict, _VERDICT_COLUMNS)
-    with transaction.atomic():
+    with gc_paused(), transaction.atomic():
         scoring = Scoring.objects.create(
             run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
         )
@@ -382,8 +415,8 @@ def verdict_sums() -> dict[str, Any]:
         "clean": count_where("clean"),
         "unaided": count_where("unaided"),
         **{name: Sum(name) for name in _ADDITIVE},
-        "turns": Sum("attempt__try_count"),
-        **{t: Sum(f"attempt__{t}") for t in _TOKENS},
+        "turns": Sum("tries"),
+        **{t: Sum(t) for t in _TOKENS},
     }
 
 
@@ -494,7 +527,7 @@ def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
             confirmed_unaided=Sum("confirmed_unaided"),
             confirmed_server_aided=Sum("confirmed_server_aided"),
             confirmed_never=Sum("confirmed_never"),
-            session_id=Max("attempt__session_id"),
+            session_id=Max("session_id"),
             **{o: count_where("outcome", o) for o in OUTCOMES},
         )
         .order_by("row_key")

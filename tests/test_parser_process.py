@@ -3,6 +3,7 @@ failures handled are exactly those of parsing in line."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -136,6 +137,37 @@ def test_lines_before_their_attempt_and_an_error_at_the_end_are_handled_alike(se
     assert Attempt.objects.count() == 1
 
 
+@pytest.mark.parametrize("way", ["in line", "fork"])
+def test_the_digest_is_the_shards_own_and_the_same_content_is_stored_once(
+    way, settings, monkeypatch
+):
+    _through(way, settings, monkeypatch)
+    data = FIXTURE_SHARD.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    (stored,) = _ingest("modeleval-a.jsonl", data).stored
+    assert stored["sha256"] == ShardFile.objects.get().sha256 == digest
+    again = _ingest("modeleval-b.jsonl", data)
+    assert again.present == [{"file": "modeleval-b.jsonl", "sha256": digest}]
+    assert not again.stored and ShardFile.objects.count() == 1
+
+
+def test_two_uploads_of_the_same_content_racing_store_it_once(settings, monkeypatch):
+    """The second upload finds no stored shard of its size (as when the first commits while it
+    reads), so it is not hashed first: the parser's digest meets the first's at the end."""
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    data = FIXTURE_SHARD.read_bytes()
+    (first,) = _ingest("modeleval-a.jsonl", data).stored
+    ShardFile.objects.update(size=0)
+    hashed_first = []
+    monkeypatch.setattr(ing, "_sha256", lambda stream: hashed_first.append(stream))
+    report = _ingest("modeleval-b.jsonl", data)
+    assert not hashed_first and not report.stored
+    assert report.present == [
+        {"file": "modeleval-b.jsonl", "sha256": hashlib.sha256(data).hexdigest()}
+    ]
+    assert ShardFile.objects.count() == 1 and Attempt.objects.count() == first["attempts"]
+
+
 def _dies(source, sink, name):
     os._exit(3)
 
@@ -195,6 +227,113 @@ def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, 
     assert _verdicts() == inline
 
 
+def test_each_verdict_carries_its_attempts_session_tries_and_tokens():
+    from records.models import Verdict
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    tokens = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
+    got = {
+        v[0]: v[1:]
+        for v in Verdict.objects.values_list("attempt_id", "session_id", "tries", *tokens)
+    }
+    want = {
+        a[0]: a[1:] for a in Attempt.objects.values_list("pk", "session_id", "try_count", *tokens)
+    }
+    assert len(got) > 40 and any(v[1] for v in got.values())
+    assert got == {pk: want[pk] for pk in got}
+
+
+def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_between():
+    """Chunks are read by id range; attempts of another run inside the range (ids taken by
+    two ingests at once) must not lend their calls or facts."""
+    import functools
+
+    from records import scores
+    from records.models import Run
+
+    assert _ingest("modeleval-a.jsonl", _synth()).stored
+    buf = io.BytesIO()
+    write_run(
+        buf,
+        load_demo_key(),
+        run_id="run-other",
+        commit="d" * 40,
+        started_at=datetime(2026, 11, 3, 9),
+        seed=8,
+        models=MODELS[:2],
+        max_attempts=120,
+    )
+    assert _ingest("modeleval-b.jsonl", buf.getvalue()).stored
+    first, second = Run.objects.order_by("pk")
+    # Every third attempt of the first run becomes the second run's: both runs' ids interleave.
+    moved = list(Attempt.objects.filter(run=first).order_by("pk").values_list("pk", flat=True))
+    Attempt.objects.filter(pk__in=moved[::3]).update(run=second)
+    for run in (first, second):
+        mine = Attempt.objects.filter(run=run)
+        ids = set(mine.values_list("pk", flat=True))
+        want_calls = sorted(Call.objects.filter(attempt__in=ids).values_list("attempt_id", "line"))
+        want_facts = sorted(mine.filter(facts__isnull=False).values_list("pk", flat=True))
+        seen, calls, facts = [], [], []
+        for attempts, chunk_facts, chunk_calls in functools.partial(scores._chunks, chunk=7)(
+            run, load_demo_key()
+        ):
+            seen += [a[0] for a in attempts]
+            calls += [(c[0], c[2]) for c in chunk_calls]
+            facts += [f[0] for f in chunk_facts]
+        assert sorted(seen) == sorted(ids)
+        assert sorted(calls) == want_calls and want_calls
+        assert sorted(facts) == want_facts and want_facts
+
+
+def _last_turns_and_checks() -> bytes:
+    """Attempts whose verdicts turn on the last turn (retried at the last index, the tries
+    disagreeing on a tool call; no turn at all) and on failed checks."""
+    call = [{"kind": "tool_call", "tool": "gitlab_find_action", "arguments": {}}]
+    text = [{"kind": "text", "text": "done"}]
+    lines = []
+    for n, (first, second) in enumerate([(call, text), (text, call), (call, call)], 1):
+        a = f"t{n}"
+        lines += [
+            line("attempt", id=a, case="MT-002"),
+            line("turn", attempt=a, index=1, blocks=call),
+            line("call", attempt=a),
+            line("turn", attempt=a, index=2, blocks=first, status="rate_limited"),
+            line("turn", attempt=a, index=2, blocks=second, **{"try": 2}),
+        ]
+    lines += [line("attempt", id="none", case="MT-002"), line("call", attempt="none")]
+    for n, passed in enumerate([True, False, False]):
+        a = f"v{n}"
+        lines += [line("attempt", id=a, case="MT-002"), line("turn", attempt=a, blocks=text)]
+        lines += [line("call", attempt=a), line("verify", attempt=a, passed=True)]
+        lines.append(line("verify", attempt=a, passed=passed, detail="" if passed else "no"))
+    digest = load_demo_key().declared_digest
+    return encode([*lines, line("session"), line("run", corpus_digest=digest)])
+
+
+@pytest.mark.parametrize("data", [_synth(), _last_turns_and_checks()], ids=["synth", "edges"])
+def test_verdicts_scored_from_the_database_are_those_of_the_shard_read_into_memory(data):
+    """The scorer reads attempts from their stored rows (the last turn and failed checks settled
+    at ingest); scoring the same shard read whole gives the same verdict for every attempt."""
+    from records.formats.shard import read_shard_bytes
+    from records.models import Verdict
+    from records.scoring.score import attempt_inputs, score_attempt
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", data).stored
+    doc = load_demo_key()
+    want = {
+        a.id: score_attempt(a, doc).as_dict()
+        for a in attempt_inputs(read_shard_bytes(data, "modeleval-s.jsonl"))
+    }
+    got = {v.attempt.key: v.detail for v in Verdict.objects.select_related("attempt")}
+    assert len(got) == len(want) > 6
+    assert got == want
+    if b'"id": "t1"' in data:  # the edges shard: both answers of each question occur
+        assert {v["ended_in_text"] for v in got.values()} == {True, False}
+        assert {v["verified"] for v in got.values()} == {True, False}
+
+
 def test_a_scoring_error_in_the_second_process_fails_the_scoring_as_in_line(settings):
     from records.models import Scoring, Verdict
 
@@ -212,6 +351,42 @@ def test_a_scoring_error_in_the_second_process_fails_the_scoring_as_in_line(sett
     scoring = Scoring.objects.get()
     assert scoring.verdict_count == 0 and "names case 'ZZ-999'" in scoring.error
     assert not Verdict.objects.exists()
+
+
+def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring_in_line(
+    settings, monkeypatch
+):
+    """One attempt a chunk, so the scorers alternate: the first bad case (a chunk the second
+    scorer has) is the one named, though the first scorer meets a later bad case too."""
+    import functools
+
+    from records import scores
+    from records.models import Run, Scoring
+
+    _ingest("key.json", _key())
+    cases = ["MT-002", "ZZ-801", "ZZ-802", "MT-002"]
+    data = encode(
+        [line("attempt", id=f"a{i}", case=c) for i, c in enumerate(cases)]
+        + [line("session"), line("run", corpus_digest=load_demo_key().declared_digest)]
+    )
+    _ingest("modeleval-z.jsonl", data)
+    inline = Scoring.objects.get().error
+    assert "names case 'ZZ-801'" in inline
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    monkeypatch.setattr(scores, "_chunks", functools.partial(scores._chunks, chunk=1))
+    started = []
+    real = beside.Beside.several
+
+    def several(n, *args):
+        workers = real(n, *args)
+        started.append(len(workers))
+        return workers
+
+    monkeypatch.setattr(beside.Beside, "several", several)
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    scoring = scores.score_run(run, key)
+    assert started == [scores.SCORER_PROCESSES] and scores.SCORER_PROCESSES == 2
+    assert scoring.verdict_count == 0 and scoring.error == inline
 
 
 def test_a_scorer_process_that_dies_leaves_no_verdict_and_says_so(settings, monkeypatch):

@@ -8,7 +8,8 @@ writes, in this order:
 - ("shard", ShardSummary) once the whole shard is read and its joins hold: the run line, the
   sessions with their call counts, the per-(model, surface, mode) summaries and the warnings;
 - ("attempts", rows), the attempt rows with their totals, effective surface and mode settled;
-- ("done", None).
+- ("done", sha256): the shard's digest from the parser process, which reads every byte; None
+  in line, where the ingest has taken it before.
 
 Attempt rows are held until the end because what they carry (totals over their turn and call
 lines, their session's surface and mode) is only known once the shard is read; written once,
@@ -20,6 +21,7 @@ use both cores. A ShardError in the parser reaches the writer as a ("error", ...
 from __future__ import annotations
 
 import gc
+import hashlib
 import io
 from collections import Counter
 from collections.abc import Iterator
@@ -59,6 +61,8 @@ ATTEMPT_COLUMNS = [
     "cache_created_tokens",
     "cache_read_tokens",
     "latency_ms",
+    "last_turn_has_tool_call",
+    "failed_checks",
 ]
 TURN_COLUMNS = [
     "attempt",
@@ -116,9 +120,11 @@ SUMMARY_COLUMNS = [
 
 _TABLES = {"turn": "turns", "call": "calls", "verify": "verifies"}
 
-# Positions in an attempt row (ATTEMPT_COLUMNS order).
+# Positions in an attempt row (ATTEMPT_COLUMNS order); the eight summed totals start at
+# _A_TOTALS.
 _A_MODEL, _A_SURFACE, _A_EFF_SURFACE, _A_EFF_MODE, _A_LABEL = 3, 4, 5, 6, 7
 _A_ENDED_BY, _A_TOTALS = 14, 16
+_NO_TOTALS = (0, 0, 0, 0, 0, 0, 0, 0.0, None, 0)
 
 
 _encode = msgspec.json.Encoder().encode
@@ -154,14 +160,16 @@ class ShardRows:
         self.index: dict[str, int] = {}  # attempt key -> its index in the shard
         self.attempts: list[list[Any]] = []
         # attempt index -> [turn indexes, tries, calls, input, output, cache created,
-        # cache read, latency]; for keys not yet seen, waiting under the key.
+        # cache read, latency, (index, has a tool call) of the last turn, failed
+        # checks]; for keys not yet seen, waiting under the key.
         self.totals: dict[Any, list[Any]] = {}
-        self.turns: list[tuple[Any, ...]] = []
-        self.calls: list[tuple[Any, ...]] = []
-        self.verifies: list[tuple[Any, ...]] = []
+        # Child rows as lists, their attempt's index first (the writer puts its id there).
+        self.turns: list[list[Any]] = []
+        self.calls: list[list[Any]] = []
+        self.verifies: list[list[Any]] = []
         # Child lines that came before their attempt line (rare): rows keyed by attempt key.
         # (table name, attempt key, row): the table by name, since each batch starts new lists.
-        self.orphans: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.orphans: list[tuple[str, str, list[Any]]] = []
         # attempt index -> [calls, observed calls]
         self.call_counts: dict[int, list[int]] = {}
         self.pending_calls: dict[str, list[int]] = {}
@@ -208,11 +216,16 @@ class ShardRows:
         k = self.index.get(key)
         t = self.totals.get(key if k is None else k)
         if t is None:
-            t = self.totals[key if k is None else k] = [set(), 0, 0, 0, 0, 0, 0, 0.0]
+            t = self.totals[key if k is None else k] = [set(), 0, 0, 0, 0, 0, 0, 0.0, None, 0]
         if typ == "turn":
             u = p.usage
             blocks = p.blocks
             latency = p.latency_ms
+            has_tool_call = "tool_call" in [b.kind for b in blocks]
+            last = t[8]
+            # The conversation's last position, its last try there (lines come in order).
+            if last is None or p.index >= last[0]:
+                t[8] = (p.index, has_tool_call)
             t[0].add(p.index)
             t[1] += 1
             t[3] += u.input
@@ -222,7 +235,8 @@ class ShardRows:
             if latency:
                 t[7] += latency
             table = self.turns
-            row: tuple[Any, ...] = (
+            row: list[Any] = [
+                k,
                 lineno,
                 p.index,
                 p.try_,
@@ -235,8 +249,8 @@ class ShardRows:
                 p.status,
                 p.detail,
                 latency,
-                "tool_call" in [b.kind for b in blocks],
-            )
+                has_tool_call,
+            ]
         elif typ == "call":
             t[2] += 1
             observed = p.dispatch_observed
@@ -249,7 +263,8 @@ class ShardRows:
             counts[1] += observed
             table = self.calls
             arguments, result = p.arguments, p.result
-            row = (
+            row = [
+                k,
                 lineno,
                 p.turn,
                 p.index,
@@ -268,14 +283,16 @@ class ShardRows:
                 p.trace_id,
                 p.requests,
                 observed,
-            )
+            ]
         else:
             table = self.verifies
-            row = (lineno, p.name, p.passed, p.detail)
+            if not p.passed:
+                t[9] += 1
+            row = [k, lineno, p.name, p.passed, p.detail]
         if k is None:
             self.orphans.append((_TABLES[typ], key, row))
         else:
-            table.append((k, *row))
+            table.append(row)
         self.pending += 1
 
     def take_batch(self) -> tuple[Any, ...]:
@@ -288,7 +305,8 @@ class ShardRows:
         """Check the joins, place the orphans, and settle what needs the whole shard."""
         self.joins.finish()
         for table, key, row in self.orphans:
-            getattr(self, table).append((self.index[key], *row))
+            row[0] = self.index[key]
+            getattr(self, table).append(row)
         self.orphans = []
         joins = self.joins
         sessions = joins.sessions
@@ -304,9 +322,9 @@ class ShardRows:
                 row[_A_EFF_MODE] = s.get("mode", "") or "default"
             t = totals.get(k)
             if t is None:
-                row.extend((0, 0, 0, 0, 0, 0, 0, 0.0))
+                row.extend(_NO_TOTALS)
             else:
-                row.extend((len(t[0]), *t[1:]))
+                row.extend((len(t[0]), *t[1:8], None if t[8] is None else t[8][1], t[9]))
         # Sessionless attempts (skips, early harness errors) join the one candidate of the
         # shard with the same model and surface, if there is exactly one (modelrecord C.9).
         modes: dict[tuple[str, str], set[str]] = {}
@@ -334,7 +352,8 @@ class ShardRows:
         for group, members in sorted(groups.items()):
             ended = Counter(row[_A_ENDED_BY] for row in members)
             turns, tries, calls, i, o, cc, cr, latency = (
-                sum(column) for column in zip(*(row[_A_TOTALS:] for row in members), strict=True)
+                sum(column)
+                for column in zip(*(row[_A_TOTALS : _A_TOTALS + 8] for row in members), strict=True)
             )
             summaries.append(
                 (*group, len(members), *(ended[e] for e in ENDINGS), turns, tries, calls)
@@ -377,19 +396,23 @@ def messages(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
 
 
 class _PipeReader(io.RawIOBase):
-    """The shard's bytes as the writer process sends them: chunks, then an empty chunk."""
+    """The shard's bytes as the writer process sends them: chunks, then an empty chunk. Their
+    sha256 is taken on the way, so the writer need not read the shard twice."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.left = memoryview(b"")
         self.eof = False
+        self.sha256 = hashlib.sha256()
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buf: Any) -> int:
         while not self.left and not self.eof:
-            self.left = memoryview(self.conn.recv_bytes())
+            chunk = self.conn.recv_bytes()
+            self.sha256.update(chunk)
+            self.left = memoryview(chunk)
             self.eof = not self.left
         n = min(len(buf), len(self.left))
         buf[:n] = self.left[:n]
@@ -402,9 +425,12 @@ def worker(source: Any, sink: Any, name: str) -> None:
     # What this process builds holds no reference cycles, and a forked parser shares the
     # writer's memory: collecting would only walk (and copy) pages nobody frees.
     gc.disable()
-    stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
+    raw = _PipeReader(source)
+    stream = io.BufferedReader(raw, buffer_size=1 << 20)
     try:
         for msg in messages(stream, name):
+            if msg[0] == "done":  # the whole shard has been read: its digest is final
+                msg = ("done", raw.sha256.hexdigest())
             sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
     except ShardError as exc:
         sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))

@@ -28,15 +28,15 @@ from records.scoring.score import (
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 
-# A chunk: (attempts, facts, calls, turns, verifies), each a list of rows:
-#   attempts: (pk, key, case, model, surface, mode, tier, ended_by, reason, row key)
+# A chunk: (attempts, facts, calls), each a list of rows:
+#   attempts: (pk, key, case, model, surface, mode, tier, ended_by, reason, row key,
+#              last turn has a tool call, failed checks,
+#              session id, tries, input, output, cache created, cache read tokens)
 #   facts:    (attempt pk, JSON text)
 #   calls:    (attempt pk, index, line, tool, arguments JSON, requested, dispatched action,
 #              dispatched tool, outcome, result JSON, result truncated, text, observed),
 #             in (attempt, index, line) order
-#   turns:    (attempt pk, index, line, has tool call)
-#   verifies: (attempt pk, passed)
-Chunk = tuple[list[tuple], list[tuple], list[tuple], list[tuple], list[tuple]]
+Chunk = tuple[list[tuple], list[tuple], list[tuple]]
 
 # The columns of a verdict row as `score_chunk` builds it (its scoring's id goes first).
 VERDICT_FIELDS = (
@@ -67,6 +67,12 @@ VERDICT_FIELDS = (
     "confirmed_unaided",
     "confirmed_server_aided",
     "confirmed_never",
+    "session",
+    "tries",
+    "input_tokens",
+    "output_tokens",
+    "cache_created_tokens",
+    "cache_read_tokens",
     "detail",
 )
 
@@ -78,7 +84,7 @@ def _json(text: str | None) -> Any:
 def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple], int, int]:
     """Verdict rows for a chunk's attempts, and how many were skipped as retired or unknown
     (the latter only under a stale key; otherwise an unknown case is a ScoringError)."""
-    attempts, facts_rows, call_rows, turn_rows, verify_rows = chunk
+    attempts, facts_rows, call_rows = chunk
     facts = {pk: _json(text) for pk, text in facts_rows}
     calls: dict[int, list[CallInput]] = defaultdict(list)
     for c in call_rows:
@@ -98,24 +104,17 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
                 observed=bool(c[12]),
             )
         )
-    last: dict[int, tuple[int, int, bool]] = {}
-    for aid, index, line, has_call in turn_rows:
-        seen = last.get(aid)
-        if seen is None or (index, line) >= seen[:2]:
-            last[aid] = (index, line, bool(has_call))
-    verifies: dict[int, list[bool]] = defaultdict(list)
-    for aid, passed in verify_rows:
-        verifies[aid].append(bool(passed))
     out: list[tuple] = []
     retired = unknown = 0
-    for pk, key, case, model, surface, mode, tier, ended_by, reason, row_key in attempts:
+    for attempt in attempts:
+        pk, key, case, model, surface, mode, tier, ended_by, reason, row_key = attempt[:10]
+        last_has_call, failed_checks = attempt[10:12]
         if case in doc.retired:
             retired += 1
             continue
         if stale and doc.case(case) is None:
             unknown += 1
             continue
-        turn = last.get(pk)
         a = AttemptInput(
             id=key,
             case=case,
@@ -127,8 +126,9 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
             reason=reason,
             facts=facts.get(pk) or {},
             calls=calls.get(pk, []),
-            last_turn_has_tool_call=None if turn is None else turn[2],
-            verifies=verifies.get(pk, []),
+            last_turn_has_tool_call=None if last_has_call is None else bool(last_has_call),
+            # Only whether every check held is read (C.5), so the failures stand for them all.
+            verifies=[False] * failed_checks,
         )
         v = score_attempt(a, doc)
         agg = Aggregate()
@@ -163,6 +163,7 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
                 agg.confirmations.get("unaided", 0),
                 agg.confirmations.get("server-aided", 0),
                 agg.confirmations.get("never", 0),
+                *attempt[12:],
                 _encode(v.as_dict()).decode(),
             )
         )
