@@ -413,6 +413,31 @@ class TestUntrustedText:
         html = client.get(f"/attempts/{a.pk}/").content.decode()
         assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
 
+    def test_table_rows_written_in_python_escape_every_value(self, hostile):
+        from records import pages
+        from records.scores import ScoreRow
+        from records.templatetags.evaldash import (
+            cost_row,
+            counted_apart_row,
+            endings_row,
+            score_row,
+        )
+
+        figures = pages.run_figures(hostile)
+        counts = ("clean", "attempts", "unaided", "completed", "steps", "discovery")
+        counts += ("invalid_params", "turns", "skipped", "unobserved", "provider_error")
+        counts += ("harness_error", "gitlab_refused", "input_tokens", "output_tokens")
+        counts += ("cache_created_tokens", "cache_read_tokens")
+        ratios = [f"{c}_{e}" for c in ("reached", "aft", "fidelity", "confirmation") for e in "nd"]
+        row = ScoreRow(XSS, XSS, XSS, dict.fromkeys(counts + tuple(ratios), 1), refusal=(XSS, XSS))
+        html = "".join(
+            [endings_row(r) + cost_row(r) + cost_row(r, strong=True) for r in figures.rows]
+            + [score_row(row), counted_apart_row(row)]
+        )
+        assert XSS in str(figures.rows[0].model) and "<script>alert" not in html
+        assert "<img src=x" not in html and "&lt;script&gt;alert(&quot;x&quot;)" in html
+        assert "?model=%3Cscript%3Ealert%28%22x%22%29" in html  # links carry it encoded
+
     def test_partials_escape_too(self, client, hostile):
         for url in ("/?page=1", f"/runs/{hostile.pk}/?page=1"):
             body = client.get(url, headers={"HX-Request": "true"}).content.decode()

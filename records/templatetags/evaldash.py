@@ -1,8 +1,11 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
 
 from records.cost import usd as _usd
 
@@ -94,3 +97,166 @@ def delta(base: Any, other: Any) -> dict[str, float | None]:
     from records.compare import COLUMNS, delta_points
 
     return {c: delta_points(base.ratio(c), other.ratio(c)) for c in COLUMNS}
+
+
+# --- table rows rendered in Python ----------------------------------------------------------------
+# The run page's tables have a row per model, surface and mode, and a run of many models has
+# thousands of cells: the template engine's cost per variable made those rows most of the
+# page's time. These tags write the same rows with `format_html`, which escapes every value.
+
+_COUNTED_APART = ("skipped", "unobserved", "provider_error", "harness_error", "gitlab_refused")
+
+
+def _q(value: Any) -> str:
+    """A query-string value, as the `urlencode` filter writes it (percent-encoded, so it is
+    safe inside an attribute as it is)."""
+    return quote(str(value), safe="/")
+
+
+def _attempts_link(r: Any) -> str:
+    return f"?model={_q(r.model)}&surface={_q(r.surface)}"
+
+
+def _num(value: Any) -> SafeString:
+    if type(value) is int:  # nothing to escape
+        return mark_safe(f'<td class="num">{value}</td>')  # noqa: S308
+    return format_html('<td class="num">{}</td>', value)
+
+
+@register.simple_tag
+def endings_row(r: Any) -> SafeString:
+    """A row of "How attempts ended": counts linked to the attempts behind them."""
+    link = _attempts_link(r)
+    cells = [
+        format_html(
+            '<td><code>{}</code></td><td>{}</td><td>{}</td><td class="num">'
+            '<a href="{}#attempts">{}</a></td>',
+            r.model,
+            r.surface or "—",
+            r.mode or "—",
+            mark_safe(link),  # noqa: S308 (percent-encoded above)
+            r.summary.attempts,
+        )
+    ]
+    for ending, n in r.endings:
+        if n:
+            cells.append(
+                format_html(
+                    '<td class="num"><a href="{}&ended_by={}#attempts">{}</a></td>',
+                    mark_safe(link),  # noqa: S308
+                    _q(ending),
+                    n,
+                )
+            )
+        else:
+            cells.append(mark_safe('<td class="num"><span class="muted">0</span></td>'))
+    s = r.summary
+    cells += [
+        _num(s.turns),
+        _num(s.tries),
+        _num(ms(r.mean_latency_ms)),
+        _num(intcomma(r.tokens.total)),
+    ]
+    return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308 (each part built above)
+
+
+@register.simple_tag
+def cost_row(r: Any, strong: bool = False) -> SafeString:
+    """A row of "Tokens and cost": the four usage numbers, their prices, and the total."""
+    t = r.tokens
+    cells = [
+        format_html(
+            "<td><code>{}</code></td><td>{}</td>",
+            r.model,
+            "all surfaces" if strong else f"{r.surface} {r.mode}",
+        ),
+        *(_num(intcomma(n)) for n in (t.input, t.output, t.cache_created, t.cache_read)),
+    ]
+    if r.cost:
+        c = r.cost
+        cells += [_num(usd(v)) for v in (c.input, c.output, c.cache_write, c.cache_read)]
+        cells.append(format_html('<td class="num"><strong>{}</strong></td>', usd(c.total)))
+    else:
+        why = r.unpriced_reason
+        cells.append(
+            format_html('<td colspan="5" class="unknown" title="{}">unknown: {}</td>', why, why)
+        )
+    cells += [
+        _num(pct(t.cache_read_share)),
+        _num(usd(r.cost_per_attempt)),
+        _num(usd(r.cost_per_completed)),
+        _num(usd(r.without_cache)),
+    ]
+    row = "".join(cells)
+    return mark_safe(f'<tr class="total">{row}</tr>' if strong else f"<tr>{row}</tr>")  # noqa: S308
+
+
+@register.simple_tag
+def score_row(r: Any) -> SafeString:
+    """A row of a score table: each ratio linked to the attempts behind it."""
+    link = _attempts_link(r)
+    cells = [
+        format_html(
+            '<td><a href="{}#attempts"><code>{}</code></a></td>',
+            mark_safe(link),  # noqa: S308
+            r.model,
+        )
+    ]
+    for name, pair in r.columns:
+        if not pair[1]:
+            cells.append(mark_safe('<td class="num">-</td>'))
+            continue
+        extra = {"completion": "&outcome=completed", "clean": "&clean=yes"}.get(name, "")
+        cells.append(
+            format_html(
+                '<td class="num"><a href="{}{}#attempts" title="{}">{}</a> '
+                '<span class="rate">{}</span></td>',
+                mark_safe(link),  # noqa: S308
+                mark_safe(extra),  # noqa: S308
+                name,
+                ratio(pair),
+                rate(pair),
+            )
+        )
+    cells.append(_num(r.overhead))
+    if r.refusal:
+        cells.append(
+            format_html(
+                '<td><span class="badge warn" title="{}">{}</span> <span class="muted">{}</span>'
+                "</td>",
+                r.refusal[1],
+                r.refusal[0],
+                r.refusal[1],
+            )
+        )
+    else:
+        cells.append(mark_safe('<td><span class="ok">yes</span></td>'))
+    return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
+
+
+@register.simple_tag
+def counted_apart_row(r: Any) -> SafeString:
+    """A row of "Counted apart and tokens": outcomes kept out of the ratios, linked."""
+    f = r.figures
+    link = _attempts_link(r)
+    cells = [
+        format_html("<td><code>{}</code></td>", r.model),
+        _num(f["attempts"]),
+        _num(f["turns"] or 0),
+    ]
+    for outcome in _COUNTED_APART:
+        n = f.get(outcome)
+        if n:
+            cells.append(
+                format_html(
+                    '<td class="num"><a href="{}&outcome={}#attempts">{}</a></td>',
+                    mark_safe(link),  # noqa: S308
+                    outcome,
+                    n,
+                )
+            )
+        else:
+            cells.append(mark_safe('<td class="num">0</td>'))
+    tokens = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
+    cells += [_num(intcomma(f[t])) for t in tokens]
+    return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
