@@ -50,10 +50,28 @@ def available() -> bool:
     )
 
 
+_background: list[threading.Thread] = []
+
+
+def in_background(target: Callable[[], None]) -> None:
+    """Run `target` in a thread of its own; the next worker start waits for it first, so that
+    workers still fork from a process with no other thread."""
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    _background.append(thread)
+
+
+def settle() -> None:
+    """Wait for everything `in_background` started."""
+    while _background:
+        _background.pop().join()
+
+
 def _context(preload: str) -> Any:
     """A process with no other thread forks (instant, and no lock can be held by a thread
     that does not exist in the child); a threaded one (a web server) has its workers forked
     by a clean single-threaded server process instead, started once."""
+    settle()
     if threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver")

@@ -168,6 +168,48 @@ def test_two_uploads_of_the_same_content_racing_store_it_once(settings, monkeypa
     assert ShardFile.objects.count() == 1 and Attempt.objects.count() == first["attempts"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_a_large_shards_checkpoint_runs_beside_the_next_and_ends_with_the_call(
+    settings, monkeypatch
+):
+    from django.db import connection
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's write-ahead log")
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    started = []
+    real = beside.in_background
+    monkeypatch.setattr(beside, "in_background", lambda f: started.append(1) or real(f))
+    other = io.BytesIO()
+    write_run(
+        other,
+        load_demo_key(),
+        run_id="run-other",
+        commit="d" * 40,
+        started_at=datetime(2026, 11, 3, 9),
+        seed=8,
+        models=MODELS[:2],
+        max_attempts=120,
+    )
+    report = ingest(
+        [
+            bytes_input("modeleval-a.jsonl", _synth()),
+            bytes_input("modeleval-b.jsonl", other.getvalue()),
+        ],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    assert len(report.stored) == 2 and Attempt.objects.count() == sum(
+        s["attempts"] for s in report.stored
+    )
+    assert started == [1]  # the first shard's, beside the second's parse; the last's in line
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA wal_autocheckpoint")
+        assert cur.fetchone()[0] == 1000
+        cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        busy, log, done = cur.fetchone()
+    assert busy == 0 and log == done  # nothing left in the log to copy
+
+
 def _dies(source, sink, name):
     os._exit(3)
 
