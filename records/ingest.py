@@ -393,11 +393,15 @@ def _parsed(stream: IO[bytes], name: str, in_process: bool) -> Iterator[tuple[An
 
 
 def _from_parser_process(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
+    """The parser's messages; its "done" carries the shard's sha256, taken by the thread that
+    sends it the bytes (hashing lets other threads run, so this costs the writer nothing)."""
     parser = beside.Beside(worker, (name,), name)
     _wal.resume()  # the parser has forked: the last shard's checkpoint may run beside it
+    digest = hashlib.sha256()
 
     def feed() -> None:
         while chunk := stream.read(CHUNK):
+            digest.update(chunk)
             if not parser.send(chunk):
                 return  # the parser stopped early (an error in the shard, or it was stopped)
         parser.end_input()
@@ -412,10 +416,12 @@ def _from_parser_process(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ..
                 file, message, line, fld = msg[1]
                 finished = True
                 raise ShardError(file, message, line=line, field=fld)
-            yield msg
-            if msg[0] == "done":
+            if msg[0] == "done":  # the parser read to the end, so every byte was fed
+                feeder.join()
                 finished = True
+                yield ("done", digest.hexdigest())
                 return
+            yield msg
     finally:
         if not finished:
             parser.stop()
@@ -613,10 +619,10 @@ def ingest_shard(
     """Store one shard whole, or report why not. Never raises for a user's mistake.
 
     The same content is stored once. A shard no stored shard matches in size cannot be stored
-    already: a large one is then hashed by its parser process, which reads every byte anyway,
-    instead of in a pass of its own before the parse; the row waits under a provisional
-    digest until the parser's arrives. Any other shard is hashed first and looked up. Either
-    way the unique digest decides a race between two uploads of the same content."""
+    already: a large one is then hashed as its bytes go to the parser process, instead of in
+    a pass of its own before the parse; the row waits under a provisional digest until then.
+    Any other shard is hashed first and looked up. Either way the unique digest decides a race
+    between two uploads of the same content."""
     started = time.perf_counter()
     size = _size(stream)
     in_process = _parser_process_for(size)

@@ -8,8 +8,7 @@ writes, in this order:
 - ("shard", ShardSummary) once the whole shard is read and its joins hold: the run line, the
   sessions with their call counts, the per-(model, surface, mode) summaries and the warnings;
 - ("attempts", rows), the attempt rows with their totals, effective surface and mode settled;
-- ("done", sha256): the shard's digest from the parser process, which reads every byte; None
-  in line, where the ingest has taken it before.
+- ("done", None).
 
 Attempt rows are held until the end because what they carry (totals over their turn and call
 lines, their session's surface and mode) is only known once the shard is read; written once,
@@ -21,7 +20,6 @@ use both cores. A ShardError in the parser reaches the writer as a ("error", ...
 from __future__ import annotations
 
 import gc
-import hashlib
 import io
 from collections import Counter
 from collections.abc import Iterator
@@ -396,23 +394,19 @@ def messages(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
 
 
 class _PipeReader(io.RawIOBase):
-    """The shard's bytes as the writer process sends them: chunks, then an empty chunk. Their
-    sha256 is taken on the way, so the writer need not read the shard twice."""
+    """The shard's bytes as the writer process sends them: chunks, then an empty chunk."""
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.left = memoryview(b"")
         self.eof = False
-        self.sha256 = hashlib.sha256()
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buf: Any) -> int:
         while not self.left and not self.eof:
-            chunk = self.conn.recv_bytes()
-            self.sha256.update(chunk)
-            self.left = memoryview(chunk)
+            self.left = memoryview(self.conn.recv_bytes())
             self.eof = not self.left
         n = min(len(buf), len(self.left))
         buf[:n] = self.left[:n]
@@ -425,12 +419,9 @@ def worker(source: Any, sink: Any, name: str) -> None:
     # What this process builds holds no reference cycles, and a forked parser shares the
     # writer's memory: collecting would only walk (and copy) pages nobody frees.
     gc.disable()
-    raw = _PipeReader(source)
-    stream = io.BufferedReader(raw, buffer_size=1 << 20)
+    stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
     try:
         for msg in messages(stream, name):
-            if msg[0] == "done":  # the whole shard has been read: its digest is final
-                msg = ("done", raw.sha256.hexdigest())
             sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
     except ShardError as exc:
         sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))
