@@ -194,7 +194,9 @@ class Session(models.Model):
 class Attempt(models.Model):
     # Without database constraints, as for turn, call and verify rows below: only the ingest
     # writes attempts, naming the run and the sessions it has just stored in the same
-    # transaction, and deletes cascade through Django.
+    # transaction, and deletes cascade through Django. A run's attempts and sessions go
+    # together with the run, so deleting sessions need not look attempts up by session (no
+    # query does): the session column has no index to keep up at every insert.
     run = models.ForeignKey(
         Run,
         on_delete=models.CASCADE,
@@ -206,8 +208,9 @@ class Attempt(models.Model):
         Session,
         null=True,
         blank=True,
-        on_delete=models.CASCADE,
+        on_delete=models.DO_NOTHING,
         related_name="attempts",
+        db_index=False,
         db_constraint=False,
     )
     key = models.TextField()

@@ -376,6 +376,23 @@ def test_verdicts_scored_from_the_database_are_those_of_the_shard_read_into_memo
         assert {v["verified"] for v in got.values()} == {True, False}
 
 
+def test_deleting_a_scored_run_leaves_nothing_of_it(settings):
+    """Attempts, sessions and verdicts refer to their run and to each other without database
+    constraints: deleting the run must still take every row of it, through its scorings too."""
+    from records import models as m
+
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    run = m.Run.objects.get()
+    tables = (m.Attempt, m.Turn, m.Call, m.Verify, m.Session, m.Provider, m.SurfaceSummary)
+    tables += (m.Scoring, m.Verdict, m.ScoreRow, m.ScoreCase)
+    assert all(t.objects.exists() for t in tables)
+    run.delete()
+    assert [t.__name__ for t in tables if t.objects.exists()] == []
+    assert m.CorpusKey.objects.exists()
+
+
 def test_a_scoring_error_in_the_second_process_fails_the_scoring_as_in_line(settings):
     from records.models import Scoring, Verdict
 
