@@ -494,6 +494,21 @@ def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     assert turns == Turn.objects.count()
 
 
+def test_on_postgresql_the_bulky_columns_are_compressed_with_lz4():
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("column compression is PostgreSQL's")
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT attrelid::regclass::text, attname, attcompression FROM pg_attribute "
+            "WHERE attrelid IN ('records_call'::regclass, 'records_turn'::regclass) "
+            "AND attname IN ('result', 'arguments', 'text', 'blocks')"
+        )
+        got = {(t, c): m for t, c, m in cur.fetchall()}
+    assert len(got) == 4 and set(got.values()) == {"l"}, got
+
+
 @pytest.mark.parametrize("parser", ["in line", "second process"])
 def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, settings):
     from django.db import connection
