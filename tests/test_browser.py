@@ -58,14 +58,7 @@ def page(browser, live_server, settings, tmp_path):
     pg = context.new_page()
     problems: list[str] = []
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    pg.on(
-        "console",
-        lambda m: (
-            problems.append(m.text)
-            if m.type == "error" and "favicon" not in m.text and "404" not in m.text
-            else None
-        ),
-    )
+    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     pg.problems = problems
     pg.base = live_server.url
     yield pg
