@@ -24,15 +24,15 @@ pytestmark = pytest.mark.django_db
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 
 
-def _synth() -> bytes:
+def _synth(run_id: str = "run-parser", seed: int = 7) -> bytes:
     buf = io.BytesIO()
     write_run(
         buf,
         load_demo_key(),
-        run_id="run-parser",
-        commit="c" * 40,
-        started_at=datetime(2026, 11, 2, 9),
-        seed=7,
+        run_id=run_id,
+        commit=f"{seed:040x}",
+        started_at=datetime(2026, 11, seed % 27 + 1, 9),
+        seed=seed,
         models=MODELS[:2],
         max_attempts=120,
     )
@@ -180,21 +180,10 @@ def test_on_sqlite_a_large_shards_checkpoint_runs_beside_the_next_and_ends_with_
     started = []
     real = beside.in_background
     monkeypatch.setattr(beside, "in_background", lambda f: started.append(1) or real(f))
-    other = io.BytesIO()
-    write_run(
-        other,
-        load_demo_key(),
-        run_id="run-other",
-        commit="d" * 40,
-        started_at=datetime(2026, 11, 3, 9),
-        seed=8,
-        models=MODELS[:2],
-        max_attempts=120,
-    )
     report = ingest(
         [
             bytes_input("modeleval-a.jsonl", _synth()),
-            bytes_input("modeleval-b.jsonl", other.getvalue()),
+            bytes_input("modeleval-b.jsonl", _synth("run-other", seed=8)),
         ],
         Upload.objects.create(source=Upload.Source.CLI),
     )
@@ -295,18 +284,7 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
     from records.models import Run
 
     assert _ingest("modeleval-a.jsonl", _synth()).stored
-    buf = io.BytesIO()
-    write_run(
-        buf,
-        load_demo_key(),
-        run_id="run-other",
-        commit="d" * 40,
-        started_at=datetime(2026, 11, 3, 9),
-        seed=8,
-        models=MODELS[:2],
-        max_attempts=120,
-    )
-    assert _ingest("modeleval-b.jsonl", buf.getvalue()).stored
+    assert _ingest("modeleval-b.jsonl", _synth("run-other", seed=8)).stored
     first, second = Run.objects.order_by("pk")
     # Every third attempt of the first run becomes the second run's: both runs' ids interleave.
     moved = list(Attempt.objects.filter(run=first).order_by("pk").values_list("pk", flat=True))
