@@ -482,8 +482,14 @@ class _Checkpoints:
 
 def _checkpoint(path: str) -> None:
     import sqlite3
+    from urllib.parse import quote
 
-    db = sqlite3.connect(path, timeout=settings.DATABASES["default"]["OPTIONS"]["timeout"])
+    # mode=rw: a database file that is gone (deleted meanwhile) is not created afresh.
+    db = sqlite3.connect(
+        f"file:{quote(path)}?mode=rw",
+        uri=True,
+        timeout=settings.DATABASES["default"]["OPTIONS"]["timeout"],
+    )
     try:
         db.execute("PRAGMA wal_checkpoint(PASSIVE)")
     finally:
