@@ -22,32 +22,11 @@ from records.scores import (
     score_rows,
     verdict_sums,
 )
+from records.scoring.batch import ADDITIVE, TOKENS
 from records.scoring.score import RATIO_COLUMNS
 
 COLUMNS = RATIO_COLUMNS
-SUMMED = [
-    "counted",
-    "total",
-    "clean",
-    "unaided",
-    "completed",
-    "discovery",
-    "invalid_params",
-    "steps",
-    "reached_n",
-    "reached_d",
-    "aft_n",
-    "aft_d",
-    "fidelity_n",
-    "fidelity_d",
-    "confirmation_n",
-    "confirmation_d",
-    "input_tokens",
-    "output_tokens",
-    "cache_created_tokens",
-    "cache_read_tokens",
-    "turns",
-]
+SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]
 
 
 def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:

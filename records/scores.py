@@ -34,7 +34,7 @@ from records.models import (
     Upload,
     Verdict,
 )
-from records.scoring.batch import VERDICT_FIELDS, Chunk, score_chunk
+from records.scoring.batch import ADDITIVE, TOKENS, VERDICT_FIELDS, Chunk, score_chunk
 from records.scoring.batch import worker as batch_worker
 from records.scoring.score import (
     OUTCOMES,
@@ -205,9 +205,9 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     with connection.cursor() as cur:
         cur.execute(
             f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
-            # then what the scorer reads (the two after the reason) and what each verdict
-            # copies (session, tries and tokens) of the attempt
-            f"ended_by, reason, last_turn_has_tool_call, failed_checks, session_id, try_count, "
+            # then what the scorer reads of the turns and checks, and the tries and tokens each
+            # verdict copies (with the session)
+            f"ended_by, reason, last_turn_has_tool_call, failed_checks, try_count, "
             f"input_tokens, output_tokens, cache_created_tokens, cache_read_tokens "
             f"FROM {a_t} WHERE run_id = %s ORDER BY id",
             [run.pk],
@@ -221,9 +221,8 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     placed: dict[tuple[str, str, int | None], tuple[str, str, str]] = {}
     for start in range(0, len(rows), chunk):
         attempts = []
-        for pk, key, case, model, surface, session_id, ended_by, reason, *rest in rows[
-            start : start + chunk
-        ]:
+        for row in rows[start : start + chunk]:
+            pk, key, case, model, surface, session_id, ended_by, reason = row[:8]
             place = placed.get((model, surface, session_id))
             if place is None:
                 place = placed[(model, surface, session_id)] = _place(
@@ -231,7 +230,8 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
                 )
             mode, tier, row_key = place
             attempts.append(
-                (pk, key, case, model, surface, mode, tier, ended_by, reason, row_key, *rest)
+                (pk, key, case, model, surface, mode, tier, ended_by, reason, row_key)
+                + (*row[8:10], session_id, *row[10:])  # last turn, failed checks; copied
             )
         # The chunk's attempts are a range of ids (in id order), read by range; where another
         # run's attempts lie between them (ids taken by two ingests at once), their rows are
@@ -391,22 +391,6 @@ def count_where(name: str, value: Any = True) -> Sum:
     return Sum(Case(When(**{name: value}, then=1), default=0, output_field=IntegerField()))
 
 
-_ADDITIVE = (
-    "discovery",
-    "invalid_params",
-    "steps",
-    "reached_n",
-    "reached_d",
-    "aft_n",
-    "aft_d",
-    "fidelity_n",
-    "fidelity_d",
-    "confirmation_n",
-    "confirmation_d",
-)
-_TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
-
-
 def verdict_sums() -> dict[str, Any]:
     """The figures every grouping of verdicts sums: counts, the additive C.8 contributions and
     the attempts' tries and tokens (one definition for the score rows and the case figures)."""
@@ -414,9 +398,9 @@ def verdict_sums() -> dict[str, Any]:
         "total": Count("id"),
         "clean": count_where("clean"),
         "unaided": count_where("unaided"),
-        **{name: Sum(name) for name in _ADDITIVE},
+        **{name: Sum(name) for name in ADDITIVE},
         "turns": Sum("tries"),
-        **{t: Sum(t) for t in _TOKENS},
+        **{t: Sum(t) for t in TOKENS},
     }
 
 

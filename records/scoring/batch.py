@@ -38,6 +38,23 @@ _encode = msgspec.json.Encoder().encode
 #             in (attempt, index, line) order
 Chunk = tuple[list[tuple], list[tuple], list[tuple]]
 
+# The additive C.8 contributions of a verdict (sums of them are a row's ratios and overhead),
+# and the attempt's tokens it copies: every grouping of verdicts sums these columns.
+ADDITIVE = (
+    "discovery",
+    "invalid_params",
+    "steps",
+    "reached_n",
+    "reached_d",
+    "aft_n",
+    "aft_d",
+    "fidelity_n",
+    "fidelity_d",
+    "confirmation_n",
+    "confirmation_d",
+)
+TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
+
 # The columns of a verdict row as `score_chunk` builds it (its scoring's id goes first).
 VERDICT_FIELDS = (
     "attempt",
@@ -51,17 +68,7 @@ VERDICT_FIELDS = (
     "unaided",
     "verified",
     "counted",
-    "discovery",
-    "invalid_params",
-    "steps",
-    "reached_n",
-    "reached_d",
-    "aft_n",
-    "aft_d",
-    "fidelity_n",
-    "fidelity_d",
-    "confirmation_n",
-    "confirmation_d",
+    *ADDITIVE,
     "declined_by_refusal",
     "declined_by_text",
     "confirmed_unaided",
@@ -69,10 +76,7 @@ VERDICT_FIELDS = (
     "confirmed_never",
     "session",
     "tries",
-    "input_tokens",
-    "output_tokens",
-    "cache_created_tokens",
-    "cache_read_tokens",
+    *TOKENS,
     "detail",
 )
 

@@ -8,6 +8,8 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from records.cost import usd as _usd
+from records.scoring.batch import TOKENS
+from records.scoring.score import COUNTED_APART
 
 register = template.Library()
 
@@ -103,8 +105,6 @@ def delta(base: Any, other: Any) -> dict[str, float | None]:
 # The run page's tables have a row per model, surface and mode, and a run of many models has
 # thousands of cells: the template engine's cost per variable made those rows most of the
 # page's time. These tags write the same rows with `format_html`, which escapes every value.
-
-_COUNTED_APART = ("skipped", "unobserved", "provider_error", "harness_error", "gitlab_refused")
 
 
 def _q(value: Any) -> str:
@@ -244,7 +244,7 @@ def counted_apart_row(r: Any) -> SafeString:
         _num(f["attempts"]),
         _num(f["turns"] or 0),
     ]
-    for outcome in _COUNTED_APART:
+    for outcome in COUNTED_APART:
         n = f.get(outcome)
         if n:
             cells.append(
@@ -257,6 +257,5 @@ def counted_apart_row(r: Any) -> SafeString:
             )
         else:
             cells.append(mark_safe('<td class="num">0</td>'))
-    tokens = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
-    cells += [_num(intcomma(f[t])) for t in tokens]
+    cells += [_num(intcomma(f[t])) for t in TOKENS]
     return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
