@@ -387,58 +387,177 @@ def _parser_process_for(size: int) -> bool:
     return size >= settings.EVALDASH_PARSER_PROCESS_MIN_BYTES and beside.available()
 
 
-def _parsed(stream: IO[bytes], name: str, in_process: bool) -> Iterator[tuple[Any, ...]]:
-    """The parser's messages (`records.formats.shard_rows`), from this process or a second one."""
-    return _from_parser_process(stream, name) if in_process else messages(stream, name)
+class _Parser:
+    """The parser process of one ingest call (`records.formats.shard_rows.worker`).
+
+    Large shards are parsed there one after another. The next one's bytes go in as soon as the
+    last one is read (`_Units.read_on`), so its parse runs while the writer stores the end of
+    the last one: its attempt rows, its run, the commit. The process starts with the first large
+    shard and ends with the call; a shard's error ends it too, as does the writer giving up on
+    a shard the process is still reading, and the next large shard starts another."""
+
+    def __init__(self) -> None:
+        self.proc: beside.Beside | None = None
+        self.feeding: _Feed | None = None  # the last shard whose bytes went in
+
+    def start(self, stream: IO[bytes], name: str) -> _Feed:
+        if self.feeding is not None:
+            self.feeding.thread.join()  # the shard before was read whole: its bytes are in
+        if self.proc is None:
+            self.proc = beside.Beside(worker, (), "the shard parser")
+        self.feeding = _Feed(self, self.proc, stream, name)
+        return self.feeding
+
+    def stop(self) -> None:
+        """Stop the process, whatever it is doing."""
+        if self.proc is not None:
+            self.proc.stop()
+            self._release()
+
+    def ended(self) -> None:
+        """The process ended by itself (after a shard's error)."""
+        self._release()
+
+    def close(self) -> None:
+        """At the end of the call: a process with nothing left to parse ends by itself."""
+        if self.proc is None:
+            return
+        if self.feeding is not None and not self.feeding.finished:
+            self.stop()  # the call ends early (an error nobody caught)
+            return
+        self.proc.end_input()
+        self._release()
+
+    def _release(self) -> None:
+        proc, self.proc = self.proc, None
+        if self.feeding is not None:
+            self.feeding.thread.join()  # its sending fails once the process is gone
+        assert proc is not None
+        proc.close()
 
 
-def _from_parser_process(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
-    """The parser's messages; its "done" carries the shard's sha256, taken by the thread that
-    sends it the bytes (hashing lets other threads run, so this costs the writer nothing)."""
-    parser = beside.Beside(worker, (name,), name)
-    _wal.resume()  # the parser has forked: the last shard's checkpoint may run beside it
-    digest = hashlib.sha256()
+class _Feed:
+    """One shard in the parser process: its bytes sent, and hashed, by a thread of its own (hashing
+    lets other threads run, so the digest costs the writer nothing), its messages taken in turn."""
 
-    def feed() -> None:
+    def __init__(self, parser: _Parser, proc: beside.Beside, stream: IO[bytes], name: str) -> None:
+        self.parser = parser
+        self.proc = proc
+        self.digest = hashlib.sha256()
+        self.read = False  # the parser read the whole shard (it sent the "shard" message)
+        self.finished = False  # its last message ("done" or "error") was taken
+        self.thread = threading.Thread(target=self._send, args=(stream, name), daemon=True)
+        self.thread.start()
+
+    def _send(self, stream: IO[bytes], name: str) -> None:
+        if not self.proc.send(b"n" + name.encode()):
+            return
         while chunk := stream.read(CHUNK):
-            digest.update(chunk)
-            if not parser.send(chunk):
+            self.digest.update(chunk)
+            if not self.proc.send(chunk):
                 return  # the parser stopped early (an error in the shard, or it was stopped)
-        parser.end_input()
+        self.proc.end_input()
 
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    finished = False
-    try:
+    def messages(self) -> Iterator[tuple[Any, ...]]:
+        """The parser's messages for this shard; its "done" carries the shard's sha256."""
         while True:
-            msg = parser.receive()
-            if msg[0] == "error":
+            msg = self.proc.receive()
+            kind = msg[0]
+            if kind == "error":
+                self.finished = True
+                self.parser.ended()
                 file, message, line, fld = msg[1]
-                finished = True
                 raise ShardError(file, message, line=line, field=fld)
-            if msg[0] == "done":  # the parser read to the end, so every byte was fed
-                feeder.join()
-                finished = True
-                yield ("done", digest.hexdigest())
+            if kind == "shard":
+                self.read = True
+            elif kind == "done":  # the parser read to the end, so every byte was sent
+                self.thread.join()
+                self.finished = True
+                yield ("done", self.digest.hexdigest())
                 return
             yield msg
-    finally:
-        if not finished:
-            parser.stop()
-        feeder.join()
-        parser.close()
+
+    def abandon(self) -> None:
+        """The writer gives up on this shard. Once the parser has read it, what it still sends
+        of it is dropped, so the next shard's parse goes on; before, the process is stopped."""
+        if self.finished:
+            return
+        self.finished = True
+        if self.read:
+            while self.proc.receive()[0] != "done":
+                pass
+        else:
+            self.parser.stop()
+
+
+@dataclass
+class _Shard:
+    """A shard candidate: its stream is open until the unit after it is taken."""
+
+    name: str
+    stream: IO[bytes]
+    size: int
+    feed: _Feed | None = None  # its parse, when it started while the shard before was stored
+
+
+class _Raise:
+    """An unforeseen error met while taking the next unit early: it is raised in its turn."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+
+_END = object()
+
+
+class _Units:
+    """What the inputs hold, in order (`_units`), with one look ahead: once the writer has read
+    a shard, it takes the next unit, and a large shard there starts its parse."""
+
+    def __init__(self, units: Iterator[Any], parser: _Parser) -> None:
+        self.units = units
+        self.parser = parser
+        self.ahead: Any = None  # the unit taken early, if any
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            unit, self.ahead = self.ahead, None
+            if unit is None:
+                unit = next(self.units, _END)
+            if unit is _END:
+                return
+            if isinstance(unit, _Raise):
+                raise unit.exc
+            yield unit
+
+    def read_on(self) -> None:
+        """The shard being stored has been read: start on the next one."""
+        if self.ahead is not None:
+            return
+        try:
+            self.ahead = next(self.units, _END)
+        except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's work)
+            self.ahead = _Raise(exc)
+            return
+        unit = self.ahead
+        if (
+            isinstance(unit, _Shard)
+            and _parser_process_for(unit.size)
+            # A stored shard of the same size may hold the same content: that one is hashed
+            # and looked up first, in its turn (see ingest_shard).
+            and not ShardFile.objects.filter(size=unit.size).exists()
+        ):
+            unit.feed = self.parser.start(unit.stream, unit.name)
 
 
 class _Checkpoints:
     """SQLite keeps a large shard's pages in its write-ahead log until a checkpoint copies
     them into the database file and syncs it. Left to SQLite, that happens at the shard's
     commit, on the ingest's path; here the commit skips it, and the checkpoint runs on its
-    own connection beside the next shard's parse, or at the end of the ingest call, which
-    returns with the log checkpointed as before. A commit is as durable either way (WAL
-    with synchronous=NORMAL): the checkpoint only moves pages into place."""
-
-    def __init__(self) -> None:
-        self.pending: str | None = None  # the database file whose log waits
+    own connection beside what comes next (the next shard's parse is already under way); the
+    ingest call waits for the last one, so it returns with the log checkpointed as before. A
+    commit is as durable either way (WAL with synchronous=NORMAL): the checkpoint only moves
+    pages into place."""
 
     def applies(self) -> bool:
         name = str(connection.settings_dict.get("NAME") or "")
@@ -451,7 +570,7 @@ class _Checkpoints:
 
     @contextmanager
     def deferred(self, large: bool) -> Iterator[None]:
-        """Around a shard's transaction: a large shard's commit leaves the log pending."""
+        """Around a shard's transaction: a large shard's commit is checkpointed beside."""
         if not (large and self.applies()):
             yield
             return
@@ -461,23 +580,17 @@ class _Checkpoints:
             cur.execute("PRAGMA wal_autocheckpoint = 0")
         try:
             yield
-            self.pending = str(connection.settings_dict["NAME"])
         finally:
             with connection.cursor() as cur:
                 cur.execute(f"PRAGMA wal_autocheckpoint = {int(every)}")
-
-    def resume(self) -> None:
-        """Start the pending checkpoint beside whatever comes next."""
-        if self.pending:
-            path, self.pending = self.pending, None
-            beside.in_background(lambda: _checkpoint(path))
+        # Committed (an error would not come here): one checkpoint at a time.
+        beside.settle()
+        path = str(connection.settings_dict["NAME"])
+        beside.in_background(lambda: _checkpoint(path))
 
     def finish(self) -> None:
-        """Wait for a checkpoint under way and run the pending one."""
+        """Wait for the checkpoint under way."""
         beside.settle()
-        if self.pending:
-            path, self.pending = self.pending, None
-            _checkpoint(path)
 
 
 def _checkpoint(path: str) -> None:
@@ -616,11 +729,12 @@ def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, i
 
 
 def ingest_shard(
-    stream: IO[bytes],
-    name: str,
+    shard: _Shard,
     upload: Upload,
     report: IngestReport,
-    progress: Progress | None = None,
+    progress: Progress | None,
+    parser: _Parser,
+    read_on: Callable[[], None],
 ) -> None:
     """Store one shard whole, or report why not. Never raises for a user's mistake.
 
@@ -628,31 +742,34 @@ def ingest_shard(
     already: a large one is then hashed as its bytes go to the parser process, instead of in
     a pass of its own before the parse; the row waits under a provisional digest until then.
     Any other shard is hashed first and looked up. Either way the unique digest decides a race
-    between two uploads of the same content."""
+    between two uploads of the same content. `read_on` is called once the shard is read, so
+    the next one may start."""
     started = time.perf_counter()
-    size = _size(stream)
-    in_process = _parser_process_for(size)
+    stream, name, size, feed = shard.stream, shard.name, shard.size, shard.feed
+    large = feed is not None or _parser_process_for(size)
     sha: str | None = None
-    if not in_process or ShardFile.objects.filter(size=size).exists():
+    if feed is None and (not large or ShardFile.objects.filter(size=size).exists()):
         sha = _sha256(stream)
         if ShardFile.objects.filter(sha256=sha).exists():
             report.present.append({"file": name, "sha256": sha})
             return
     try:
-        with _wal.deferred(in_process), gc_paused(), transaction.atomic():
-            shard = ShardFile.objects.create(
+        with _wal.deferred(large), gc_paused(), transaction.atomic():
+            shard_row = ShardFile.objects.create(
                 upload=upload,
                 name=name[:500],
                 sha256=sha or f"pending-{uuid.uuid4().hex}",
                 size=size,
                 lines=0,
             )
-            run = Run.objects.create(shard=shard, run_id="", repeat=0, line=0)
+            run = Run.objects.create(shard=shard_row, run_id="", repeat=0, line=0)
             writer = _Writer(run.pk)
             summary: ShardSummary | None = None
             session_ids: dict[str, int] = {}
             next_report = CHUNK * 8
-            for msg in _parsed(stream, name, in_process):
+            if large and feed is None:
+                feed = parser.start(stream, name)
+            for msg in feed.messages() if feed else messages(stream, name):
                 kind = msg[0]
                 if kind == "batch":
                     writer.children(*msg[1:5])
@@ -660,13 +777,14 @@ def ingest_shard(
                         progress(name, msg[5], size)
                         next_report = msg[5] + CHUNK * 8
                 elif kind == "shard":
+                    read_on()
                     summary = msg[1]
-                    session_ids = _store_run(run, summary, shard)
+                    session_ids = _store_run(run, summary, shard_row)
                 elif kind == "attempts":
                     writer.write_attempts(msg[1], session_ids)
                 elif kind == "done" and sha is None:
-                    sha = shard.sha256 = msg[1]
-                    shard.save(update_fields=["sha256"])
+                    sha = shard_row.sha256 = msg[1]
+                    shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:
@@ -686,6 +804,9 @@ def ingest_shard(
             ShardError(name, f"the database refused a value of this shard: {exc}").as_dict()
         )
         return
+    finally:
+        if feed is not None:
+            feed.abandon()
     if progress:
         progress(name, size, size)
     analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
@@ -701,7 +822,7 @@ def ingest_shard(
             "run_id": run.run_id,
             "attempts": attempts,
             "lines": lineno,
-            "warnings": shard.warning_count,
+            "warnings": shard_row.warning_count,
             "seconds": round(seconds, 3),  # to store it (its scoring apart)
             "scored_against": scoring.key.digest if scoring else None,
         }
@@ -752,19 +873,21 @@ def ingest(
     digest differs from the recomputed one (the key is then marked "digest not verified").
     """
     report = IngestReport()
+    parser = _Parser()
+    units = _Units(_units(inputs, report), parser)
     try:
-        for item in inputs:
-            if isinstance(item, ShardError):
-                report.refused.append(item.as_dict())
-                continue
+        for unit in units:
             try:
-                if item.name.lower().endswith(".json"):
-                    _ingest_key(item, upload, report, allow_digest_mismatch)
+                if isinstance(unit, _Shard):
+                    ingest_shard(unit, upload, report, progress, parser, units.read_on)
+                elif isinstance(unit, Input):
+                    _ingest_key(unit, upload, report, allow_digest_mismatch)
                 else:
-                    _ingest_one(item, upload, report, progress)
+                    report.refused.append(unit.as_dict())
             except (ShardError, CorpusKeyError, ConformanceError) as exc:
                 report.refused.append(exc.as_dict())
     finally:
+        parser.close()
         _wal.finish()
     upload.summary = report.as_dict()
     upload.save(update_fields=["summary"])
@@ -810,23 +933,30 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
     )
 
 
-def _ingest_one(
-    item: Input, upload: Upload, report: IngestReport, progress: Progress | None
-) -> None:
-    base = item.name.replace("\\", "/").rsplit("/", 1)[-1]
-    kind = _archive_kind(base)
-    if kind:
-        for member, data in _expand_archive(item, kind, report):
-            ingest_shard(data, member, upload, report, progress)
-    elif is_shard_name(base):
-        with item.open() as fh:
-            ingest_shard(fh, item.name, upload, report, progress)
-    else:
-        raise ShardError(
-            item.name,
-            "is neither a shard (modeleval-*.jsonl), a corpus key or replay document (.json) "
-            "nor a .zip or .tar.gz artifact",
-        )
+def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterator[Any]:
+    """What the inputs hold, in order: each shard (`_Shard`; archives expanded, each entry copied
+    out within the bounds), each .json document (`Input`) and each error (`ShardError`)."""
+    for item in inputs:
+        if isinstance(item, ShardError) or item.name.lower().endswith(".json"):
+            yield item
+            continue
+        base = item.name.replace("\\", "/").rsplit("/", 1)[-1]
+        kind = _archive_kind(base)
+        try:
+            if kind:
+                for member, data in _expand_archive(item, kind, report):
+                    yield _Shard(member, data, _size(data))
+            elif is_shard_name(base):
+                with item.open() as fh:
+                    yield _Shard(item.name, fh, _size(fh))
+            else:
+                raise ShardError(
+                    item.name,
+                    "is neither a shard (modeleval-*.jsonl), a corpus key or replay document "
+                    "(.json) nor a .zip or .tar.gz artifact",
+                )
+        except ShardError as exc:
+            yield exc
 
 
 def bytes_input(name: str, data: bytes) -> Input:

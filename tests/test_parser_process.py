@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 
 
-def _synth(run_id: str = "run-parser", seed: int = 7) -> bytes:
+def _synth(run_id: str = "run-parser", seed: int = 7, attempts: int = 120) -> bytes:
     buf = io.BytesIO()
     write_run(
         buf,
@@ -34,7 +34,7 @@ def _synth(run_id: str = "run-parser", seed: int = 7) -> bytes:
         started_at=datetime(2026, 11, seed % 27 + 1, 9),
         seed=seed,
         models=MODELS[:2],
-        max_attempts=120,
+        max_attempts=attempts,
     )
     return buf.getvalue()
 
@@ -190,7 +190,7 @@ def test_on_sqlite_a_large_shards_checkpoint_runs_beside_the_next_and_ends_with_
     assert len(report.stored) == 2 and Attempt.objects.count() == sum(
         s["attempts"] for s in report.stored
     )
-    assert started == [1]  # the first shard's, beside the second's parse; the last's in line
+    assert started == [1, 1]  # each shard's, beside what comes next; the call waits for the last
     with connection.cursor() as cur:
         cur.execute("PRAGMA wal_autocheckpoint")
         assert cur.fetchone()[0] == 1000
@@ -199,7 +199,7 @@ def test_on_sqlite_a_large_shards_checkpoint_runs_beside_the_next_and_ends_with_
     assert busy == 0 and log == done  # nothing left in the log to copy
 
 
-def _dies(source, sink, name):
+def _dies(source, sink):
     os._exit(3)
 
 
@@ -506,3 +506,160 @@ def test_lines_before_their_attempt_are_kept_across_batches(way, settings, monke
     assert (a1.turns.count(), a1.calls.count(), a1.verifies.count()) == (1, 1, 1)
     assert (a1.turn_count, a1.call_count) == (1, 1)
     assert Attempt.objects.get(key="a2").turns.count() == 1
+
+
+# --- one parser process for a call's large shards, the next read while the last is stored -------
+
+
+def _starts(monkeypatch) -> list[str]:
+    """The start methods of the processes the calls start, in order."""
+    used: list[str] = []
+    real = beside._context
+
+    def context(preload):
+        ctx = real(preload)
+        used.append(ctx.get_start_method())
+        return ctx
+
+    monkeypatch.setattr(beside, "_context", context)
+    return used
+
+
+def test_a_calls_large_shards_go_through_one_process_the_next_read_while_the_last_is_stored(
+    settings, monkeypatch
+):
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    shards = {f"modeleval-{c}.jsonl": _synth(f"run-{c}", seed=i) for i, c in enumerate("abc", 7)}
+    events: list[tuple[str, object]] = []
+    start, write = ing._Parser.start, ing._Writer.write_attempts
+    monkeypatch.setattr(
+        ing._Parser, "start", lambda p, s, name: events.append(("read", name)) or start(p, s, name)
+    )
+    monkeypatch.setattr(
+        ing._Writer,
+        "write_attempts",
+        lambda w, *a: events.append(("attempts of", w.run_id)) or write(w, *a),
+    )
+    used = _starts(monkeypatch)
+    report = ingest(
+        [bytes_input(n, d) for n, d in shards.items()],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    assert [s["file"] for s in report.stored] == list(shards) and used == ["fork"]
+    names = {s["run"]: s["file"] for s in report.stored}
+    order = []
+    for kind, what in events:
+        step = (kind, names.get(what, what))
+        if not order or order[-1] != step:
+            order.append(step)
+    a, b, c = shards
+    assert order == [
+        ("read", a),
+        ("read", b),  # once a is read, before its attempt rows are written and it commits
+        ("attempts of", a),
+        ("read", c),
+        ("attempts of", b),
+        ("attempts of", c),
+    ]
+    # The same rows as each shard alone, parsed in line.
+    together = _stored()
+    ShardFile.objects.all().delete()
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
+    for n, d in shards.items():
+        assert _ingest(n, d).stored
+    assert _stored() == together
+
+
+def test_errors_documents_and_repeats_between_large_shards_keep_their_turn(settings, monkeypatch):
+    """A shard's error ends the process and the next large shard starts another; a small shard,
+    a corpus key and the same content twice keep their places in the call."""
+    first, second = _synth("run-first", seed=7), _synth("run-second", seed=8)
+    small = _synth("run-small", seed=9, attempts=10)
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = len(small) + 1
+    bad = first.replace(b'"type":"call"', b'"type":"call","extra":1', 1)
+    assert bad != first
+    used = _starts(monkeypatch)
+    report = ingest(
+        [
+            bytes_input("modeleval-1.jsonl", first),
+            bytes_input("modeleval-2.jsonl", bad),
+            bytes_input("modeleval-3.jsonl", second),
+            bytes_input("key.json", _key()),
+            bytes_input("modeleval-4.jsonl", small),
+            bytes_input("modeleval-5.jsonl", first),
+        ],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    assert [s["file"] for s in report.stored] == [
+        "modeleval-1.jsonl",
+        "modeleval-3.jsonl",
+        "modeleval-4.jsonl",
+    ]
+    (refused,) = report.refused
+    assert refused["file"] == "modeleval-2.jsonl" and refused["field"] == "extra"
+    assert report.present == [
+        {"file": "modeleval-5.jsonl", "sha256": hashlib.sha256(first).hexdigest()}
+    ]
+    # The key came after modeleval-3 (it re-scored it) and before modeleval-4 (scored on arrival).
+    (key,) = report.keys
+    assert sorted(key["rescored_runs"]) == sorted(s["run"] for s in report.stored[:2])
+    assert [s["scored_against"] for s in report.stored] == [None, None, key["digest"]]
+    assert used == ["fork", "fork"]  # the second process for modeleval-3, after the error
+    assert ShardFile.objects.count() == 3
+    assert Attempt.objects.count() == sum(s["attempts"] for s in report.stored)
+
+
+@pytest.mark.parametrize("where", ["children", "write_attempts"])
+def test_a_shard_the_database_refuses_leaves_the_next_one_whole(where, settings, monkeypatch):
+    """Refused while the parser still reads it (its rows), the process is stopped and the next
+    shard starts another; refused once read (its attempt rows), what the parser still sends of
+    it is dropped and the next shard, already under way, is stored from the same process."""
+    from django.db import DatabaseError
+
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    real = getattr(ing._Writer, where)
+    refused_by: list[object] = []
+
+    def refuse(writer, *args):
+        if not refused_by or refused_by[0] is writer:  # the first shard's writer
+            refused_by.append(writer)
+            raise DatabaseError("value too long")
+        return real(writer, *args)
+
+    monkeypatch.setattr(ing._Writer, where, refuse)
+    used = _starts(monkeypatch)
+    second = _synth("run-second", seed=8)
+    report = ingest(
+        [
+            bytes_input("modeleval-1.jsonl", _synth()),
+            bytes_input("modeleval-2.jsonl", second),
+        ],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    (refused,) = report.refused
+    assert refused["file"] == "modeleval-1.jsonl" and "value too long" in refused["message"]
+    (stored,) = report.stored
+    assert stored["file"] == "modeleval-2.jsonl"
+    assert stored["sha256"] == hashlib.sha256(second).hexdigest()
+    assert used == (["fork", "fork"] if where == "children" else ["fork"])
+    monkeypatch.undo()
+    alone = _stored()
+    ShardFile.objects.all().delete()
+    assert _ingest("modeleval-2.jsonl", second).stored and _stored() == alone
+
+
+def test_an_input_that_cannot_be_opened_is_raised_in_its_turn_after_the_shard_before(settings):
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+
+    def cannot():
+        raise PermissionError("permission denied")
+
+    with pytest.raises(PermissionError):
+        ingest(
+            [
+                bytes_input("modeleval-1.jsonl", _synth()),
+                ing.Input("modeleval-2.jsonl", cannot, 10),
+            ],
+            Upload.objects.create(source=Upload.Source.CLI),
+        )
+    assert ShardFile.objects.count() == 1 and Attempt.objects.exists()

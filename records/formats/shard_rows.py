@@ -12,9 +12,10 @@ writes, in this order:
 
 Attempt rows are held until the end because what they carry (totals over their turn and call
 lines, their session's surface and mode) is only known once the shard is read; written once,
-they are never updated. The same generator runs in the ingest's own process, or, for a large
-shard, in a parser process beside the database writer (`worker`), so that parsing and writing
-use both cores. A ShardError in the parser reaches the writer as a ("error", ...) message.
+they are never updated. The same generator runs in the ingest's own process, or, for large
+shards, in a parser process beside the database writer (`worker`), so that parsing and writing
+use both cores; one such process parses an ingest call's large shards one after another. A
+ShardError in the parser reaches the writer as a ("error", ...) message.
 """
 
 from __future__ import annotations
@@ -414,16 +415,29 @@ class _PipeReader(io.RawIOBase):
         return n
 
 
-def worker(source: Any, sink: Any, name: str) -> None:
-    """The parser process: shard bytes in from `source`, packed messages out to `sink`."""
+def worker(source: Any, sink: Any) -> None:
+    """The parser process: shard after shard, each its name then its bytes in from `source`
+    (an empty message ends the bytes), and its packed messages out to `sink`. The process
+    ends on an empty message in place of a name, or after a shard's error (the writer then
+    starts another for the next shard)."""
     # What this process builds holds no reference cycles, and a forked parser shares the
     # writer's memory: collecting would only walk (and copy) pages nobody frees.
     gc.disable()
-    stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
     try:
-        for msg in messages(stream, name):
-            sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
-    except ShardError as exc:
-        sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))
+        while True:
+            try:
+                head = source.recv_bytes()  # b"n" + the shard's name; empty: no more shards
+            except EOFError:
+                return
+            if not head:
+                return
+            name = head[1:].decode()
+            stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
+            try:
+                for msg in messages(stream, name):
+                    sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
+            except ShardError as exc:
+                sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))
+                return
     finally:
         sink.close()
