@@ -663,3 +663,18 @@ def test_an_input_that_cannot_be_opened_is_raised_in_its_turn_after_the_shard_be
             Upload.objects.create(source=Upload.Source.CLI),
         )
     assert ShardFile.objects.count() == 1 and Attempt.objects.exists()
+
+
+def test_on_sqlite_json_checks_hold_again_after_a_shard_is_written(settings):
+    from django.db import IntegrityError, connection, transaction
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's CHECK constraints")
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    assert _ingest("modeleval-1.jsonl", _synth()).stored
+    call = Call.objects.first()
+    with connection.cursor() as cur:
+        cur.execute("PRAGMA ignore_check_constraints")
+        assert cur.fetchone()[0] == 0
+    with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cur:
+        cur.execute("UPDATE records_call SET result = 'not json' WHERE id = %s", [call.pk])
