@@ -678,3 +678,21 @@ def test_on_sqlite_json_checks_hold_again_after_a_shard_is_written(settings):
         assert cur.fetchone()[0] == 0
     with pytest.raises(IntegrityError), transaction.atomic(), connection.cursor() as cur:
         cur.execute("UPDATE records_call SET result = 'not json' WHERE id = %s", [call.pk])
+
+
+def test_on_postgresql_binary_copy_stores_what_text_copy_stores(settings, monkeypatch):
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL's COPY")
+    data = _synth()
+    real = ing._Table._binary
+    chosen: list[bool] = []
+    monkeypatch.setattr(ing._Table, "_binary", lambda t: chosen.append(real(t)) or chosen[-1])
+    assert _ingest("modeleval-1.jsonl", data).stored
+    binary = _stored()
+    assert chosen and all(chosen)  # every table of this shard went in binary
+    ShardFile.objects.all().delete()
+    monkeypatch.setattr(ing._Table, "_binary", lambda t: False)
+    assert _ingest("modeleval-1.jsonl", data).stored
+    assert _stored() == binary and binary["calls"] and binary["turns"]
