@@ -13,6 +13,7 @@ import multiprocessing
 import pickle
 import queue
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -51,6 +52,17 @@ def available() -> bool:
 
 
 _background: list[threading.Thread] = []
+
+# The pipe ends this process holds for its workers. A forked worker inherits them all: it closes
+# them first, so that when this process dies, every worker reads the end of its input (and
+# ends) instead of waiting forever on a pipe it holds open itself.
+_held: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _run(target: Callable[..., None], source: Any, sink: Any, *args: Any) -> None:
+    for conn in list(_held):
+        conn.close()
+    target(source, sink, *args)
 
 
 def in_background(target: Callable[[], None]) -> None:
@@ -107,7 +119,9 @@ class Beside:
         self.sink, sink_w = ctx.Pipe(duplex=False)
         _widen(self.source)
         _widen(sink_w)
-        self.proc = ctx.Process(target=target, args=(source_r, sink_w, *args), daemon=True)
+        self.proc = ctx.Process(target=_run, args=(target, source_r, sink_w, *args), daemon=True)
+        _held.add(self.source)
+        _held.add(self.sink)
         self.proc.start()
         source_r.close()
         sink_w.close()

@@ -221,6 +221,25 @@ def _artifact(path: Path, shards: int, attempts: int) -> int:
     return total
 
 
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    if not Path("/proc/self/task").exists():
+        return out
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/children") as fh:
+            out += [int(c) for c in fh.read().split()]
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process exists and is not a zombie waiting to be reaped."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def test_a_killed_ingest_leaves_no_partial_shard_and_can_be_repeated(env):
     artifact = env.tmp / "artifact.zip"
     _artifact(artifact, shards=3, attempts=1500)
@@ -233,12 +252,21 @@ def test_a_killed_ingest_leaves_no_partial_shard_and_can_be_repeated(env):
     )
     # Kill it as soon as it reports progress inside the first shard.
     assert proc.stderr is not None
+    workers: list[int] = []
     for line in proc.stderr:
         if "MB" in line:
+            workers = _children(proc.pid)
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait(30)
     assert proc.returncode == -signal.SIGKILL
+    # Its parser process sees its input end and ends too, rather than waiting forever.
+    if Path("/proc/self/task").exists():
+        assert workers, "the shard was parsed by no second process"
+    deadline = time.monotonic() + 20
+    while [w for w in workers if _alive(w)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _alive(w)]
     # Whatever was committed is whole: every stored run has all its attempts and totals.
     stored = env.count("ShardFile.objects.count()")
     whole = env.count(
