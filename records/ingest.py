@@ -473,14 +473,21 @@ class _Parser:
     def _release(self) -> None:
         proc, self.proc = self.proc, None
         if self.feeding is not None:
+            self.feeding.close()
             self.feeding.thread.join()  # its sending fails once the process is gone
         assert proc is not None
         proc.close()
 
 
+# How far ahead of the writer the parser may read a shard: the rows of at most this many bytes
+# wait for the writer, so memory stays bounded however slow the database or large the shard.
+AHEAD_BYTES = 32 * 1024 * 1024
+
+
 class _Feed:
     """One shard in the parser process: its bytes sent, and hashed, by a thread of its own (hashing
-    lets other threads run, so the digest costs the writer nothing), its messages taken in turn."""
+    lets other threads run, so the digest costs the writer nothing), its messages taken in turn.
+    The thread sends no more than AHEAD_BYTES past the bytes whose rows the writer has taken."""
 
     def __init__(self, parser: _Parser, proc: beside.Beside, stream: IO[bytes], name: str) -> None:
         self.parser = parser
@@ -488,17 +495,38 @@ class _Feed:
         self.digest = hashlib.sha256()
         self.read = False  # the parser read the whole shard (it sent the "shard" message)
         self.finished = False  # its last message ("done" or "error") was taken
+        self.taken: float = 0  # bytes of the shard whose rows the writer has taken
+        self.room = threading.Condition()
+        self.closed = False  # the process is gone: nothing more is sent
         self.thread = threading.Thread(target=self._send, args=(stream, name), daemon=True)
         self.thread.start()
 
     def _send(self, stream: IO[bytes], name: str) -> None:
         if not self.proc.send(b"n" + name.encode()):
             return
+        sent = 0
         while chunk := stream.read(CHUNK):
+            with self.room:
+                while sent - self.taken > AHEAD_BYTES and not self.closed:
+                    self.room.wait()
+                if self.closed:
+                    return
             self.digest.update(chunk)
             if not self.proc.send(chunk):
                 return  # the parser stopped early (an error in the shard, or it was stopped)
+            sent += len(chunk)
         self.proc.end_input()
+
+    def _took(self, upto: float) -> None:
+        with self.room:
+            self.taken = upto
+            self.room.notify()
+
+    def close(self) -> None:
+        """The process is gone or going: the thread stops waiting for room."""
+        with self.room:
+            self.closed = True
+            self.room.notify()
 
     def messages(self) -> Iterator[tuple[Any, ...]]:
         """The parser's messages for this shard; its "done" carries the shard's sha256."""
@@ -510,8 +538,11 @@ class _Feed:
                 self.parser.ended()
                 file, message, line, fld = msg[1]
                 raise ShardError(file, message, line=line, field=fld)
-            if kind == "shard":
+            if kind == "batch":
+                self._took(msg[5])
+            elif kind == "shard":
                 self.read = True
+                self._took(float("inf"))
             elif kind == "done":  # the parser read to the end, so every byte was sent
                 self.thread.join()
                 self.finished = True

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import threading
 from datetime import datetime
 from pathlib import Path
@@ -696,3 +697,53 @@ def test_on_postgresql_binary_copy_stores_what_text_copy_stores(settings, monkey
     monkeypatch.setattr(ing._Table, "_binary", lambda t: False)
     assert _ingest("modeleval-1.jsonl", data).stored
     assert _stored() == binary and binary["calls"] and binary["turns"]
+
+
+@pytest.mark.parametrize("shape", ["synthetic", "attempt lines only"])
+def test_the_parser_reads_no_further_ahead_of_the_writer_than_allowed(shape, settings, monkeypatch):
+    """The bytes sent to the parser never run more than AHEAD_BYTES (and one chunk) past the
+    bytes whose rows the writer took, and a shard whose lines give no child rows still flows."""
+    from records.formats import shard_rows
+
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    monkeypatch.setattr(ing, "CHUNK", 2048)
+    monkeypatch.setattr(ing, "AHEAD_BYTES", 8192)
+    monkeypatch.setattr(shard_rows, "BATCH_BYTES", 4096)  # the forked parser inherits it
+    if shape == "synthetic":
+        data = _synth()
+    else:
+        data = encode(
+            [line("attempt", id=f"a{i}", ended_by="skipped", reason="x" * 40) for i in range(400)]
+            + [line("session"), line("run")]
+        )
+    gaps: list[float] = []
+    real = ing._Feed._send
+
+    def send(feed, stream, name):
+        sent = [0]
+        proc_send = feed.proc.send
+
+        def counted(chunk: bytes) -> bool:
+            if not chunk.startswith(b"n") or sent[0]:
+                sent[0] += len(chunk)
+                gaps.append(sent[0] - feed.taken)
+            return proc_send(chunk)
+
+        feed.proc.send = counted
+        real(feed, stream, name)
+
+    monkeypatch.setattr(ing._Feed, "_send", send)
+
+    def stuck(signum, frame):
+        raise TimeoutError("the ingest did not finish: writer and parser wait for each other")
+
+    signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(120)
+    try:
+        report = _ingest("modeleval-1.jsonl", data)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    assert report.stored, report.as_dict()
+    assert len(data) > 10 * 8192 and max(gaps) <= 8192 + 2 * 2048
+    assert report.stored[0]["sha256"] == hashlib.sha256(data).hexdigest()

@@ -3,8 +3,9 @@
 `messages()` reads a shard with the strict reader, checks the joins, and yields what the ingest
 writes, in this order:
 
-- ("batch", turns, calls, verifies, attempts_seen, bytes_read), every few thousand lines: child
-  rows whose first value is their attempt's index in the shard (0, 1, ... in file order);
+- ("batch", turns, calls, verifies, attempts_seen, bytes_read), every few thousand lines or few
+  MB: child rows whose first value is their attempt's index in the shard (0, 1, ... in file
+  order);
 - ("shard", ShardSummary) once the whole shard is read and its joins hold: the run line, the
   sessions with their call counts, the per-(model, surface, mode) summaries and the warnings;
 - ("attempts", rows), the attempt rows with their totals, effective surface and mode settled;
@@ -33,6 +34,9 @@ from records.beside import pack, pack_object
 from records.formats.shard import ENDINGS, Joins, ShardError, iter_lines
 
 BATCH_LINES = 2000
+# A batch also goes out once this many bytes were read since the last, rows or not (long lines,
+# or attempt lines only): the writer lets the parser read only so far ahead of the rows it took.
+BATCH_BYTES = 4 * 1024 * 1024
 
 # Column names as the models call them; the first of each child table is the attempt.
 ATTEMPT_COLUMNS = [
@@ -377,12 +381,13 @@ class ShardRows:
 def messages(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
     """The shard's rows, in the order the module docstring gives. Raises ShardError."""
     rows = ShardRows(name)
-    done = 0
+    done = last = 0
     for lineno, typ, p, nbytes in iter_lines(stream, name):
         rows.add(lineno, typ, p)
         done += nbytes
-        if rows.pending >= BATCH_LINES:
+        if rows.pending >= BATCH_LINES or done - last >= BATCH_BYTES:
             yield (*rows.take_batch(), done)
+            last = done
     summary, attempts = rows.finish()
     yield (*rows.take_batch(), done)
     yield ("shard", summary)
