@@ -76,6 +76,11 @@ def _through(way: str, settings, monkeypatch) -> list[str]:
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12 if way == "in line" else 0
     if way == "forkserver":
         monkeypatch.setattr(threading, "active_count", lambda: 2)
+    return _starts(monkeypatch)
+
+
+def _starts(monkeypatch) -> list[str]:
+    """The start methods of the processes the calls start, in order."""
     used: list[str] = []
     real = beside._context
 
@@ -510,20 +515,6 @@ def test_lines_before_their_attempt_are_kept_across_batches(way, settings, monke
 
 
 # --- one parser process for a call's large shards, the next read while the last is stored -------
-
-
-def _starts(monkeypatch) -> list[str]:
-    """The start methods of the processes the calls start, in order."""
-    used: list[str] = []
-    real = beside._context
-
-    def context(preload):
-        ctx = real(preload)
-        used.append(ctx.get_start_method())
-        return ctx
-
-    monkeypatch.setattr(beside, "_context", context)
-    return used
 
 
 def test_a_calls_large_shards_go_through_one_process_the_next_read_while_the_last_is_stored(
