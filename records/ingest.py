@@ -429,6 +429,13 @@ def _parser_process_for(size: int) -> bool:
     return size >= settings.EVALDASH_PARSER_PROCESS_MIN_BYTES and beside.available()
 
 
+def _hashed_on_the_way(size: int) -> bool:
+    """Whether a shard of this size is hashed as its bytes go to the parser process: it is
+    parsed there, and no stored shard has its size, so none can hold the same content. Any
+    other shard is hashed and looked up first, in its turn."""
+    return _parser_process_for(size) and not ShardFile.objects.filter(size=size).exists()
+
+
 class _Parser:
     """The parser process of one ingest call (`records.formats.shard_rows.worker`).
 
@@ -613,13 +620,7 @@ class _Units:
             self.ahead = _Raise(exc)
             return
         unit = self.ahead
-        if (
-            isinstance(unit, _Shard)
-            and _parser_process_for(unit.size)
-            # A stored shard of the same size may hold the same content: that one is hashed
-            # and looked up first, in its turn (see ingest_shard).
-            and not ShardFile.objects.filter(size=unit.size).exists()
-        ):
+        if isinstance(unit, _Shard) and _hashed_on_the_way(unit.size):
             unit.feed = self.parser.start(unit.stream, unit.name)
 
 
@@ -821,7 +822,7 @@ def ingest_shard(
     stream, name, size, feed = shard.stream, shard.name, shard.size, shard.feed
     large = feed is not None or _parser_process_for(size)
     sha: str | None = None
-    if feed is None and (not large or ShardFile.objects.filter(size=size).exists()):
+    if feed is None and not _hashed_on_the_way(size):
         sha = _sha256(stream)
         if ShardFile.objects.filter(sha256=sha).exists():
             report.present.append({"file": name, "sha256": sha})

@@ -191,28 +191,24 @@ class Session(models.Model):
         return self.mode or "default"
 
 
+def _bulk_reference(to: Any, on_delete: Any, related_name: str, **options: Any) -> Any:
+    """A reference that only a bulk writer (the ingest, the scoring) fills, naming rows it has
+    just stored or read in the same transaction; deletes go through Django. No database
+    constraint checks it row by row, and it has no index unless `db_index=True` says so."""
+    options.setdefault("db_index", False)
+    return models.ForeignKey(
+        to, on_delete=on_delete, related_name=related_name, db_constraint=False, **options
+    )
+
+
 class Attempt(models.Model):
     # Without database constraints, as for turn, call and verify rows below: only the ingest
     # writes attempts, naming the run and the sessions it has just stored in the same
     # transaction, and deletes cascade through Django. A run's attempts and sessions go
     # together with the run, so deleting sessions need not look attempts up by session (no
     # query does): the session column has no index to keep up at every insert.
-    run = models.ForeignKey(
-        Run,
-        on_delete=models.CASCADE,
-        related_name="attempts",
-        db_index=False,
-        db_constraint=False,
-    )
-    session = models.ForeignKey(
-        Session,
-        null=True,
-        blank=True,
-        on_delete=models.DO_NOTHING,
-        related_name="attempts",
-        db_index=False,
-        db_constraint=False,
-    )
+    run = _bulk_reference(Run, models.CASCADE, "attempts")
+    session = _bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
     key = models.TextField()
     line = models.IntegerField()
     case = models.TextField()
@@ -275,13 +271,7 @@ class Attempt(models.Model):
 class Turn(models.Model):
     """One provider request: every try is its own line (and is charged)."""
 
-    attempt = models.ForeignKey(
-        Attempt,
-        on_delete=models.CASCADE,
-        related_name="turns",
-        db_index=False,
-        db_constraint=False,
-    )
+    attempt = _bulk_reference(Attempt, models.CASCADE, "turns")
     line = models.IntegerField()
     index = models.IntegerField()
     try_number = models.IntegerField()
@@ -306,13 +296,7 @@ class Turn(models.Model):
 
 
 class Call(models.Model):
-    attempt = models.ForeignKey(
-        Attempt,
-        on_delete=models.CASCADE,
-        related_name="calls",
-        db_index=False,
-        db_constraint=False,
-    )
+    attempt = _bulk_reference(Attempt, models.CASCADE, "calls")
     line = models.IntegerField()
     turn = models.IntegerField()
     index = models.IntegerField()
@@ -349,9 +333,7 @@ class Call(models.Model):
 
 
 class Verify(models.Model):
-    attempt = models.ForeignKey(
-        Attempt, on_delete=models.CASCADE, related_name="verifies", db_constraint=False
-    )
+    attempt = _bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
     line = models.IntegerField()
     name = models.TextField()
     passed = models.BooleanField()
@@ -517,22 +499,10 @@ class Verdict(models.Model):
     # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
     # that creates their scoring: no database constraint checks each row. No index of its own:
     # the three (scoring, ...) indexes below serve every lookup.
-    scoring = models.ForeignKey(
-        Scoring,
-        on_delete=models.CASCADE,
-        related_name="verdicts",
-        db_index=False,
-        db_constraint=False,
-    )
+    scoring = _bulk_reference(Scoring, models.CASCADE, "verdicts")
     # An attempt's verdicts belong to scorings of its own run and go when they go (a run is
     # deleted whole), so deleting attempts need not look verdicts up by attempt.
-    attempt = models.ForeignKey(
-        Attempt,
-        on_delete=models.DO_NOTHING,
-        related_name="verdicts",
-        db_index=False,
-        db_constraint=False,
-    )
+    attempt = _bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
     row_key = models.TextField()
     case = models.TextField()
     model = models.TextField()
@@ -561,14 +531,7 @@ class Verdict(models.Model):
     confirmed_never = models.IntegerField(default=0)
     # The attempt's session, tries and tokens, copied from it as scored, so that sums over
     # verdicts (score rows, per-case figures of a comparison) read no attempt row.
-    session = models.ForeignKey(
-        Session,
-        null=True,
-        on_delete=models.DO_NOTHING,
-        related_name="+",
-        db_index=False,
-        db_constraint=False,
-    )
+    session = _bulk_reference(Session, models.DO_NOTHING, "+", null=True)
     tries = models.IntegerField(default=0)
     input_tokens = models.BigIntegerField(default=0)
     output_tokens = models.BigIntegerField(default=0)
