@@ -453,7 +453,10 @@ def test_only_refused_confirmations_are_never_and_leave_the_step_unreached():
 
 def test_a_tool_error_after_a_correct_call_is_gitlab_refused():
     v = score("MT-002", [call(1, "project.get", PROJECT, outcome="tool_error")])
-    assert v.outcome == "gitlab_refused" and "GitLab refused it: tool_error" in v.reason
+    # Worded as upstream's outcomeFromSteps words it; the step says which call GitLab refused.
+    assert v.outcome == "gitlab_refused"
+    assert v.reason == "every step was dispatched as the case declares and GitLab refused one"
+    assert v.steps[0].reason == "the action ran and GitLab refused it: tool_error"
 
 
 def test_a_refusal_of_step_1_names_steps_1_and_2():
@@ -611,10 +614,10 @@ def test_a_produced_binding_with_the_right_iid_matches():
 @pytest.mark.parametrize(
     ("kwargs", "sent", "words"),
     [
-        ({}, 99, "is not what step 1 answered at iid"),
+        ({}, 99, 'is not what step 1 answered at "iid"'),
         ({"truncated": True}, 17, "cut off rather than absent"),
-        ({"result": {"id": 1}}, 17, "answered with no field iid"),
-        ({"result": {"iid": None}}, 17, "answered with no value at iid"),
+        ({"result": {"id": 1}}, 17, 'answered with no field "iid"'),
+        ({"result": {"iid": None}}, 17, 'answered with no value at "iid"'),
     ],
 )
 def test_produced_bindings_fail_on_wrong_truncated_missing_and_null(kwargs, sent, words):
@@ -642,6 +645,36 @@ def test_a_step_the_tiers_catalog_lacks_is_unknown_and_fails_the_attempt():
 def test_a_licensed_action_is_unknown_at_a_lower_tier():
     v = score("MT-075", [call(1, "dora_metrics.project", {**PROJECT, "metric": "x"})], tier="free")
     assert v.outcome == "failed" and not v.steps[0].known
+
+
+def test_a_step_the_catalog_lacks_is_still_reached_and_consumes_its_call():
+    """Upstream's matchSteps reads no catalog: the call that names an unknown step reaches it
+    (Reached counts it, the refused tries before it are its retries) and is consumed, so the
+    next step's window starts after it; only then is the step marked unknown and failed."""
+    v = score(
+        "TST-GONE",
+        [
+            call(1, "vulnerability.list", {}, outcome="refused:invalid_params"),
+            call(2, "vulnerability.list", {}),
+        ],
+    )
+    (step,) = v.steps
+    assert step.reached and not step.known and step.retries == 1
+    assert not step.complete and v.outcome == "failed"
+    assert step.call_index == 0 and step.answer == ""  # nothing else is read of the call
+    # A licensed step at a lower tier: its call is consumed, so a later step named by that
+    # same call is not reached by it.
+    v = score(
+        "MT-075", [call(1, "dora_metrics.project", {**PROJECT, "metric": "x"})], tier="free"
+    )
+    assert v.steps[0].reached and not v.steps[0].known
+    assert v.outcome == "failed" and "the catalog at this tier has no" in v.reason
+
+
+def test_authored_and_unsent_optional_arguments_carry_no_reason_as_upstream():
+    v = score("TST-OPT", [call(1, "project.get", PROJECT), call(2, "project.list", {})])
+    optional = v.steps[1].args[0]
+    assert not optional.compared and optional.reason == ""
 
 
 def test_a_failing_step_before_an_unobserved_one_fails():
@@ -717,7 +750,7 @@ def test_fact_spellings_are_one_way():
     )
     assert v.outcome == "completed"  # the path is facts[project_id], accepted one-way
     v = score("MT-002", [call(1, "project.get", PROJECT)], facts={"default_branch": "main"})
-    assert "recorded no fact named project_path" in v.steps[0].args[0].reason
+    assert 'recorded no fact named "project_path"' in v.steps[0].args[0].reason
 
 
 def test_confirm_is_top_level_on_dynamic_only():
@@ -803,7 +836,7 @@ def test_unknown_surface_or_case_cannot_be_scored():
         ("0x2Ap0", "42", True),
         ("1e400", "1e400", True),
         (" 42", "42", False),
-        ("4_2", "42", False),
+        ("4_2", "42", True),  # strconv.ParseFloat takes "_" between digits
     ],
 )
 def test_values_compare_by_text_then_as_go_numbers(raw, want, equal):
@@ -814,7 +847,29 @@ def test_go_parse_float_mirrors_strconv():
     assert go_parse_float("1e400") is None  # out of range is an error in Go
     assert go_parse_float("0x1p-2") == 0.25
     assert go_parse_float("0x_1p-2") == 0.25
-    assert go_parse_float("1_000") is None  # underscores need a base prefix
+    assert go_parse_float("+.5") == 0.5 and go_parse_float("0x1") is None  # hex needs its p
+
+
+def test_numeric_equality_accepts_underscores_between_digits_as_go_parsefloat_does():
+    """modelrecord.md C.5 says "as Go's strconv.ParseFloat": it takes "_" between digits in
+    decimal too (strconv's own test table: "1_23.50_0_0e+1_2" is 1.235e14), never beside a
+    dot, an exponent sign or the ends."""
+    assert equal_value("4_2", "42") and equal_value("1e1_0", "1e10")
+    assert go_parse_float("1_23.50_0_0e+1_2") == 1.235e14
+    for bad in ("_42", "42_", "4__2", "123_.5", "123._5", "1e_5", "-_1"):
+        assert go_parse_float(bad) is None, bad
+
+
+def test_non_ascii_digits_are_never_numbers():
+    assert go_parse_float("٤٢") is None and go_parse_float("４２") is None
+    assert not equal_value("٤٢", "42") and not equal_value("４２", "42")
+
+
+def test_a_long_adversarial_number_is_read_in_one_pass():
+    # A backtracking pattern took hours on this at the 1 MiB line cap; a single pass returns at
+    # once (a regression would hang the suite rather than fail it, and be seen).
+    assert go_parse_float("1" * 1_000_000 + "x") is None
+    assert not equal_value("1" * 1_000_000 + "x", "1")
     assert go_parse_float("inf") == math.inf and math.isnan(go_parse_float("NaN"))
     assert go_parse_float("+.5") == 0.5 and go_parse_float(".") is None
 

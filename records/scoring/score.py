@@ -12,7 +12,6 @@ by what a shard carries:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,41 +86,130 @@ class AttemptInput:
 
 
 # --- Go-compatible number parse (G.15) --------------------------------------------------------
+# A port of strconv's readFloat and underscoreOK: one pass over the bytes, so any argument
+# value is parsed in linear time (a backtracking pattern was quadratic on long digit runs),
+# ASCII digits only (Go never reads "٤٢" or "４２" as a number), underscores between digits.
 
-_DEC = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
-_HEX = re.compile(
-    r"[+-]?0[xX](?:_?[0-9a-fA-F])*(?:\.(?:[0-9a-fA-F](?:_?[0-9a-fA-F])*)?)?[pP][+-]?\d+"
-)
-_SPECIAL = {
-    "inf": math.inf,
-    "+inf": math.inf,
-    "-inf": -math.inf,
-    "infinity": math.inf,
-    "+infinity": math.inf,
-    "-infinity": -math.inf,
-    "nan": math.nan,
-    "+nan": math.nan,
-    "-nan": math.nan,
-}
+
+def _special(s: str) -> float | None:
+    """strconv's special(): [+-]inf, [+-]infinity, nan (no sign), any case, the whole string."""
+    body, sign = s, 1.0
+    if s[:1] in ("+", "-"):
+        body, sign = s[1:], (-1.0 if s[0] == "-" else 1.0)
+        if body.lower() in ("inf", "infinity"):
+            return sign * math.inf
+        return None
+    low = s.lower()
+    if low in ("inf", "infinity"):
+        return math.inf
+    if low == "nan":
+        return math.nan
+    return None
+
+
+def _underscore_ok(s: str) -> bool:
+    saw = "^"  # ^ start, 0 digit or base prefix, _ underscore, ! anything else
+    if s[:1] in ("+", "-"):
+        s = s[1:]
+    i, hexa = 0, False
+    if len(s) >= 2 and s[0] == "0" and s[1] in "bBoOxX":
+        i, saw, hexa = 2, "0", s[1] in "xX"
+    for c in s[i:]:
+        if "0" <= c <= "9" or (hexa and c in "abcdefABCDEF"):
+            saw = "0"
+        elif c == "_":
+            if saw != "0":
+                return False
+            saw = "_"
+        elif saw == "_":
+            return False
+        else:
+            saw = "!"
+    return saw != "_"
 
 
 def go_parse_float(s: str) -> float | None:
-    """strconv.ParseFloat(s, 64): the value, or None where Go returns an error."""
-    special = _SPECIAL.get(s.lower())
+    """strconv.ParseFloat(s, 64): the value, or None where Go returns an error (syntax or
+    range)."""
+    special = _special(s)
     if special is not None:
         return special
-    if _DEC.fullmatch(s):
-        value = float(s)
-    elif _HEX.fullmatch(s):
-        try:
-            value = float.fromhex(s.replace("_", ""))
-        except (ValueError, OverflowError):
-            return None
-    else:
+    n, i = len(s), 0
+    if i < n and s[i] in "+-":
+        i += 1
+    hexa = i + 2 < n and s[i] == "0" and s[i + 1] in "xX"
+    if hexa:
+        i += 2
+    digits = "0123456789abcdefABCDEF" if hexa else "0123456789"
+    sawdot = sawdigits = underscores = False
+    while i < n:
+        c = s[i]
+        if c == "_":
+            underscores = True
+        elif c == ".":
+            if sawdot:
+                break
+            sawdot = True
+        elif c in digits:
+            sawdigits = True
+        else:
+            break
+        i += 1
+    if not sawdigits:
         return None
-    if math.isinf(value):
+    if i < n and s[i] in ("pP" if hexa else "eE"):
+        i += 1
+        if i < n and s[i] in "+-":
+            i += 1
+        if i >= n or not "0" <= s[i] <= "9":
+            return None
+        while i < n and ("0" <= s[i] <= "9" or s[i] == "_"):
+            underscores = underscores or s[i] == "_"
+            i += 1
+    elif hexa:
+        return None  # a hexadecimal mantissa needs its p exponent
+    if i != n or (underscores and not _underscore_ok(s)):
+        return None
+    plain = s.replace("_", "")
+    try:
+        value = float.fromhex(plain) if hexa else float(plain)
+    except (ValueError, OverflowError):
         return None  # out of range: Go reports ErrRange
+    if math.isinf(value):
+        return None
     return value
+
+
+_GO_ESCAPES = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
+
+
+def go_quote(s: str) -> str:
+    """Go's %q (strconv.Quote) of a string: double quotes, Go's escapes, printable runes kept."""
+    out = ['"']
+    for ch in s:
+        code = ord(ch)
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch in _GO_ESCAPES:
+            out.append(_GO_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    out.append('"')
+    return "".join(out)
 
 
 def canonical(value: Any) -> str | None:
@@ -346,7 +434,7 @@ def _compare_args(
                     "",
                     False,
                     False,
-                    "authored by the model; never compared",
+                    "",  # upstream gives no reason: authored values are never compared
                 )
             )
             continue
@@ -360,11 +448,7 @@ def _compare_args(
                     )
                 )
             else:
-                out.append(
-                    ArgVerdict(
-                        arg.name, t.kind, False, None, want, False, False, "optional and not sent"
-                    )
-                )
+                out.append(ArgVerdict(arg.name, t.kind, False, None, want, False, False, ""))
             continue
         if why:
             out.append(ArgVerdict(arg.name, t.kind, arg.required, sent, want, True, False, why))
@@ -376,7 +460,7 @@ def _compare_args(
                 "fact": "the value is none of the spellings the recipe produced",
                 "literal": "the value is not the one the prompt states",
                 "produced": f"the value is not what step {t.produced_step} answered at "
-                f"{t.produced_field}",
+                f"{go_quote(t.produced_field)}",
             }[t.kind]
         out.append(ArgVerdict(arg.name, t.kind, arg.required, sent, want, True, matched, reason))
     return out
@@ -394,31 +478,33 @@ def _resolve(
         if extra and extra in a.facts:
             values.append(a.facts[extra])
         if not values:
-            return (
-                [],
-                f"the attempt recorded no fact named {t.fact}, so the value cannot be checked",
+            return [], (
+                f"the attempt recorded no fact named {go_quote(t.fact)}, so there is nothing to "
+                "compare this argument with"
             )
         return values, ""
     if t.kind == "literal":
         return [t.literal], ""
     if t.kind == "produced":
         s = t.produced_step
-        if not 1 <= s <= len(steps) or reaching[s - 1] is None:
-            return [], f"step {s} was not reached, so {t.produced_field} has no value to bind to"
+        if not 1 <= s <= len(steps):
+            return [], f"step {s} is not a step of this case"
+        if reaching[s - 1] is None:
+            return [], f"step {s} was never reached, so it answered nothing to bind to"
         ev = reaching[s - 1]
         assert ev is not None
         if ev.call.result_truncated:
             return [], (
                 f"step {s} answered with more than the record keeps, so "
-                f"{t.produced_field} was cut off rather than absent"
+                f"{go_quote(t.produced_field)} was cut off rather than absent"
             )
         node: Any = ev.call.result
         for part in t.produced_field.split("."):
             if not isinstance(node, dict) or part not in node:
-                return [], f"step {s} answered with no field {t.produced_field}"
+                return [], f"step {s} answered with no field {go_quote(t.produced_field)}"
             node = node[part]
         if node is None:
-            return [], f"step {s} answered with no value at {t.produced_field}"
+            return [], f"step {s} answered with no value at {go_quote(t.produced_field)}"
         value = canonical(node)
         assert value is not None
         return [value], ""
@@ -449,21 +535,13 @@ def score_attempt(a: AttemptInput, key: CorpusKey) -> Verdict:
     cursor = 0
     for number, step in enumerate(case.steps, 1):
         sv = StepVerdict(number, step.name, step.optional)
-        entry = _entry(catalog, step)
         steps.append(sv)
         reaching_events.append(None)
-        if entry is None:
-            sv.known = False
-            sv.reason = (
-                f"the catalog at this tier has no {step.name}, so the case cannot be "
-                "scored against it"
-            )
-            continue
-        sv.destructive = entry.destructive
-        sv.mutating = not entry.read_only
+        # Matching reads no catalog (upstream's matchSteps): a step the tier lacks is still
+        # reached by the call that names it, which counts its retries and moves the window.
         reaching: Event | None = None
         prior: list[Event] = []
-        at = cursor
+        kind = ""
         for i in range(cursor, len(events)):
             e = events[i]
             if e.discovery:
@@ -474,15 +552,25 @@ def score_attempt(a: AttemptInput, key: CorpusKey) -> Verdict:
             if retried(e):
                 prior.append(e)
                 continue
-            reaching, at = e, i
-            sv.matched_by = kind
+            reaching = e
+            cursor = i + 1
+            reaching_events[-1] = e
+            sv.reached = True
             break
         sv.retries = len(prior)
         sv.retry_outcomes = [e.outcome for e in prior]
+        entry = _entry(catalog, step)
+        if entry is None:
+            sv.known = False
+            sv.reason = (
+                f"the catalog at this tier has no {step.name}, so the case cannot be "
+                "scored against it"
+            )
+            continue
+        sv.destructive = entry.destructive
+        sv.mutating = not entry.read_only
         if reaching is not None:
-            cursor = at + 1
-            reaching_events[-1] = reaching
-            sv.reached = True
+            sv.matched_by = kind
             sv.requested = reaching.requested
             sv.dispatched = reaching.dispatched
             sv.rewritten = bool(
@@ -618,16 +706,15 @@ def _outcome_of(a: AttemptInput, steps: list[StepVerdict], verified: bool) -> tu
             continue
         if refused is not None and not s.reached:
             return "gitlab_refused", (
-                f"step {refused.number} ({refused.name}) ran and GitLab refused it, so step "
-                f"{s.number} ({s.name}) was never reached"
+                f"step {refused.number} ({refused.name}) was dispatched as the case declares "
+                f"and GitLab refused it, so step {s.number} ({s.name}) was never reached"
             )
         return "failed", f"step {s.number} ({s.name}): {s.reason}"
     if not verified:
         return "failed", "a recipe check against GitLab did not hold afterwards"
     if refused is not None:
         return "gitlab_refused", (
-            f"step {refused.number} ({refused.name}) ran and GitLab refused it: "
-            f"{refused.call_outcome}"
+            "every step was dispatched as the case declares and GitLab refused one"
         )
     return "completed", ""
 
