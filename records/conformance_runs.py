@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from records.formats.conformance import ConformanceError, read_output, read_suite
+from records.formats.text import NUL_MESSAGE
 from records.models import ConformanceResult, ConformanceRun, ConformanceSuite, Upload
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
@@ -54,6 +55,9 @@ class RunMeta:
 
     @classmethod
     def from_strings(cls, file: str, values: dict[str, str]) -> RunMeta:
+        for key, value in values.items():
+            if "\x00" in value:
+                raise ConformanceError(file, NUL_MESSAGE, field=key)
         adapter = (values.get("adapter") or "").strip()
         if not adapter:
             raise ConformanceError(

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
+
 SUITE = "taisce-conformance/v1"
 PREFIX = "taisce-memory/v1 untrusted"
 
@@ -134,7 +136,9 @@ def read_suite(data: bytes, file: str) -> Suite:
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise ConformanceError(file, f"is not valid JSON: {exc}") from None
+        raise ConformanceError(file, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
+    if NUL_ESCAPE in data and (where := nul_field(doc)):
+        raise ConformanceError(file, NUL_MESSAGE, field=where)
     _check(doc, _SCHEMA, "", file)
     if not isinstance(doc, dict):
         raise ConformanceError(file, "a suite file is a JSON object")
@@ -203,7 +207,10 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
-            raise ConformanceError(file, f"is not valid JSON: {exc}", line=n) from None
+            why = invalid_utf8(raw) or exc
+            raise ConformanceError(file, f"is not valid JSON: {why}", line=n) from None
+        if NUL_ESCAPE in raw and (where := nul_field(doc)):
+            raise ConformanceError(file, NUL_MESSAGE, line=n, field=where)
         if not isinstance(doc, dict):
             raise ConformanceError(file, "each line is a JSON object", line=n)
         if "suite" in doc:

@@ -28,6 +28,8 @@ from typing import IO, Annotated, Any, Literal, Union
 import msgspec
 import orjson
 
+from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
+
 SCHEMA_VERSION = 1
 MAX_LINE_BYTES = 1_048_576  # including the newline (A.3 maxShardLine)
 MAX_RESULT_BYTES = 65_536
@@ -92,6 +94,17 @@ class ShardError(Exception):
 
     def as_dict(self) -> dict[str, Any]:
         return {"file": self.file, "line": self.line, "field": self.field, "message": self.message}
+
+    @classmethod
+    def unexpected(cls, file: str, exc: BaseException) -> ShardError:
+        """A fault nobody foresaw while reading or storing one input, as that input's refusal."""
+        what = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return cls(
+            file,
+            f"could not be read or stored: unexpected {type(exc).__name__}"
+            + (f" ({what})" if what else "")
+            + "; nothing of it was stored",
+        )
 
 
 class _FieldError(Exception):
@@ -166,7 +179,11 @@ def _time(v: Any, path: str) -> datetime | None:
         )
     except ValueError:
         raise _FieldError(path, f"{v!r} is not a valid date and time") from None
-    stamp = stamp.astimezone(UTC)
+    try:
+        stamp = stamp.astimezone(UTC)
+    except OverflowError:
+        # Go's time reaches past year 9999 and before year 1; a stored date cannot.
+        raise _FieldError(path, f"{v!r} falls outside years 1 to 9999 once in UTC") from None
     # Go's zero time is what an unset started_at serializes to: it means "no date".
     return None if stamp == _ZERO_TIME else stamp
 
@@ -630,6 +647,9 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
     except orjson.JSONDecodeError as exc:
         if "unexpected content after document" in str(exc):
             raise _FieldError("", "more than one JSON value on the line") from None
+        bad = invalid_utf8(raw)
+        if bad:
+            raise _FieldError("", f"the line is not valid JSON: {bad}") from None
         raise _FieldError("", f"the line is not valid JSON: {exc}") from None
     if type(doc) is not dict:
         raise _FieldError("", f"a shard line must be a JSON object, not {_kind(doc)}")
@@ -701,6 +721,10 @@ def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, Any, in
             typ, payload = parse_line(stripped)
         except _FieldError as exc:
             raise ShardError(name, exc.message, line=lineno, field=exc.field or None) from None
+        if NUL_ESCAPE in stripped:
+            where = nul_field(payload, typ)
+            if where:
+                raise ShardError(name, NUL_MESSAGE, line=lineno, field=where)
         yield lineno, typ, payload, size
 
 

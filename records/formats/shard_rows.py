@@ -444,5 +444,9 @@ def worker(source: Any, sink: Any) -> None:
             except ShardError as exc:
                 sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))
                 return
+            except Exception as exc:  # noqa: BLE001 (reported as the shard's refusal)
+                err = ShardError.unexpected(name, exc)
+                sink.send_bytes(pack(("error", (err.file, err.message, err.line, err.field))))
+                return
     finally:
         sink.close()

@@ -1,0 +1,47 @@
+"""Text rules every reader shares. Pure Python, no Django.
+
+PostgreSQL text cannot hold the NUL character, and SQLite can: to keep the two databases
+answering alike, every reader refuses a decoded string that carries one, naming where it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+# How a NUL can reach a decoded JSON string: only escaped (a raw control byte is invalid JSON).
+NUL_ESCAPE = b"\\u0000"
+
+
+def nul_field(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (or key) in `value` holding a NUL character."""
+    if isinstance(value, msgspec.Struct):
+        value = msgspec.to_builtins(value)
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            if "\x00" in v:
+                return where
+        elif isinstance(v, dict):
+            for k, item in reversed(list(v.items())):
+                sub = f"{where}.{k}" if where else str(k)
+                if "\x00" in str(k):
+                    return sub
+                stack.append((sub, item))
+        elif isinstance(v, list | tuple):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(v))))
+    return None
+
+
+NUL_MESSAGE = "holds a NUL character (\\u0000), which evaldash does not store"
+
+
+def invalid_utf8(raw: bytes) -> str | None:
+    """'invalid UTF-8 at byte N' (1-based, in `raw`) if it is not UTF-8, else None."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"invalid UTF-8 at byte {exc.start + 1:,}"
+    return None
