@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from records.formats.secretscreen import match_string
+
 PASS, FAIL, NOT_RUN, NOT_OBSERVED = "PASS", "FAIL", "NOT_RUN", "NOT_OBSERVED"
 VERDICTS = (PASS, FAIL, NOT_RUN, NOT_OBSERVED)
 OBSERVED = "OBSERVED"
@@ -29,51 +31,10 @@ FIELDS = ("identity", "revision", "inputTokens", "outputTokens", "latencyMillis"
 _IDENTITY = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
 _REVISION = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
-# The reachable subset of the upstream secret screen (obscorpus.md section 8): every screened
-# string has already passed the identity or revision pattern. A few unreachable branches are
-# approximated for labels, which are screened before their pattern check.
-_NAMES = (
-    r"api[_-]?key|access[_-]?key|account[_-]?key|private[_-]?key|authorization|"
-    r"credentials?|passphrase|passwd|password|secret|token"
-)
-_SECRET = re.compile(
-    "|".join(
-        [
-            rf"[a-z0-9_.-]*(?:{_NAMES})[a-z0-9_.-]*:.",
-            r"[a-z0-9_.-]*pass:.",
-            r"(?:akia|asia)[a-z0-9]{16}",
-            r"[a-z0-9_-]{10,}\.[a-z0-9_-]{10,}\.[a-z0-9_-]{10,}",
-            r"sk[0-9a-f]{32}",
-            r"gh[pousr]_[a-z0-9]{20,}",
-            r"github_pat_[a-z0-9_]{20,}",
-            r"gl(?:pat|rt|dt)-[a-z0-9_-]{20,}",
-            r"xox.-[a-z0-9-]{10,}",
-            r"aiza[a-z0-9_-]{30,}",
-            r"npm_[a-z0-9]{20,}",
-            r"\bsk-[a-z0-9_-]{20,}",
-            r"(?:sk|rk)_(?:live|test)_[a-z0-9]{16,}",
-            r"pypi-ageichlwasi5vcmc[a-z0-9_-]{20,}",
-            r"sg\.[a-z0-9_-]{16,}\.[a-z0-9_-]{32,}",
-            r"whsec_[a-z0-9]{20,}",
-            r"hf_[a-z0-9]{20,}",
-            r"dop_v1_[a-f0-9]{20,}",
-            r"xapp-[a-z0-9-]{10,}",
-            r"ya29\.[a-z0-9_-]{20,}",
-            r"gocspx-[a-z0-9_-]{20,}",
-            r"shp(?:at|ss|ca)_[a-z0-9]{20,}",
-            # Unreachable for identity-shaped text; they matter only for labels.
-            rf"(?:{_NAMES})\s*[=:]\s*\S",
-            r"bearer\s+\S{8,}",
-            r"-----begin [a-z ]*private key-----",
-            r"://[^/\s:@]+:[^/\s@]+@",
-        ]
-    ),
-    re.IGNORECASE | re.ASCII,
-)
-
 
 def secret_shaped(text: str) -> bool:
-    return _SECRET.search(text) is not None
+    """corvint's secretscreen.MatchString, the whole pattern (see `secretscreen`)."""
+    return match_string(text)
 
 
 class ObsError(Exception):
