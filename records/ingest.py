@@ -11,8 +11,11 @@ from __future__ import annotations
 import gc
 import hashlib
 import io
+import logging
 import os
+import re
 import stat
+import struct
 import tarfile
 import tempfile
 import threading
@@ -43,6 +46,7 @@ from records.formats.shard_rows import (
     messages,
     worker,
 )
+from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
 from records.models import (
     Attempt,
     Call,
@@ -56,6 +60,7 @@ from records.models import (
     Verify,
 )
 
+log = logging.getLogger(__name__)
 CHUNK = 1024 * 1024
 Progress = Callable[[str, int, int], None]
 
@@ -160,7 +165,6 @@ class _Limits:
         self.archive = archive
         self.archive_size = archive_size
         self.total = 0
-        self.members = 0
 
     def copy(self, src: IO[bytes], member: str, compressed: int | None) -> IO[bytes]:
         """Copy one member out, refusing bombs by total size and by compression ratio."""
@@ -173,9 +177,7 @@ class _Limits:
             if self.total > settings.EVALDASH_MAX_ARCHIVE_BYTES:
                 out.close()
                 raise ShardError(
-                    self.archive,
-                    f"the archive expands beyond {settings.EVALDASH_MAX_ARCHIVE_BYTES:,} bytes "
-                    "(EVALDASH_MAX_ARCHIVE_BYTES); refused as a possible archive bomb",
+                    self.archive, _too_large_expanded(settings.EVALDASH_MAX_ARCHIVE_BYTES)
                 )
             base = compressed if compressed is not None else self.archive_size
             if base is not None and read > CHUNK and read > max(base, 1) * ratio:
@@ -189,14 +191,6 @@ class _Limits:
         out.seek(0)
         return out
 
-    def count(self) -> None:
-        self.members += 1
-        if self.members > settings.EVALDASH_MAX_ARCHIVE_MEMBERS:
-            raise ShardError(
-                self.archive,
-                f"the archive holds more than {settings.EVALDASH_MAX_ARCHIVE_MEMBERS:,} entries",
-            )
-
 
 @dataclass
 class _Member:
@@ -206,31 +200,112 @@ class _Member:
     compressed: int | None  # the entry's own compressed size, where the format says it
 
 
+# Compression methods Python's zipfile reads; any other (Deflate64 = 9, PPMd = 98, AES = 99, ...)
+# makes the entry unreadable here.
+_ZIP_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+_ZIP_METHOD_NAMES = {9: "Deflate64", 98: "PPMd", 12: "bzip2", 14: "LZMA", 93: "Zstandard"}
+# A central directory entry is 46 bytes and its name, extra field and comment; a directory
+# larger than the member limit could need at this many bytes an entry is refused unread.
+_ZIP_DIRECTORY_BYTES_PER_ENTRY = 1024
+
+
+def _zip_directory(fh: IO[bytes]) -> tuple[int, int] | None:
+    """(entries, central directory bytes) from the end-of-central-directory record (zip64 too),
+    read before the directory itself is; None when there is no such record."""
+    end = fh.seek(0, io.SEEK_END)
+    tail_start = max(0, end - (22 + 65535))
+    fh.seek(tail_start)
+    tail = fh.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        return None
+    entries, size, offset = struct.unpack_from("<HHHHLL", tail, at + 4)[3:6]
+    if entries == 0xFFFF or size == 0xFFFFFFFF or offset == 0xFFFFFFFF:
+        locator = tail_start + at - 20
+        if locator < 0:
+            return None
+        fh.seek(locator)
+        loc = fh.read(20)
+        if len(loc) < 20 or loc[:4] != b"PK\x06\x07":
+            return None
+        (record,) = struct.unpack_from("<Q", loc, 8)
+        fh.seek(record)
+        rec = fh.read(56)
+        if len(rec) < 56 or rec[:4] != b"PK\x06\x06":
+            return None
+        entries, size = struct.unpack_from("<QQ", rec, 32)
+    return entries, size
+
+
+def _zip_unreadable(info: zipfile.ZipInfo) -> str | None:
+    method = info.compress_type
+    if method == 99:
+        return "it is encrypted with AES (method 99); evaldash reads no encrypted entry"
+    if info.flag_bits & 0x1:
+        return "it is encrypted; evaldash reads no encrypted entry"
+    if method not in _ZIP_METHODS:
+        known = _ZIP_METHOD_NAMES.get(method)
+        return (
+            f"it is compressed with {known + ' ' if known else ''}(method {method}), which "
+            "evaldash cannot read; compress it with Deflate"
+        )
+    return None
+
+
 def _zip_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
+    limit = settings.EVALDASH_MAX_ARCHIVE_MEMBERS
+    directory = _zip_directory(fh)
+    fh.seek(0)
+    if directory is not None:
+        entries, size = directory
+        if entries > limit or size > limit * _ZIP_DIRECTORY_BYTES_PER_ENTRY:
+            raise ShardError(name, _too_many_members(limit, entries if entries > limit else None))
     try:
         archive = zipfile.ZipFile(fh)
     except (zipfile.BadZipFile, OSError):
         raise ShardError(name, "is not a zip archive, though its name says so") from None
     with archive:
-        for info in archive.infolist():
-            if not info.is_dir():
-                link = stat.S_ISLNK(info.external_attr >> 16)
-                yield _Member(
-                    info.filename,
-                    "it is a symbolic link" if link else None,
-                    lambda info=info: archive.open(info),
-                    info.compress_size,
-                )
+        infos = [i for i in archive.infolist() if not i.is_dir()]
+        if len(infos) > limit:
+            raise ShardError(name, _too_many_members(limit, len(infos)))
+        most = settings.EVALDASH_MAX_ARCHIVE_BYTES
+        if sum(i.file_size for i in infos) > most:  # declared sizes; copying checks real ones
+            raise ShardError(name, _too_large_expanded(most))
+        for info in infos:
+            link = stat.S_ISLNK(info.external_attr >> 16)
+            yield _Member(
+                info.filename,
+                "it is a symbolic link" if link else _zip_unreadable(info),
+                lambda info=info: archive.open(info),
+                info.compress_size,
+            )
 
 
 def _tar_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
-    try:
-        archive = tarfile.open(fileobj=fh, mode="r:gz")  # noqa: SIM115
-    except (tarfile.TarError, OSError, EOFError):
-        raise ShardError(
-            name, "is not a gzip-compressed tar archive, though its name says so"
-        ) from None
-    with archive:
+    def open_tar() -> tarfile.TarFile:
+        try:
+            return tarfile.open(fileobj=fh, mode="r:gz")
+        except (tarfile.TarError, OSError, EOFError):
+            raise ShardError(
+                name, "is not a gzip-compressed tar archive, though its name says so"
+            ) from None
+
+    # A tar has no directory: its headers are read once to count the entries and add up their
+    # declared sizes, so an archive over a limit is refused before any entry is stored.
+    limit, most = settings.EVALDASH_MAX_ARCHIVE_MEMBERS, settings.EVALDASH_MAX_ARCHIVE_BYTES
+    entries = declared = 0
+    with open_tar() as archive:
+        for info in archive:
+            if info.isdir():
+                continue
+            entries += 1
+            declared += info.size
+            if entries > limit:
+                raise ShardError(name, _too_many_members(limit, None))
+            if declared > most:
+                raise ShardError(name, _too_large_expanded(most))
+    fh.seek(0)
+    with open_tar() as archive:
         for info in archive:
             if info.isdir():
                 continue
@@ -240,6 +315,21 @@ def _tar_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
             elif not info.isreg():
                 special = "it is a device, fifo or other special file"
             yield _Member(info.name, special, lambda info=info: archive.extractfile(info), None)
+
+
+def _too_many_members(limit: int, entries: int | None) -> str:
+    held = f"{entries:,} entries" if entries is not None else f"more than {limit:,} entries"
+    return (
+        f"the archive holds {held}; at most {limit:,} are read "
+        "(EVALDASH_MAX_ARCHIVE_MEMBERS), so nothing of it was stored"
+    )
+
+
+def _too_large_expanded(most: int) -> str:
+    return (
+        f"the archive expands beyond {most:,} bytes (EVALDASH_MAX_ARCHIVE_BYTES); "
+        "refused as a possible archive bomb"
+    )
 
 
 def _expand_archive(
@@ -252,16 +342,16 @@ def _expand_archive(
     with item.open() as fh:
         try:
             for m in members(fh, item.name):
-                limits.count()
                 where = f"{item.name}!{m.name}"
+                shard = is_shard_name(m.name)
+                found += shard  # a shard entry refused below still counts as found
                 why = _unsafe_member(m.name) or m.special
                 if why:
                     report.refused.append(ShardError(where, f"entry refused: {why}").as_dict())
                     continue
-                if not is_shard_name(m.name):
+                if not shard:
                     report.ignored.append({"file": where, "why": "not a modeleval-*.jsonl shard"})
                     continue
-                found += 1
                 with m.open() as src:
                     data = limits.copy(src, m.name, m.compressed)
                 with data:
@@ -316,17 +406,32 @@ _BINARY_COPY = {
 }
 
 
+_COPY_CONTEXT = re.compile(r"^COPY \S+, line (?P<row>\d+)(?:, column (?P<column>\w+))?")
+_SHARD_FIELD = {"try_number": "try"}  # where a column's name is not its field's
+
+
+class RowRefused(Exception):
+    """The database refused a value of one shard line (its line, field and the reason)."""
+
+    def __init__(self, line: int, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.line, self.field, self.message = line, field, message
+
+
 class _Table:
     """A plain `INSERT ... VALUES` for executemany: the ORM's per-object cost is the bottleneck.
     On PostgreSQL, a binary COPY: no value is written out as text for the server to parse."""
 
-    def __init__(self, model: type, columns: list[str]) -> None:
+    def __init__(self, model: type, columns: list[str], kind: str = "") -> None:
         qn = connection.ops.quote_name
         fields = [model._meta.get_field(c) for c in columns]
         cols = ", ".join(qn(f.column) for f in fields)
         table = qn(model._meta.db_table)
         self.sql = f"INSERT INTO {table} ({cols}) VALUES ({', '.join(['%s'] * len(fields))})"
         self.copy_sql = f"COPY {table} ({cols}) FROM STDIN"
+        # Rows of shard lines carry their line: a refused row is reported by it.
+        self.kind = kind
+        self.line_at = columns.index("line") if "line" in columns else None
         self.copy_types: list[str] | None = None
         self.int4: list[tuple[int, bool]] = []  # (position, nullable) of the int4 columns
         if connection.vendor == "postgresql":
@@ -335,6 +440,21 @@ class _Table:
                 self.copy_types = types  # type: ignore[assignment]
                 self.int4 = [(i, f.null) for i, f in enumerate(fields) if types[i] == "int4"]
         self.rows: list[tuple[Any, ...]] = []
+
+    def _refused(self, exc: DatabaseError) -> Exception:
+        """PostgreSQL names the COPY row and column it refused ("COPY records_turn, line 2,
+        column index"); said as the shard's own line and field, as the reader says its errors."""
+        diag = getattr(exc.__cause__, "diag", None)
+        where = _COPY_CONTEXT.search(getattr(diag, "context", None) or "")
+        if not (where and self.line_at is not None and self.kind):
+            return exc
+        row = self.rows[int(where["row"]) - 1]
+        column = where["column"]
+        return RowRefused(
+            row[self.line_at],
+            f"{self.kind}.{_SHARD_FIELD.get(column, column)}" if column else None,
+            getattr(diag, "message_primary", None) or str(exc),
+        )
 
     def _binary(self) -> bool:
         """Whether these rows go in binary: every int4 value must fit, since the binary form of
@@ -359,11 +479,14 @@ class _Table:
             # the database refuses is a DatabaseError like any other.
             binary = self._binary()
             sql = self.copy_sql + (" (FORMAT BINARY)" if binary else "")
-            with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
-                if binary:
-                    copy.set_types(self.copy_types)
-                for row in self.rows:
-                    copy.write_row(row)
+            try:
+                with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:
+                    if binary:
+                        copy.set_types(self.copy_types)
+                    for row in self.rows:
+                        copy.write_row(row)
+            except DatabaseError as exc:
+                raise self._refused(exc) from exc
         else:
             # SQLite checks each JSON column with JSON_VALID (Django's constraint), parsing the
             # text again: a fifth of these inserts. This text is the parser's own encoding of
@@ -385,10 +508,10 @@ class _Writer:
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
-        self.turns = _Table(Turn, TURN_COLUMNS)
-        self.calls = _Table(Call, CALL_COLUMNS)
-        self.verifies = _Table(Verify, VERIFY_COLUMNS)
-        self.attempts = _Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
+        self.turns = _Table(Turn, TURN_COLUMNS, "turn")
+        self.calls = _Table(Call, CALL_COLUMNS, "call")
+        self.verifies = _Table(Verify, VERIFY_COLUMNS, "verify")
+        self.attempts = _Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS], "attempt")
         self.ids: list[int] = []
 
     def _reserve(self, n: int) -> None:
@@ -864,6 +987,10 @@ def ingest_shard(
     except ShardError as exc:
         report.refused.append(exc.as_dict())
         return
+    except RowRefused as exc:
+        message = f"the database refused a value of this shard: {exc.message}"
+        report.refused.append(ShardError(name, message, line=exc.line, field=exc.field).as_dict())
+        return
     except IntegrityError:
         # Another upload stored the same content while this one was reading it.
         if sha is not None and ShardFile.objects.filter(sha256=sha).exists():
@@ -871,12 +998,12 @@ def ingest_shard(
             return
         raise
     except DatabaseError as exc:
-        # A value the database cannot hold; the transaction rolled back, nothing is stored.
+        # The transaction rolled back: nothing of the shard is stored.
         if "lock" in str(exc).lower():
-            raise
-        report.refused.append(
-            ShardError(name, f"the database refused a value of this shard: {exc}").as_dict()
-        )
+            message = "the database was busy with another write; nothing was stored, send it again"
+        else:
+            message = f"the database refused a value of this shard: {exc}"
+        report.refused.append(ShardError(name, message).as_dict())
         return
     finally:
         if feed is not None:
@@ -960,12 +1087,19 @@ def ingest(
                     report.refused.append(unit.as_dict())
             except (ShardError, CorpusKeyError, ConformanceError) as exc:
                 report.refused.append(exc.as_dict())
+            except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+                report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
     finally:
         parser.close()
         _wal.finish()
-    upload.summary = report.as_dict()
-    upload.save(update_fields=["summary"])
+        # Also when something escaped (the server is going down): the upload says what it got.
+        upload.summary = report.as_dict()
+        upload.save(update_fields=["summary"])
     return report
+
+
+def _unit_name(unit: Any) -> str:
+    return getattr(unit, "name", None) or getattr(unit, "file", "?")
 
 
 MAX_KEY_BYTES = 64 * 1024 * 1024
@@ -983,7 +1117,9 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise CorpusKeyError(item.name, f"is not valid JSON: {exc}") from None
+        raise CorpusKeyError(item.name, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
+    if NUL_ESCAPE in data and (where := nul_field(doc)):
+        raise CorpusKeyError(item.name, NUL_MESSAGE, field=where)
     from records.conformance_runs import looks_like_suite, store_suite
 
     if looks_like_suite(doc):
@@ -1031,6 +1167,15 @@ def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterat
                 )
         except ShardError as exc:
             yield exc
+        except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+            yield unexpected(item.name, exc)
+
+
+def unexpected(name: str, exc: BaseException) -> ShardError:
+    """A fault nobody foresaw while reading or storing one input: logged with its traceback,
+    and reported as that input's refusal, so the inputs after it are handled as usual."""
+    log.error("ingest: unexpected error on %s", name, exc_info=exc)
+    return ShardError.unexpected(name, exc)
 
 
 def bytes_input(name: str, data: bytes) -> Input:

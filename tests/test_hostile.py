@@ -10,7 +10,18 @@ from urllib.parse import quote
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from records.models import ApiToken, ConformanceRun, ConformanceSuite, CorpusKey, ObsCorpus, Run
+from records.ingest import bytes_input, ingest
+from records.models import (
+    ApiToken,
+    ConformanceRun,
+    ConformanceSuite,
+    CorpusKey,
+    ObsCorpus,
+    Run,
+    Upload,
+    Verdict,
+)
+from tests.builders import SAMPLE_KEY
 
 pytestmark = pytest.mark.django_db
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
@@ -38,8 +49,13 @@ def test_every_hostile_file_gets_its_error_and_the_good_file_beside_them_is_stor
         first = next(g for g in got if want["message"] in g["message"])
         assert (first["line"], first["field"]) == (want["line"], want["field"]), (name, first)
     stored = {s["file"] for s in body["stored"]}
-    assert stored == {"modeleval-good.jsonl", "modeleval-duplicate-keys.jsonl"}
-    assert Run.objects.count() == 2
+    accepted = {name for name, want in EXPECTED.items() if want.get("accepted")}
+    assert stored == {"modeleval-good.jsonl", *accepted}
+    assert Run.objects.count() == len(stored)
+    # Nothing of a refused archive entry was stored, and every input was answered for.
+    answered = {i["file"].split("!")[0] for i in body["refused"]} | stored
+    assert answered == {*EXPECTED, "modeleval-good.jsonl"}
+    assert Upload.objects.get().summary["refused"] == body["refused"]
     # Duplicate keys: the last one wins, as in Go.
     dup = Run.objects.get(shard__name="modeleval-duplicate-keys.jsonl")
     assert dup.attempts.order_by("line").first().case == "MT-002"
@@ -68,8 +84,6 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 def test_no_output_renders_untrusted_text_as_html(client, django_user_model, tmp_path):
     from records.conformance_runs import RunMeta, store_run
     from records.formats.corpus_key import read_corpus_key
-    from records.ingest import bytes_input, ingest
-    from records.models import Upload
 
     client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
     fixtures = Path(__file__).parent / "fixtures"
@@ -138,3 +152,113 @@ def test_no_output_renders_untrusted_text_as_html(client, django_user_model, tmp
     assert XSS.split(">")[0] in csv_text  # data stays data in CSV (served as text/csv)
     doc = client.get(f"/runs/{run.pk}/scores.json")
     assert doc["Content-Type"] == "application/json"
+
+
+def _ingest(*items: tuple[str, bytes]):
+    return ingest([bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"))
+
+
+@pytest.mark.parametrize("parser", ["in line", "second process"])
+def test_a_fault_inside_the_reader_refuses_that_file_and_the_files_after_it_are_stored(
+    parser, settings, monkeypatch
+):
+    from records.formats import shard_rows
+
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12 if parser == "in line" else 0
+    real = shard_rows.iter_lines
+
+    def faulty(stream, name):
+        if "faulty" in name:
+            raise MemoryError("injected")
+        yield from real(stream, name)
+
+    monkeypatch.setattr(shard_rows, "iter_lines", faulty)
+    other = GOOD.replace(b"run-fixture-dynamic", b"run-after")
+    report = _ingest(
+        ("modeleval-faulty.jsonl", GOOD),
+        ("modeleval-good.jsonl", other),
+    )
+    (refused,) = report.refused
+    assert refused["file"] == "modeleval-faulty.jsonl"
+    assert "unexpected MemoryError (injected)" in refused["message"]
+    assert [s["file"] for s in report.stored] == ["modeleval-good.jsonl"]
+    assert Run.objects.get().run_id == "run-after"
+    assert Upload.objects.get().summary["refused"] == [refused]
+
+
+def test_a_fault_while_expanding_an_archive_refuses_it_and_the_inputs_after_it_are_read(
+    monkeypatch,
+):
+    from records import ingest as ingest_module
+
+    def broken(fh, name):
+        raise KeyError("injected")
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(ingest_module, "_zip_members", broken)
+    report = _ingest(("artifact.zip", b"PK"), ("modeleval-good.jsonl", GOOD))
+    assert report.refused[0]["file"] == "artifact.zip"
+    assert "unexpected KeyError" in report.refused[0]["message"]
+    assert [s["file"] for s in report.stored] == ["modeleval-good.jsonl"]
+
+
+def _many_entries_zip(n: int) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("modeleval-first.jsonl", GOOD)
+        for i in range(n - 1):
+            z.writestr(f"e{i}", b"")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind", ["zip", "tar.gz"])
+def test_an_archive_over_the_member_limit_is_refused_before_anything_of_it_is_stored(
+    kind, settings
+):
+    import io
+    import tarfile
+
+    settings.EVALDASH_MAX_ARCHIVE_MEMBERS = 50
+    if kind == "zip":
+        data = _many_entries_zip(51)
+    else:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            info = tarfile.TarInfo("modeleval-first.jsonl")
+            info.size = len(GOOD)
+            t.addfile(info, io.BytesIO(GOOD))
+            for i in range(50):
+                t.addfile(tarfile.TarInfo(f"e{i}"), io.BytesIO(b""))
+        data = buf.getvalue()
+    report = _ingest((f"artifact.{kind}", data))
+    (refused,) = report.refused
+    assert "at most 50 are read (EVALDASH_MAX_ARCHIVE_MEMBERS)" in refused["message"]
+    assert not report.stored and not Run.objects.exists()
+
+
+def test_a_zip_whose_directory_is_too_large_is_refused_from_its_end_record_unread(
+    settings, monkeypatch
+):
+    import zipfile
+
+    settings.EVALDASH_MAX_ARCHIVE_MEMBERS = 50
+    # The entry count comes from the end record: the directory itself is never loaded.
+    monkeypatch.setattr(
+        zipfile.ZipFile, "_RealGetContents", lambda self: pytest.fail("directory was read")
+    )
+    report = _ingest(("artifact.zip", _many_entries_zip(3000)))
+    assert "holds 3,000 entries" in report.refused[0]["message"]
+
+
+def test_a_long_digit_run_in_an_argument_is_scored_without_backtracking():
+    # 40,000 digits and an "x" took a backtracking pattern minutes per value; read as Go reads
+    # it, the value is no number and the shard is stored and scored at once.
+    data = (HOSTILE / "modeleval-long-number-argument.jsonl").read_bytes()
+    data = data.replace(b'"fixture-corpus"', b'"b519a10571ab2192"')
+    report = _ingest(("key.json", SAMPLE_KEY.read_bytes()), ("modeleval-long.jsonl", data))
+    assert report.ok, report.refused
+    assert report.stored[0]["scored_against"] == "b519a10571ab2192"
+    assert Verdict.objects.filter(attempt__run__run_id="run-long-number").exists()

@@ -462,8 +462,8 @@ class TestAccessAndAudit:
             return real(self, cursor)
 
         monkeypatch.setattr(ing._Table, "flush", failing)
-        with pytest.raises(RuntimeError):
-            _ingest(("modeleval-dynamic.jsonl", GOOD))
+        (refused,) = _ingest(("modeleval-dynamic.jsonl", GOOD)).refused
+        assert "unexpected RuntimeError (the disk went away)" in refused["message"]
         for model in (ShardFile, Run, Attempt, Turn, Call):
             assert not model.objects.exists()
         monkeypatch.setattr(ing._Table, "flush", real)
@@ -527,5 +527,8 @@ def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, s
     assert refused["file"] == "modeleval-big-index.jsonl"
     assert "the database refused a value of this shard" in refused["message"]
     assert "out of range" in refused["message"]
+    # Said as the shard's own line and field, not as the COPY row and column.
+    assert (refused["line"], refused["field"]) == (2, "turn.index")
+    assert "COPY" not in refused["message"]
     assert not ShardFile.objects.exists() and not Attempt.objects.exists()
     assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
