@@ -70,6 +70,9 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 EVALDASH_PUBLIC_READ = env_bool("EVALDASH_PUBLIC_READ", False)
 # Bounds on what one request or archive may bring in.
 EVALDASH_MAX_UPLOAD_BYTES = env_int("EVALDASH_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
+# Any other request body (a login, a form) takes at most this much; over either limit a request
+# is refused from its Content-Length, before its body is read.
+EVALDASH_MAX_REQUEST_BYTES = env_int("EVALDASH_MAX_REQUEST_BYTES", 1024 * 1024, minimum=1024)
 EVALDASH_MAX_ARCHIVE_BYTES = env_int("EVALDASH_MAX_ARCHIVE_BYTES", 2 * 1024**3, minimum=1)
 EVALDASH_MAX_ARCHIVE_RATIO = env_int("EVALDASH_MAX_ARCHIVE_RATIO", 200, minimum=1)
 EVALDASH_MAX_ARCHIVE_MEMBERS = env_int("EVALDASH_MAX_ARCHIVE_MEMBERS", 10_000, minimum=1)
@@ -98,6 +101,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "evaldash.middleware.RequestGuard",  # before CSRF, which reads the body
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -183,6 +187,10 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = True
 
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+FILE_UPLOAD_HANDLERS = [
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "evaldash.uploads.UnnamedTemporaryFileUploadHandler",
+]
 DATA_UPLOAD_MAX_NUMBER_FILES = 200
 
 SESSION_COOKIE_SECURE = env_bool("EVALDASH_SECURE_COOKIES", not DEBUG)

@@ -6,3 +6,6 @@ from django.apps import AppConfig
 class RecordsConfig(AppConfig):
     name = "records"
     verbose_name = "Evaluation records"
+
+    def ready(self) -> None:
+        from records import access  # noqa: F401 (connects the failed-login receiver)

@@ -161,36 +161,6 @@ def run_figures(
     return figures
 
 
-def cost_chart(figures: RunFigures) -> dict[str, Any]:
-    """A Plotly figure: stacked bars of the four cost components per model (priced models)."""
-    models = [m for m, r in figures.by_model.items() if r.cost is not None]
-    parts = [
-        ("input", "Input"),
-        ("output", "Output"),
-        ("cache_write", "Cache write"),
-        ("cache_read", "Cache read"),
-    ]
-    data = [
-        {
-            "type": "bar",
-            "name": label,
-            "x": models,
-            "y": [round(getattr(figures.by_model[m].cost, attr), 6) for m in models],
-            "hovertemplate": "%{x}<br>" + label + ": $%{y:.4f}<extra></extra>",
-        }
-        for attr, label in parts
-    ]
-    layout = {
-        "barmode": "stack",
-        "title": {"text": "Cost by model (USD, from the run's own prices)"},
-        "yaxis": {"title": {"text": "USD"}, "tickprefix": "$"},
-        "margin": {"t": 48, "r": 16, "b": 120, "l": 64},
-        "height": 380,
-        "legend": {"orientation": "h"},
-    }
-    return {"data": data, "layout": layout}
-
-
 def filtered_attempts(run: Run, data: dict[str, Any], scoring: Any = None) -> QuerySet[Attempt]:
     qs = Attempt.objects.filter(run=run)
     if scoring is not None:
@@ -216,8 +186,43 @@ def filtered_attempts(run: Run, data: dict[str, Any], scoring: Any = None) -> Qu
     return qs.order_by("line").defer("stimulus", "facts")
 
 
+# What a trace renders of one JSON value: indentation multiplies a deeply nested value (a 200 KB
+# line became 191 MiB of HTML), so nesting is shown to this depth and the text to this length;
+# the rest is one click away as the raw value.
+SHOWN_JSON_DEPTH = 24
+SHOWN_JSON_CHARS = 64 * 1024
+
+
+@dataclass
+class ShownJson:
+    text: str
+    cut: bool  # something was left out: the page links to the raw value
+
+
+def _clipped(value: Any, depth: int) -> tuple[Any, bool]:
+    if isinstance(value, dict | list) and value and depth >= SHOWN_JSON_DEPTH:
+        return f"… {'{…}' if isinstance(value, dict) else '[…]'} nested deeper", True
+    if isinstance(value, dict):
+        items = {k: _clipped(v, depth + 1) for k, v in value.items()}
+        return {k: v for k, (v, _) in items.items()}, any(c for _, c in items.values())
+    if isinstance(value, list):
+        items = [_clipped(v, depth + 1) for v in value]
+        return [v for v, _ in items], any(c for _, c in items)
+    return value, False
+
+
+def shown_json(value: Any) -> ShownJson:
+    """Indented JSON for a page, bounded in depth and length."""
+    clipped, cut = _clipped(value, 0)
+    text = json.dumps(clipped, indent=2, ensure_ascii=False)
+    if len(text) > SHOWN_JSON_CHARS:
+        text = text[: text.rfind("\n", 0, SHOWN_JSON_CHARS) + 1] + "…"
+        cut = True
+    return ShownJson(text, cut)
+
+
 def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+    return shown_json(value).text
 
 
 @dataclass
@@ -225,10 +230,11 @@ class TraceBlock:
     kind: str
     text: str = ""
     tool: str = ""
-    arguments: str = ""
+    arguments: ShownJson | None = None
     raw: str = ""
     call: Call | None = None
     long: bool = False
+    position: int = 0  # in its turn's blocks: the raw value's address
 
 
 @dataclass
@@ -266,13 +272,17 @@ def trace(attempt: Attempt, price: tuple[float, float, float, float] | None) -> 
         pending = calls_by_turn.get(t.index, []) if answered.get(t.index) is t else []
         pending = list(pending)
         blocks = []
-        for b in t.blocks or []:
+        for position, b in enumerate(t.blocks or []):
             kind = b.get("kind", "")
             tb = TraceBlock(
-                kind, text=b.get("text", ""), tool=b.get("tool", ""), raw=b.get("raw", "")
+                kind,
+                text=b.get("text", ""),
+                tool=b.get("tool", ""),
+                raw=b.get("raw", ""),
+                position=position,
             )
             if "arguments" in b:
-                tb.arguments = pretty_json(b["arguments"])
+                tb.arguments = shown_json(b["arguments"])
             if kind == "tool_call" and pending:
                 tb.call = pending.pop(0)
             tb.long = len(tb.text) > LONG_TEXT

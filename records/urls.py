@@ -17,6 +17,13 @@ class ExportFormat:
 
 register_converter(ExportFormat, "fmt")
 
+
+class RawField(ExportFormat):
+    regex = "arguments|result"
+
+
+register_converter(RawField, "raw_field")
+
 app_name = "records"
 urlpatterns = [
     path("", views.runs, name="runs"),
@@ -37,6 +44,16 @@ urlpatterns = [
     path("keys/<int:pk>/", views.key_detail, name="key"),
     path("attempts/<int:pk>/", views.attempt_detail, name="attempt"),
     path("attempts/<int:pk>.<fmt:fmt>", views.attempt_export, name="attempt-export"),
+    path(
+        "attempts/<int:pk>/calls/<int:call>/<raw_field:field>.json",
+        views.attempt_raw_call,
+        name="attempt-raw-call",
+    ),
+    path(
+        "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>.json",
+        views.attempt_raw_block,
+        name="attempt-raw-block",
+    ),
     path("replays/", views.replays, name="replays"),
     path("replays/corpus/<int:pk>/", views.obs_corpus, name="obs-corpus"),
     path("replays/<int:pk>/", views.replay_detail, name="replay"),

@@ -28,7 +28,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from records import pages, scores
+from evaldash.middleware import accepts_uploads
+from records import charts, pages, scores
 from records.forms import AttemptFilterForm, FlipsForm, MatrixForm, RunFilterForm, ScoreForm
 from records.ingest import Input, ingest
 from records.models import (
@@ -36,6 +37,7 @@ from records.models import (
     ApiToken,
     Attempt,
     AuditEvent,
+    Call,
     ConformanceResult,
     ConformanceRun,
     ConformanceSuite,
@@ -43,6 +45,7 @@ from records.models import (
     ObsCorpus,
     ObsReplay,
     Run,
+    Turn,
     Upload,
     Verdict,
     Verify,
@@ -207,7 +210,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         sessions=list(run.sessions.all()),
         endings=ENDINGS,
         models=models,
-        chart=pages.cost_chart(figures),
+        chart=charts.cost_chart(figures),
         groups=scores.score_groups(usable) if usable else [],
         matching_key=scores.key_for_run(run),
         keys=list(CorpusKey.objects.defer("document")[:50]),
@@ -519,7 +522,7 @@ def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
             for c in calls or [None]:
                 rows.append({**base, **(_call_dict(c, flat=True) if c else {})})
     if fmt == "json":
-        doc = {
+        head = {
             "attempt": attempt.key,
             "case": attempt.case,
             "model": attempt.model,
@@ -528,14 +531,59 @@ def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
             "reason": attempt.reason,
             "facts": attempt.facts,
             "stimulus": attempt.stimulus,
-            "turns": rows,
-            "verify": [
-                {"name": v.name, "passed": v.passed, "detail": v.detail}
-                for v in Verify.objects.filter(attempt=attempt).order_by("line")
-            ],
         }
-        return JsonResponse(doc, json_dumps_params={"indent": 2})
+        verify = [
+            {"name": v.name, "passed": v.passed, "detail": v.detail}
+            for v in Verify.objects.filter(attempt=attempt).order_by("line")
+        ]
+        return _json_stream(head, "turns", rows, {"verify": verify})
     return _export("csv", f"attempt-{attempt.pk}", rows)
+
+
+def _json_stream(
+    head: dict[str, Any], key: str, items: Iterable[Any], tail: dict[str, Any]
+) -> StreamingHttpResponse:
+    """One JSON object sent piece by piece, compact: `head`'s fields, then `key` as a list of
+    `items` one at a time, then `tail`'s fields. Indentation is left out on purpose: it grows
+    with nesting (a 200 KB value 1,000 levels deep indents to 190 MiB)."""
+
+    def dump(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+    def pieces() -> Iterable[str]:
+        yield dump(head)[:-1] + ("," if head else "") + dump(key) + ":["
+        for n, item in enumerate(items):
+            yield ("," if n else "") + dump(item)
+        yield "]" + ("," + dump(tail)[1:] if tail else "}")
+
+    return StreamingHttpResponse(pieces(), content_type="application/json")
+
+
+@require_GET
+@read_access
+def attempt_raw_call(request: HttpRequest, pk: int, call: int, field: str) -> HttpResponse:
+    """A call's arguments or result exactly as stored, compact, for values a page cuts short."""
+    value = get_object_or_404(Call.objects.only(field), pk=call, attempt_id=pk)
+    return _raw(getattr(value, field), f"attempt-{pk}-call-{call}-{field}")
+
+
+@require_GET
+@read_access
+def attempt_raw_block(request: HttpRequest, pk: int, turn: int, block: int) -> HttpResponse:
+    """A tool-call block's arguments as stored, compact."""
+    blocks = get_object_or_404(Turn.objects.only("blocks"), pk=turn, attempt_id=pk).blocks
+    if not 0 <= block < len(blocks or []) or "arguments" not in blocks[block]:
+        raise Http404("no such block, or it carries no arguments")
+    return _raw(blocks[block]["arguments"], f"attempt-{pk}-turn-{turn}-block-{block}")
+
+
+def _raw(value: Any, name: str) -> HttpResponse:
+    response = HttpResponse(
+        json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+        content_type="application/json",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+    return response
 
 
 def _call_dict(c: Any, flat: bool = False) -> dict[str, Any]:
@@ -568,8 +616,11 @@ class _Echo:
 
 
 def _csv_safe(value: Any) -> Any:
-    # A cell starting with = + - @ is a formula to a spreadsheet; quote it as text.
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+    # A cell starting with = + - @ is a formula to a spreadsheet, also after leading white space
+    # (spreadsheets skip it); quote it as text.
+    if isinstance(value, str) and (
+        value[:1] in ("\t", "\r") or value.lstrip()[:1] in ("=", "+", "-", "@")
+    ):
         return "'" + value
     return value
 
@@ -635,14 +686,7 @@ def _override(request: HttpRequest) -> bool:
     return request.POST.get("allow_digest_mismatch") in ("1", "true", "on", "yes")
 
 
-def _too_large(request: HttpRequest) -> bool:
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return True
-    return length > settings.EVALDASH_MAX_UPLOAD_BYTES
-
-
+@accepts_uploads
 @require_http_methods(["GET", "POST"])
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
@@ -654,11 +698,6 @@ def upload(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if not can_upload:
             return HttpResponse("You do not have the upload permission.", status=403)
-        if _too_large(request):
-            return HttpResponse(
-                f"The upload is larger than {settings.EVALDASH_MAX_UPLOAD_BYTES:,} bytes.",
-                status=413,
-            )
         inputs = _uploaded_inputs(request)
         if not inputs:
             context["error"] = "Choose at least one file to upload."
@@ -698,15 +737,11 @@ def _api_token(request: HttpRequest) -> tuple[ApiToken | None, HttpResponse | No
         return None, JsonResponse({"error": "the token is not known"}, status=401)
     if not token.active:
         return None, JsonResponse({"error": "the token was revoked"}, status=403)
-    if _too_large(request):
-        return None, JsonResponse(
-            {"error": f"the upload is larger than {settings.EVALDASH_MAX_UPLOAD_BYTES:,} bytes"},
-            status=413,
-        )
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
     return token, None
 
 
+@accepts_uploads
 @csrf_exempt  # token-authenticated, no cookies involved
 @require_POST
 def api_upload(request: HttpRequest) -> HttpResponse:
@@ -947,6 +982,7 @@ def conformance_suite(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+@accepts_uploads
 @csrf_exempt  # token-authenticated, no cookies involved
 @require_POST
 def api_conformance(request: HttpRequest) -> HttpResponse:
@@ -974,6 +1010,7 @@ def _conformance_post(request: HttpRequest, upload: Upload) -> HttpResponse:
     return JsonResponse(out, status=200)
 
 
+@accepts_uploads
 @require_POST
 @require_perm("records.add_upload", "upload")
 def upload_conformance(request: HttpRequest) -> HttpResponse:
@@ -988,93 +1025,6 @@ def upload_conformance(request: HttpRequest) -> HttpResponse:
 
 
 # --- comparisons ---------------------------------------------------------------------------------
-
-
-def _grouped_bars(group: Any) -> dict[str, Any]:
-    """One Plotly figure per cross-vendor group: a bar per model and column, N / D in the hover."""
-    from records.scores import COLUMN_TITLES
-
-    data = []
-    for r in group.rows:
-        pairs = [p for _, p in r.columns]
-        data.append(
-            {
-                "type": "bar",
-                "name": r.model,
-                "x": COLUMN_TITLES,
-                "y": [round(100 * n / d, 2) if d else None for n, d in pairs],
-                "customdata": [[n, d] for n, d in pairs],
-                "hovertemplate": "%{x}: %{customdata[0]} / %{customdata[1]} (%{y:.1f}%)<extra>"
-                + r.model.replace("<", "").replace(">", "")
-                + "</extra>",
-            }
-        )
-    return {
-        "data": data,
-        "layout": {
-            "barmode": "group",
-            "height": 360,
-            "yaxis": {"title": {"text": "rate (%)"}, "range": [0, 100]},
-            "margin": {"t": 24, "r": 16, "b": 60, "l": 56},
-            "legend": {"orientation": "h"},
-        },
-    }
-
-
-def _cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
-    """Cost per attempt against Completion and Clean, one point per priced row."""
-    from records.cost import Tokens, cost_of
-
-    prices = {p.spec: p.price for p in run.providers.all()}
-    points: dict[str, tuple[list, list, list, list]] = {
-        "Completion": ([], [], [], []),
-        "Clean": ([], [], [], []),
-    }
-    for g in groups:
-        for r in g.rows:
-            f = r.figures
-            cost = cost_of(
-                Tokens(
-                    f["input_tokens"] or 0,
-                    f["output_tokens"] or 0,
-                    f["cache_created_tokens"] or 0,
-                    f["cache_read_tokens"] or 0,
-                ),
-                prices.get(r.model),
-            )
-            if cost is None or not f["total"] or not f["attempts"]:
-                continue  # unpriced rows have no place on a cost axis
-            for name, n in (("Completion", f["completed"]), ("Clean", f["clean"])):
-                xs, ys, texts, custom = points[name]
-                xs.append(round(cost.total / f["total"], 6))
-                ys.append(round(100 * n / f["attempts"], 2))
-                texts.append(f"{r.model} ({r.surface})")
-                custom.append([n, f["attempts"]])
-    data = [
-        {
-            "type": "scatter",
-            "mode": "markers",
-            "name": name,
-            "x": xs,
-            "y": ys,
-            "text": texts,
-            "customdata": custom,
-            "hovertemplate": "%{text}<br>$%{x:.5f} per attempt<br>"
-            + name
-            + " %{customdata[0]} / %{customdata[1]} (%{y:.1f}%)<extra></extra>",
-        }
-        for name, (xs, ys, texts, custom) in points.items()
-    ]
-    return {
-        "data": data,
-        "layout": {
-            "height": 420,
-            "xaxis": {"title": {"text": "USD per attempt"}},
-            "yaxis": {"title": {"text": "rate (%)"}, "range": [0, 105]},
-            "margin": {"t": 24, "r": 16, "b": 56, "l": 56},
-            "legend": {"orientation": "h"},
-        },
-    }
 
 
 @require_GET
@@ -1120,9 +1070,9 @@ def compare(request: HttpRequest) -> HttpResponse:
             scoring = scores.latest_scoring(run)
             groups = scores.score_groups(scoring) if scoring and scoring.verdict_count else []
             context.update(
-                groups=[(g, _grouped_bars(g), f"bars-{i}") for i, g in enumerate(groups)],
+                groups=[(g, charts.grouped_bars(g), f"bars-{i}") for i, g in enumerate(groups)],
                 scoring=scoring,
-                scatter=_cost_scatter(groups, run) if groups else None,
+                scatter=charts.cost_scatter(groups, run) if groups else None,
             )
     context["query"] = request.GET.urlencode()
     template = "records/compare.html#result" if _partial(request) else "records/compare.html"

@@ -146,3 +146,67 @@ def test_a_person_shows_a_regression_between_two_commits_in_two_clicks(page):
     page.wait_for_url("**kind=surfaces**")
     assert "individual" in page.locator("#result").inner_text()
     assert page.problems == [], page.problems
+
+
+EVIL = '<a href="https://evil.invalid/"><b style="color:red">evil</b></a>'
+HOVER_FIRST_VALUE = """gd => {
+  const trace = gd.data.findIndex(t => t.y.some(v => v !== null));
+  const point = gd.data[trace].y.findIndex(v => v !== null);
+  window.Plotly.Fx.hover(gd, [{curveNumber: trace, pointNumber: point}]);
+}"""
+
+
+def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_path):
+    import json
+    from pathlib import Path
+
+    from records.ingest import bytes_input
+    from records.models import Run
+
+    fixtures = Path(__file__).parent / "fixtures"
+    price = (
+        '"price":{"input_per_million_usd":1,"output_per_million_usd":2,'
+        '"cache_write_per_million_usd":1,"cache_read_per_million_usd":0.1,'
+        '"retrieved_on":"2026-11-01"}'
+    )
+    shard = (
+        (fixtures / "modelrecord" / "modeleval-dynamic.jsonl")
+        .read_text()
+        .replace('"fixture-corpus"', '"b519a10571ab2192"')
+        .replace("run-fixture-dynamic", "run-markup")
+    )
+    providers = []
+    for plain, evil in (("fake:perfect", EVIL), ("fake:wrong-args", EVIL.replace("evil", "evil2"))):
+        name = json.dumps(evil)[1:-1]
+        shard = shard.replace(plain, name)
+        providers.append(f'{{"spec":"{name}","name":"{name}","model":"m",{price}}}')
+    shard = shard.replace('"repeat":1}}', f'"repeat":1,"providers":[{",".join(providers)}]}}}}')
+    report = ingest(
+        [
+            bytes_input("key.json", (fixtures / "corpus" / "corpus-key-sample.json").read_bytes()),
+            bytes_input("modeleval-markup.jsonl", shard.encode()),
+        ],
+        Upload.objects.create(source="cli"),
+    )
+    assert report.ok, report.refused
+    run = Run.objects.get(run_id="run-markup")
+    charts = 0
+    for url in (f"/runs/{run.pk}/", f"/compare/?kind=models&run={run.pk}"):
+        page.goto(page.base + url)
+        drawn = page.locator("[data-plotly]")
+        assert drawn.count() > 0, url
+        for i in range(drawn.count()):
+            chart = drawn.nth(i)
+            chart.locator(".main-svg").first.wait_for(timeout=15000)
+            # Hover a mark with a value: the label names the model, as the text it is.
+            chart.evaluate(HOVER_FIRST_VALUE)
+            hover = chart.locator(".hoverlayer")
+            hover.locator("text").first.wait_for(timeout=5000)
+            assert '<a href="https://evil' in hover.text_content(), url
+            # Never a link or bold markup, in the chart, its legend, axes or hover label.
+            assert chart.locator("a").count() == 0, url
+            assert chart.locator("text[style*='red'], tspan[style*='red']").count() == 0, url
+            charts += 1
+    assert charts >= 3  # the cost chart, the bars per group, the cost-quality scatter
+    page.screenshot(path=str(tmp_path / "markup.png"), full_page=True)
+    assert page.problems == [], page.problems

@@ -646,14 +646,18 @@ def test_an_input_that_cannot_be_opened_is_raised_in_its_turn_after_the_shard_be
     def cannot():
         raise PermissionError("permission denied")
 
-    with pytest.raises(PermissionError):
-        ingest(
-            [
-                bytes_input("modeleval-1.jsonl", _synth()),
-                ing.Input("modeleval-2.jsonl", cannot, 10),
-            ],
-            Upload.objects.create(source=Upload.Source.CLI),
-        )
+    report = ingest(
+        [
+            bytes_input("modeleval-1.jsonl", _synth()),
+            ing.Input("modeleval-2.jsonl", cannot, 10),
+        ],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    # Refused in its turn, as that input's own refusal, once the shard before it is stored.
+    (refused,) = report.refused
+    assert refused["file"] == "modeleval-2.jsonl"
+    assert "unexpected PermissionError (permission denied)" in refused["message"]
+    assert [s["file"] for s in report.stored] == ["modeleval-1.jsonl"]
     assert ShardFile.objects.count() == 1 and Attempt.objects.exists()
 
 

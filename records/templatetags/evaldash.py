@@ -69,10 +69,10 @@ def query_with(query: str, **kwargs: Any) -> str:
 
 
 @register.filter
-def pretty_json(value: Any) -> str:
-    from records.pages import pretty_json as dump
+def shown_json(value: Any) -> Any:
+    from records.pages import shown_json as shown
 
-    return dump(value)
+    return shown(value)
 
 
 @register.filter
@@ -259,3 +259,15 @@ def counted_apart_row(r: Any) -> SafeString:
             cells.append(mark_safe('<td class="num">0</td>'))
     cells += [_num(intcomma(f[t])) for t in TOKENS]
     return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
+
+
+@register.simple_tag(takes_context=True)
+def uploader(context: Any, upload: Any) -> str:
+    """Who uploaded: the account, or the token by name for staff only (its name and prefix
+    say which CI job holds it), "an upload token" for everyone else."""
+    if upload.user_id:
+        return str(upload.user)
+    if upload.token_id:
+        user = getattr(context.get("request"), "user", None)
+        return str(upload.token) if user is not None and user.is_staff else "an upload token"
+    return "—"
