@@ -664,9 +664,7 @@ def test_a_step_the_catalog_lacks_is_still_reached_and_consumes_its_call():
     assert step.call_index == 0 and step.answer == ""  # nothing else is read of the call
     # A licensed step at a lower tier: its call is consumed, so a later step named by that
     # same call is not reached by it.
-    v = score(
-        "MT-075", [call(1, "dora_metrics.project", {**PROJECT, "metric": "x"})], tier="free"
-    )
+    v = score("MT-075", [call(1, "dora_metrics.project", {**PROJECT, "metric": "x"})], tier="free")
     assert v.steps[0].reached and not v.steps[0].known
     assert v.outcome == "failed" and "the catalog at this tier has no" in v.reason
 
