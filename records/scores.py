@@ -136,7 +136,7 @@ def _row_key(model: str, surface: str, mode: str, run: Run, session: Session | N
     parts = [
         f"model={model}",
         f"surface={surface}",
-        f"mode={mode or 'default'}",
+        f"mode={mode}",  # as the session line writes it: an empty mode is its own row
         f"tier={run.tier}",
     ]
     if session is not None:
@@ -164,31 +164,59 @@ def _among(ids: list[int]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join(['%s'] * len(ids))})", ids
 
 
-def _place(
+def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement], set[str]]:
+    """Where each (model, surface, session) of the run's attempts goes (C.9), and the row keys
+    upstream refuses before scoring them (E.3 rules 1-4, those a run alone decides).
+
+    Attempts with a session are keyed by it. A sessionless attempt (a skip, an early harness
+    error) joins the one row of the shard with its model and surface: the candidates are rows,
+    so two sessions sharing one row key are one candidate. With none or several it forms a row
+    of its own, keyed with no session, which the provenance rule refuses. A sessionless attempt
+    is scored in the default mode at the run's tier, as upstream reads an attempt with no
+    session."""
+    sessions = {s.pk: s for s in run.sessions.all()}
+    triples = list(
+        Attempt.objects.filter(run=run)
+        .values_list("model", "effective_surface", "session_id")
+        .distinct()
+        .order_by()
+    )
+    placed: dict[tuple[str, str, int | None], _Placement] = {}
+    rows_of: dict[tuple[str, str], set[str]] = defaultdict(set)
+    row_of: dict[str, tuple[str, int | None]] = {}  # row key: its model and session
+    for model, surface, session_id in triples:
+        session = sessions.get(session_id) if session_id else None
+        if session is None:
+            continue
+        key = _row_key(model, surface, session.mode, run, session)
+        placed[(model, surface, session_id)] = _Placement(
+            session.mode, session.tier_pin or run.tier, key
+        )
+        rows_of[(model, surface)].add(key)
+        row_of[key] = (model, max(session_id, row_of.get(key, (model, 0))[1] or 0))
+    for model, surface, session_id in triples:
+        if (model, surface, session_id) in placed:
+            continue
+        hosts = rows_of.get((model, surface), set())
+        key = next(iter(hosts)) if len(hosts) == 1 else _row_key(model, surface, "", run, None)
+        placed[(model, surface, session_id)] = _Placement("", run.tier, key)
+        row_of.setdefault(key, (model, None))
+    providers = {p.spec: p for p in run.providers.all()}
+    unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
+    refused = {
+        key
+        for key, (model, sid) in row_of.items()
+        if provenance_refusal(run, sessions.get(sid or 0), providers.get(model), unobserved)
+    }
+    return placed, refused
+
+
+def _chunks(
     run: Run,
-    sessions: dict[int, Session],
-    candidates: dict[tuple[str, str], set[int]],
-    model: str,
-    surface: str,
-    session_id: int | None,
-) -> tuple[str, str, str]:
-    """An attempt's mode, tier and row key, from its model, surface and session: a sessionless
-    attempt joins the one candidate session of the shard with its model and surface."""
-    session = sessions.get(session_id) if session_id else None
-    if session is None:
-        cands = candidates.get((model, surface), set())
-        if len(cands) == 1:
-            session_for_key = sessions[next(iter(cands))]
-            mode = session_for_key.mode
-        else:
-            session_for_key, mode = None, ""
-    else:
-        session_for_key, mode = session, session.mode
-    tier = (session.tier_pin if session and session.tier_pin else "") or run.tier
-    return mode, tier, _row_key(model, surface, mode, run, session_for_key)
-
-
-def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
+    doc: KeyDoc,
+    placed: dict[tuple[str, str, int | None], _Placement] | None = None,
+    chunk: int = 300,
+) -> Iterator[Chunk]:
     """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
     memory), as plain rows (`records.scoring.batch`): plain SQL, JSON left as text. Chunks
     are small enough to wait whole in the pipe to a scorer process, so reading the next one
@@ -199,7 +227,8 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
     producing = {
         c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
     }
-    sessions = {s.pk: s for s in run.sessions.all()}
+    if placed is None:
+        placed = _placements(run)[0]
     qn = connection.ops.quote_name
     a_t, c_t = (qn(m._meta.db_table) for m in (Attempt, Call))
     with connection.cursor() as cur:
@@ -213,22 +242,12 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
             [run.pk],
         )
         rows = cur.fetchall()
-    # Sessionless attempts join the one candidate of the shard with their model and surface.
-    candidates: dict[tuple[str, str], set[int]] = defaultdict(set)
-    for _, _, _, model, surface, session_id, *_ in rows:
-        if session_id is not None:
-            candidates[(model, surface)].add(session_id)
-    placed: dict[tuple[str, str, int | None], tuple[str, str, str]] = {}
     for start in range(0, len(rows), chunk):
         attempts = []
         for row in rows[start : start + chunk]:
             pk, key, case, model, surface, session_id, ended_by, reason = row[:8]
-            place = placed.get((model, surface, session_id))
-            if place is None:
-                place = placed[(model, surface, session_id)] = _place(
-                    run, sessions, candidates, model, surface, session_id
-                )
-            mode, tier, row_key = place
+            place = placed[(model, surface, session_id)]
+            mode, tier, row_key = place.mode, place.tier, place.row_key
             attempts.append(
                 (pk, key, case, model, surface, mode, tier, ended_by, reason, row_key)
                 + (*row[8:10], session_id, *row[10:])  # last turn, failed checks; copied
@@ -270,29 +289,30 @@ def _chunks(run: Run, doc: KeyDoc, chunk: int = 300) -> Iterator[Chunk]:
 SCORER_PROCESSES = 2
 
 
-def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple], int, int]]:
+def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one reads the next chunks and writes the verdicts (`records.beside`). Scoring
     takes more time than reading and writing, so two scorers keep this process busy; chunks
     go to them in turn and their answers are taken in the same order, so the verdicts, and the
     first error, are those of scoring in line."""
+    placed, refused = _placements(run)
     if run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS or not beside.available():
-        for chunk in _chunks(run, doc):
-            yield score_chunk(doc, stale, chunk)
+        for chunk in _chunks(run, doc, placed):
+            yield score_chunk(doc, stale, chunk, refused)
         return
     what = f"the scoring of run {run.pk}"
-    scorers = beside.Beside.several(SCORER_PROCESSES, batch_worker, (doc, stale), what)
+    scorers = beside.Beside.several(SCORER_PROCESSES, batch_worker, (doc, stale, refused), what)
     n = len(scorers)
     sent = received = 0
     finished = False
 
-    def answer(msg: Any) -> tuple[list[tuple], int, int]:
+    def answer(msg: Any) -> tuple[list[tuple], int, int, int]:
         if msg[0] == "error":
             raise ScoringError(msg[1])
-        return msg[1], msg[2], msg[3]
+        return msg[1], msg[2], msg[3], msg[4]
 
     try:
-        for chunk in _chunks(run, doc):
+        for chunk in _chunks(run, doc, placed):
             if not scorers[sent % n].send(beside.pack(chunk)):
                 # A scorer is gone: the answers up to what it said last (an error, or
                 # nothing) end this.
@@ -336,12 +356,12 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
             run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
         )
         count = 0
-        skipped_retired = 0
-        skipped_unknown = 0
+        skipped_retired = skipped_unknown = skipped_refused = 0
         try:
-            for rows, retired, unknown in _verdicts(run, doc, stale):
+            for rows, retired, unknown, refused in _verdicts(run, doc, stale):
                 skipped_retired += retired
                 skipped_unknown += unknown
+                skipped_refused += refused
                 count += len(rows)
                 table.rows = [(scoring.pk, *row) for row in rows]
                 with connection.cursor() as cur:
@@ -349,6 +369,9 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
         except ScoringError as exc:
             transaction.set_rollback(True)
             error = str(exc)
+        except RuntimeError as exc:  # a scorer process died: the scoring fails, nothing else
+            transaction.set_rollback(True)
+            error = f"the scoring did not finish: {exc}"
         else:
             error = ""
     if error:
@@ -367,6 +390,11 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
         notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
     if skipped_unknown:
         notes.append(f"{skipped_unknown} attempt(s) name cases this key does not have")
+    if skipped_refused:
+        notes.append(
+            f"{skipped_refused} attempt(s) could not be scored and stand in rows upstream "
+            "refuses before scoring, so they are not scored"
+        )
     Scoring.objects.filter(pk=scoring.pk).update(verdict_count=count, error="; ".join(notes))
     scoring.verdict_count, scoring.error = count, "; ".join(notes)
     return scoring
@@ -550,11 +578,11 @@ REFUSAL_RULES = (
 )
 
 
-def _refusal(
-    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
+def provenance_refusal(
+    run: Run, s: Session | None, p: Provider | None, unobserved: set[int]
 ) -> tuple[str, str] | None:
-    """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
-    s, p = row.session, row.provider
+    """E.3 rules 1-4, which the run, the row's session and its provider decide; upstream
+    judges them before scoring, so a row they refuse is never scored."""
     if run.filter:
         return "filtered-run", f"the run was filtered with -run {run.filter!r}"
     if s is not None and s.pk in unobserved:
@@ -562,14 +590,16 @@ def _refusal(
     if p is not None and p.name == "fake":
         return "fake-provider", "the provider is the fake one"
     if p is None:
-        return "incomplete-provenance", f"the run line has no provider with spec {row.model!r}"
+        return "incomplete-provenance", "the run line has no provider with this row's model"
     checks = [
         ("commit", run.commit),
         ("date", run.started_at),
         ("gitlab_version", run.gitlab_version),
         ("edition", run.edition),
         ("tier", run.tier),
-        ("surface", row.surface),
+        # The session line's own surface, as upstream's provenance reads it: an attempt's
+        # surface does not fill a hole in its session line.
+        ("surface", s.surface if s else ""),
         ("mode", s.mode if s else ""),
         ("capability_surface", s.capabilities if s else ""),
         ("token_scopes", s.token_scopes if s else []),
@@ -580,11 +610,21 @@ def _refusal(
         ("repeat", run.repeat > 0),
         ("corpus_digest", run.corpus_digest),
         ("contract_digest", run.contract_digest),
-        ("tool_schema_digest", (s.tool_schema_digests or {}).get(row.model) if s else ""),
+        ("tool_schema_digest", (s.tool_schema_digests or {}).get(p.spec) if s else ""),
     ]
     for name, value in checks:
         if not value:
             return "incomplete-provenance", f"{name} is empty"
+    return None
+
+
+def _refusal(
+    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
+) -> tuple[str, str] | None:
+    """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
+    first = provenance_refusal(run, row.session, row.provider, unobserved)
+    if first:
+        return first
     if scoring.stale:
         return "stale-corpus", (
             f"the run's corpus digest {run.corpus_digest} is not the key's {scoring.key.digest}"
@@ -640,7 +680,7 @@ def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[G
 
 def _caption(row: ScoreRow, run: Run, coverage: str) -> str:
     s = row.session
-    mode = (s.mode if s else "") or "default"
+    mode = s.mode if s else ""  # as the row key spells it
     parts = [f"surface `{row.surface}`", f"mode `{mode}`", f"tier `{run.tier}`"]
     if s and s.tier_pin:
         parts.append(f"tier pinned to `{s.tier_pin}`")

@@ -74,3 +74,27 @@ def shard(*extra: dict[str, Any] | str, base: bool = True) -> bytes:
     if base:
         lines += [line("session"), line("run")]
     return encode(lines)
+
+
+def published_session(**changes: Any) -> dict[str, Any]:
+    """A session line with every field the provenance rule (E.3 rule 4) reads."""
+    session = line("session", **changes)
+    session["session"].setdefault("token_scopes", ["api"])
+    session["session"].setdefault("tool_schema_digests", {"fake:perfect": "t1"})
+    return session
+
+
+def published_shard(*lines: dict[str, Any], corpus: str = "b519a10571ab2192") -> bytes:
+    """A shard whose rows pass every provenance rule (E.3 rule 4): these attempt (and session)
+    lines, a published session when none is given, and a complete run line."""
+    sessions = [x for x in lines if x["type"] == "session"] or [published_session()]
+    run = line("run", corpus_digest=corpus)
+    run["run"].update(
+        commit="c0ffee",
+        started_at="2026-11-01T10:00:00Z",
+        gitlab_version="19.3.0",
+        edition="ee",
+        contract_digest="k1",
+        providers=[{"spec": "fake:perfect", "name": "real", "model": "m", "options": {"t": "0"}}],
+    )
+    return encode([*(x for x in lines if x["type"] != "session"), *sessions, run])

@@ -19,7 +19,7 @@ from records import ingest as ing
 from records.ingest import bytes_input, ingest
 from records.models import Attempt, Call, Session, ShardFile, SurfaceSummary, Turn, Upload, Verify
 from records.synth import MODELS, load_demo_key, write_run
-from tests.builders import FIXTURE_SHARD, encode, line
+from tests.builders import FIXTURE_SHARD, encode, line, published_shard
 
 pytestmark = pytest.mark.django_db
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
@@ -212,8 +212,8 @@ def _dies(source, sink):
 def test_a_parser_process_that_dies_leaves_nothing_and_says_so(settings, monkeypatch):
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
     monkeypatch.setattr(ing, "worker", _dies)
-    with pytest.raises(RuntimeError, match="exit code 3"):
-        _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes())
+    (refused,) = _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes()).refused
+    assert "exit code 3" in refused["message"]  # that shard's refusal, not a crash
     assert not ShardFile.objects.exists() and not Attempt.objects.exists()
     monkeypatch.undo()
     assert _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes()).stored
@@ -382,13 +382,10 @@ def test_a_scoring_error_in_the_second_process_fails_the_scoring_as_in_line(sett
 
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
     _ingest("key.json", _key())
-    data = encode(
-        [
-            line("attempt", case="MT-002"),
-            line("attempt", id="a2", case="ZZ-999"),
-            line("session"),
-            line("run", corpus_digest=load_demo_key().declared_digest),
-        ]
+    data = published_shard(
+        line("attempt", case="MT-002"),
+        line("attempt", id="a2", case="ZZ-999"),
+        corpus=load_demo_key().declared_digest,
     )
     _ingest("modeleval-z.jsonl", data)
     scoring = Scoring.objects.get()
@@ -408,9 +405,9 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
 
     _ingest("key.json", _key())
     cases = ["MT-002", "ZZ-801", "ZZ-802", "MT-002"]
-    data = encode(
-        [line("attempt", id=f"a{i}", case=c) for i, c in enumerate(cases)]
-        + [line("session"), line("run", corpus_digest=load_demo_key().declared_digest)]
+    data = published_shard(
+        *[line("attempt", id=f"a{i}", case=c) for i, c in enumerate(cases)],
+        corpus=load_demo_key().declared_digest,
     )
     _ingest("modeleval-z.jsonl", data)
     inline = Scoring.objects.get().error
@@ -439,14 +436,17 @@ def test_a_scorer_process_that_dies_leaves_no_verdict_and_says_so(settings, monk
     _ingest("modeleval-s.jsonl", _synth())
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
     monkeypatch.setattr(scores, "batch_worker", _dies_scoring)
-    with pytest.raises(RuntimeError, match="exit code 3"):
-        _ingest("key.json", _key())
-    assert not Verdict.objects.exists() and not Scoring.objects.filter(verdict_count__gt=0)
+    report = _ingest("key.json", _key())
+    # The key is stored; its scoring of the run failed, says why, and kept no verdict.
+    assert report.ok and report.keys
+    (scoring,) = Scoring.objects.all()
+    assert "exit code 3" in scoring.error and scoring.verdict_count == 0
+    assert not Verdict.objects.exists()
     monkeypatch.undo()
     assert Run.objects.count() == 1
 
 
-def _dies_scoring(source, sink, doc, stale):
+def _dies_scoring(*args):
     os._exit(3)
 
 

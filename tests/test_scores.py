@@ -12,7 +12,14 @@ from records.formats.corpus_key import CorpusKeyError, read_corpus_key
 from records.ingest import bytes_input, ingest
 from records.models import ApiToken, CorpusKey, KeyCase, Run, Scoring, Upload, Verdict
 from records.scores import coverage_caption, fnv1a64, score_groups, score_rows
-from tests.builders import FIXTURE_SHARD, SAMPLE_KEY, encode, line
+from tests.builders import (
+    FIXTURE_SHARD,
+    SAMPLE_KEY,
+    encode,
+    line,
+    published_session,
+    published_shard,
+)
 
 pytestmark = pytest.mark.django_db
 KEY_BYTES = SAMPLE_KEY.read_bytes()
@@ -220,18 +227,66 @@ class TestScoring:
         assert r.status_code == 403 and not Scoring.objects.exists()
 
     def test_an_unscoreable_run_says_why_and_stores_no_verdict(self):
+        # Only a row upstream would publish is scored, so the run's provenance is complete.
         _ingest(("key.json", KEY_BYTES))
-        data = encode(
-            [
-                line("attempt", case="ZZ-999"),
-                line("session"),
-                line("run", corpus_digest="b519a10571ab2192"),
-            ]
-        )
-        _ingest(("modeleval-z.jsonl", data))
+        _ingest(("modeleval-z.jsonl", published_shard(line("attempt", case="ZZ-999"))))
         scoring = Scoring.objects.get()
         assert scoring.verdict_count == 0 and "names case 'ZZ-999'" in scoring.error
         assert not Verdict.objects.exists()
+
+    def test_an_unscoreable_attempt_in_a_row_upstream_refuses_is_left_out_not_fatal(self):
+        # A sessionless attempt with no surface forms a row of its own with no session, which
+        # the provenance rule refuses before scoring; the run's good row is scored and kept.
+        _ingest(("key.json", KEY_BYTES))
+        lonely = line("attempt", id="a2", case="MS-001", surface="", session="")
+        lonely["attempt"].update(ended_by="skipped", reason="needs a runner")
+        _ingest(("modeleval-z.jsonl", published_shard(line("attempt"), lonely)))
+        scoring = Scoring.objects.get()
+        assert scoring.verdict_count == 1, scoring.error
+        assert "1 attempt(s) could not be scored" in scoring.error
+        (row,) = score_rows(scoring)
+        assert row.row_key.startswith("model=fake:perfect surface=dynamic mode=default")
+
+    def _rows(self, *lines):
+        _ingest(("key.json", KEY_BYTES))
+        _ingest(("modeleval-r.jsonl", published_shard(*lines)))
+        scoring = Scoring.objects.get()
+        assert not scoring.error, scoring.error
+        return {r.row_key: r for g in score_groups(scoring) for r in g.rows}
+
+    def test_a_sessionless_skip_joins_the_one_row_two_sessions_share(self):
+        """C.9: the candidates are rows (distinct row keys), not sessions."""
+        skip = line("attempt", id="s1", session="", case="MS-001")
+        skip["attempt"].update(ended_by="skipped", reason="needs a runner")
+        rows = self._rows(
+            line("attempt", id="a1", session="one"),
+            line("attempt", id="a2", session="two"),
+            skip,
+            published_session(label="one"),
+            published_session(label="two"),
+        )
+        (row,) = rows.values()
+        assert row.figures["skipped"] == 1 and row.figures["total"] == 3
+
+    def test_a_session_with_an_empty_mode_is_its_own_row_which_upstream_refuses(self):
+        rows = self._rows(
+            line("attempt", id="a1", session="d"),
+            line("attempt", id="a2", session="e"),
+            published_session(label="d", mode="default"),
+            published_session(label="e", mode=""),
+        )
+        empty = next(r for k, r in rows.items() if " mode= " in k)
+        written = next(r for k, r in rows.items() if " mode=default " in k)
+        assert empty.refusal == ("incomplete-provenance", "mode is empty")
+        assert written.refusal is None
+
+    def test_provenance_reads_the_session_lines_own_surface(self):
+        # The attempt names its surface, the session line leaves it empty: upstream refuses.
+        (row,) = self._rows(
+            line("attempt", session="s"), published_session(label="s", surface="")
+        ).values()
+        assert row.surface == "dynamic"
+        assert row.refusal == ("incomplete-provenance", "surface is empty")
 
     def test_attempts_naming_retired_cases_are_not_scored(self):
         _ingest(("key.json", KEY_BYTES))

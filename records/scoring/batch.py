@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 import msgspec
@@ -85,9 +86,13 @@ def _json(text: str | None) -> Any:
     return None if text is None else _decode(text)
 
 
-def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple], int, int]:
-    """Verdict rows for a chunk's attempts, and how many were skipped as retired or unknown
-    (the latter only under a stale key; otherwise an unknown case is a ScoringError)."""
+def score_chunk(
+    doc: CorpusKey, stale: bool, chunk: Chunk, refused: Collection[str] = ()
+) -> tuple[list[tuple], int, int, int]:
+    """Verdict rows for a chunk's attempts, and how many were skipped as retired, unknown (only
+    under a stale key; otherwise an unknown case is a ScoringError) or unscoreable in a row
+    upstream refuses before scoring (`refused` row keys: there an attempt the scorer cannot
+    read is left out, as upstream never scores it, instead of failing the whole run)."""
     attempts, facts_rows, call_rows = chunk
     facts = {pk: _json(text) for pk, text in facts_rows}
     calls: dict[int, list[CallInput]] = defaultdict(list)
@@ -109,7 +114,7 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
             )
         )
     out: list[tuple] = []
-    retired = unknown = 0
+    retired = unknown = unscoreable = 0
     for attempt in attempts:
         pk, key, case, model, surface, mode, tier, ended_by, reason, row_key = attempt[:10]
         last_has_call, failed_checks = attempt[10:12]
@@ -134,7 +139,13 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
             # Only whether every check held is read (C.5), so the failures stand for them all.
             verifies=[False] * failed_checks,
         )
-        v = score_attempt(a, doc)
+        try:
+            v = score_attempt(a, doc)
+        except ScoringError:
+            if row_key not in refused:
+                raise
+            unscoreable += 1
+            continue
         agg = Aggregate()
         agg.add(v)
         r = agg.ratios
@@ -171,17 +182,17 @@ def score_chunk(doc: CorpusKey, stale: bool, chunk: Chunk) -> tuple[list[tuple],
                 _encode(v.as_dict()).decode(),
             )
         )
-    return out, retired, unknown
+    return out, retired, unknown, unscoreable
 
 
-def worker(source: Any, sink: Any, doc: CorpusKey, stale: bool) -> None:
+def worker(source: Any, sink: Any, doc: CorpusKey, stale: bool, refused: Collection[str]) -> None:
     """The scorer process: packed chunks in (an empty message ends them), packed
     ("verdicts", rows, retired, unknown) or ("error", message) out."""
     gc.disable()  # nothing here makes cycles; a forked scorer shares the writer's pages
     try:
         while data := source.recv_bytes():
-            rows, retired, unknown = score_chunk(doc, stale, unpack(data))
-            sink.send_bytes(pack(("verdicts", rows, retired, unknown)))
+            rows, retired, unknown, unscoreable = score_chunk(doc, stale, unpack(data), refused)
+            sink.send_bytes(pack(("verdicts", rows, retired, unknown, unscoreable)))
     except ScoringError as exc:
         sink.send_bytes(pack(("error", str(exc))))
     except EOFError:
