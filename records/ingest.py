@@ -1126,7 +1126,7 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
         report.suites.append(store_suite(data, item.name, upload))
         return
     if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
-        report.replays.append(ingest_document(doc, item.name, upload))
+        report.replays.append(ingest_document(doc, item.name, upload, data))
         return
     key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
     rescored = [s.run_id for s in rescore_for_key(key)] if created else []

@@ -92,7 +92,7 @@ def test_a_changed_corpus_is_a_new_seal_and_never_overwrites():
             "whole number",
         ),
         (lambda d: d["results"][0].update(extra=1), "results[0].extra", "unknown field"),
-        (lambda d: d["want"].update(overall="PASS"), None, "does not match the one recomputed"),
+        (lambda d: d["want"].update(overall="PASS"), "want", "does not match the one recomputed"),
         (lambda d: d.update(sealId="f" * 64), "sealId", "is not the seal of the corpus"),
         (
             lambda d: d["corpus"]["labels"].update({"s-pass": "AKIAABCDEFGHIJKLMNOP"}),
@@ -159,3 +159,95 @@ def test_replays_of_one_seal_sit_side_by_side(client, viewer):
     cells = dict((sid, [c["verdict"] for c in cells]) for sid, _, _, cells in r.context["rows"])
     assert cells["s-fail"] == ["FAIL", "PASS"]
     assert "/ 6" in client.get("/replays/").content.decode()
+
+
+def _ingest_bytes(name: str, data: bytes) -> dict:
+    return ingest([bytes_input(name, data)], Upload.objects.create(source="cli")).as_dict()
+
+
+def _with_want(want_text: str) -> bytes:
+    doc = {k: v for k, v in DOC.items() if k != "want"}
+    return json.dumps(doc).encode()[:-1] + b', "want": ' + want_text.encode() + b"}"
+
+
+def test_a_supplied_report_is_compared_byte_for_byte_once_compacted():
+    """Upstream's test compacts `want` and compares bytes with json.Marshal of the report:
+    the same values spelled or ordered otherwise are a mismatch, white space is not."""
+    exact = json.dumps(DOC["want"], separators=(",", ":"))
+    spaced = json.dumps(DOC["want"], indent=3)
+    assert _ingest_bytes("spaced.json", _with_want(spaced))["refused"] == []
+    reordered = json.dumps(dict(reversed(list(DOC["want"].items()))))
+    one_point_o = exact.replace('"denominator":6', '"denominator":6.0')
+    missing = json.dumps({k: v for k, v in DOC["want"].items() if k != "pass"})
+    as_bool = exact.replace('"independentValidation":false', '"independentValidation":0')
+    for text in (reordered, one_point_o, missing, as_bool):
+        (err,) = _ingest_bytes("bad.json", _with_want(text))["refused"]
+        assert err["field"] == "want" and "differ at byte" in err["message"], text
+    assert not ObsReplay.objects.filter(name="bad.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["corpus"].update(labels=[]), "corpus.labels"),
+        (lambda d: d["corpus"].update(labels=""), "corpus.labels"),
+        (lambda d: d["corpus"].update(labels=False), "corpus.labels"),
+        (lambda d: d["corpus"].update(subjects=""), "corpus.subjects"),
+        (
+            lambda d: d["results"][0].update(telemetry=_captured(identity=[])),
+            "results[0].telemetry.identity",
+        ),
+        (
+            lambda d: d["results"][0].update(telemetry=_captured(inputTokens=0)),
+            "results[0].telemetry.inputTokens",
+        ),
+        (
+            lambda d: d["results"][0].update(
+                telemetry=_captured(inputTokens={"status": "OBSERVED", "value": 2**63})
+            ),
+            "results[0].telemetry.inputTokens.value",
+        ),
+        (
+            lambda d: d["results"][0]["telemetry"].update(inputTokens=2**63),
+            "results[0].telemetry.inputTokens",
+        ),
+    ],
+)
+def test_documents_are_decoded_as_strictly_as_go_decodes_them(mutate, field):
+    doc = copy.deepcopy(DOC)
+    doc.pop("want")
+    mutate(doc)
+    (err,) = _ingest("strict.json", doc)["refused"]
+    assert err["field"] == field, err
+    assert not ObsReplay.objects.exists() and not ObsCorpus.objects.exists()
+
+
+def _captured(**fields):
+    telemetry = {
+        "status": "OBSERVED",
+        "identity": {"status": "OBSERVED", "value": "turn-1"},
+        "revision": {"status": "NOT_OBSERVED", "reason": "not-reported"},
+        "inputTokens": {"status": "OBSERVED", "value": 5},
+        "outputTokens": {"status": "OBSERVED", "value": 0},
+        "latencyMillis": {"status": "NOT_OBSERVED"},
+    }
+    telemetry.update(fields)
+    return telemetry
+
+
+def test_telemetry_that_arrives_captured_is_kept_exactly_as_go_encodes_it():
+    # No "reason": "" added where none came, a zero count kept, nothing dropped; a null field
+    # is Go's zero value, encoded with its status only.
+    doc = copy.deepcopy(DOC)
+    doc.pop("want")
+    doc["results"][0]["telemetry"] = _captured(revision=None)
+    assert _ingest("captured.json", doc)["refused"] == []
+    stored = ObsReplay.objects.get().results[doc["results"][0]["subjectId"]]["telemetry"]
+    assert stored == {
+        "status": "OBSERVED",
+        "identity": {"status": "OBSERVED", "value": "turn-1"},
+        "revision": {"status": ""},
+        "inputTokens": {"status": "OBSERVED", "value": 5},
+        "outputTokens": {"status": "OBSERVED", "value": 0},
+        "latencyMillis": {"status": "NOT_OBSERVED"},
+    }

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from records.formats.gojson import compact
 from records.formats.secretscreen import match_string
 
 PASS, FAIL, NOT_RUN, NOT_OBSERVED = "PASS", "FAIL", "NOT_RUN", "NOT_OBSERVED"
@@ -57,10 +58,12 @@ class Bound:
     reason: str = ""
 
     def as_json(self) -> dict[str, Any]:
+        """As Go encodes Text and Count: `value` and `reason` are omitempty (an empty string or
+        a nil count is left out, a count of 0 is kept), whatever the status says."""
         out: dict[str, Any] = {"status": self.status}
-        if self.status == OBSERVED:
+        if self.value is not None and self.value != "":
             out["value"] = self.value
-        else:
+        if self.reason:
             out["reason"] = self.reason
         return out
 
@@ -126,11 +129,17 @@ def _string(obj: dict[str, Any], key: str, path: str) -> str:
 def seal(corpus: Any) -> Sealed:
     """Validate a Corpus in upstream's order and seal it (ErrInvalidCorpus on failure)."""
     c = _exact_keys(corpus, {"subjects", "labels", "evaluatorRevision", "scoringRule"}, "corpus")
-    subjects_in = c.get("subjects") or []
-    if not isinstance(subjects_in, list):
+    # As Go decodes into []Subject and map[string]string: null is empty, any other type is an
+    # error ("labels": [], "" or false are refused, not read as no labels).
+    subjects_in = c.get("subjects")
+    if subjects_in is None:
+        subjects_in = []
+    elif not isinstance(subjects_in, list):
         raise ObsError("corpus.subjects: must be a list", field="corpus.subjects")
-    labels_in = c.get("labels") or {}
-    if not isinstance(labels_in, dict):
+    labels_in = c.get("labels")
+    if labels_in is None:
+        labels_in = {}
+    elif not isinstance(labels_in, dict):
         raise ObsError("corpus.labels: must be an object", field="corpus.labels")
     n = len(subjects_in)
     if n == 0 or n > MAX_SUBJECTS:
@@ -221,15 +230,19 @@ def _unbound(reason: str) -> Observation:
     return Observation(NOT_OBSERVED, reason, dict.fromkeys(FIELDS, b))
 
 
-def _count(raw: dict[str, Any], name: str, path: str) -> int | None:
-    value = raw.get(name)
+def _int64(value: Any, where: str) -> int | None:
+    """A *int64 as Go decodes it: null is nil; a whole number within int64 is its value."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ObsError(
-            f"{path}.{name}: must be a whole number or null, not {value!r}", field=f"{path}.{name}"
-        )
+        raise ObsError(f"{where}: must be a whole number or null, not {value!r}", field=where)
+    if not -(2**63) <= value < 2**63:
+        raise ObsError(f"{where}: {value} does not fit a 64-bit integer", field=where)
     return value
+
+
+def _count(raw: dict[str, Any], name: str, path: str) -> int | None:
+    return _int64(raw.get(name), f"{path}.{name}")
 
 
 def read_raw(raw: Any, path: str = "telemetry") -> dict[str, Any]:
@@ -296,17 +309,19 @@ def read_observation(obj: Any, path: str = "telemetry") -> Observation:
     o = _exact_keys(obj, {"status", "reason", *FIELDS}, path)
     fields = {}
     for name in FIELDS:
-        f = _exact_keys(o.get(name) or {}, {"status", "value", "reason"}, f"{path}.{name}")
+        given = o.get(name)
+        # null leaves the zero value, as Go decodes a struct; [] or 0 is a type error.
+        f = _exact_keys(
+            {} if given is None else given, {"status", "value", "reason"}, f"{path}.{name}"
+        )
         value = f.get("value")
         if name in ("identity", "revision"):
             if value is not None and not isinstance(value, str):
                 raise ObsError(
                     f"{path}.{name}.value: must be a string", field=f"{path}.{name}.value"
                 )
-        elif value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ObsError(
-                f"{path}.{name}.value: must be a whole number", field=f"{path}.{name}.value"
-            )
+        else:
+            value = _int64(value, f"{path}.{name}.value")
         fields[name] = Bound(
             _string(f, "status", f"{path}.{name}"), value, _string(f, "reason", f"{path}.{name}")
         )
@@ -437,9 +452,17 @@ def _score(sealed: Sealed, result: Result | None, sid: str) -> tuple[str, str]:
     return PASS, ""
 
 
-def check_report(report: Report, supplied: Any) -> None:
-    """A supplied report must be exactly the recomputed one (invariants of section 9 included)."""
-    if supplied != report.as_json():
+def check_report(report: Report, supplied: bytes) -> None:
+    """A supplied report must be the recomputed one byte for byte once compacted, as upstream's
+    test compares it: reordered keys, 1.0 for 1 or a field left out are a mismatch."""
+    want, got = compact(supplied), report.encode()
+    if want != got:
+        at = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), None)
+        at = min(len(want), len(got)) if at is None else at
         raise ObsError(
-            "the supplied report does not match the one recomputed from the corpus and results"
+            "the supplied report does not match the one recomputed from the corpus and results "
+            f"(compacted, they first differ at byte {at + 1:,}: supplied "
+            f"{want[at : at + 40].decode(errors='replace')!r}, recomputed "
+            f"{got[at : at + 40].decode(errors='replace')!r})",
+            field="want",
         )
