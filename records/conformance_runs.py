@@ -11,7 +11,7 @@ import orjson
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from records.formats.conformance import ConformanceError, read_output, read_suite
+from records.formats.conformance import ConformanceError, Suite, read_output, read_suite
 from records.formats.text import NUL_MESSAGE
 from records.models import ConformanceResult, ConformanceRun, ConformanceSuite, Upload
 
@@ -33,7 +33,7 @@ def store_suite(data: bytes, name: str, upload: Upload) -> dict[str, Any]:
             stored = ConformanceSuite.objects.create(
                 sha256=sha,
                 suite=suite.suite,
-                document=orjson.loads(data),
+                document=suite.document,  # as the loader read it: names spelled once
                 case_count=len(suite.cases),
                 name=name[:500],
                 upload=upload,
@@ -115,7 +115,7 @@ def store_run(data: bytes, name: str, meta: RunMeta, upload: Upload) -> dict[str
     if len(data) > MAX_OUTPUT_BYTES:
         raise ConformanceError(name, f"the output is larger than {MAX_OUTPUT_BYTES:,} bytes")
     suite_row = _find_suite(meta, name)
-    suite = read_suite(orjson.dumps(suite_row.document), suite_row.name) if suite_row else None
+    suite = Suite(suite_row.suite, suite_row.cases, suite_row.document) if suite_row else None
     output = read_output(data, name, exit_status=meta.exit_status, suite=suite)
     ran_at = meta.ran_at or timezone.now()
     identity = orjson.dumps(

@@ -30,6 +30,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from evaldash.middleware import accepts_uploads
 from records import charts, pages, scores
+from records.formats.conformance import ambiguities
 from records.forms import AttemptFilterForm, FlipsForm, MatrixForm, RunFilterForm, ScoreForm
 from records.ingest import Input, ingest
 from records.models import (
@@ -972,6 +973,7 @@ def conformance_suite(request: HttpRequest, pk: int) -> HttpResponse:
         "records/conformance_suite.html",
         {
             "suite": suite,
+            "ambiguities": ambiguities(suite.cases),
             "chosen": chosen,
             "chosen_json": {
                 k: pages.pretty_json(v)

@@ -11,6 +11,7 @@ from django.core.management import CommandError, call_command
 from records.formats.conformance import (
     TEMPLATES,
     ConformanceError,
+    ambiguities,
     read_output,
     read_suite,
     template_of,
@@ -91,7 +92,7 @@ class TestFormat:
                 lambda t: t.replace('"case":"store_only_on_success"', '"case":"made_up_case"'),
                 4,
                 "case",
-                "not in the suite",
+                "the runner prints the suite's cases in order",
             ),
             (
                 lambda t: t.replace(
@@ -99,7 +100,7 @@ class TestFormat:
                 ),
                 4,
                 "case",
-                "appears twice",
+                "the runner prints the suite's cases in order",
             ),
             (
                 lambda t: t.replace('"passed":true}', '"passed":false}', 1),
@@ -116,6 +117,51 @@ class TestFormat:
         with pytest.raises(ConformanceError) as info:
             read_output(text, "b.jsonl", exit_status=1, suite=_suite())
         assert (info.value.line, info.value.field) == (line, field) and words in info.value.message
+
+    def test_output_must_be_what_upstreams_runner_can_print(self):
+        """One line per suite case in the suite's order, then the summary (runner.go Run)."""
+        lines = TWO_FAIL.decode().strip().split("\n")
+        cases, summary = lines[:-1], lines[-1]
+        reordered = [cases[1], cases[0], *cases[2:], summary]
+        missing = [*cases[:-1], summary.replace('"cases":10', '"cases":9')]
+        only_summary = [
+            summary.replace('"cases":10', '"cases":0').replace('"failed":2', '"failed":0')
+        ]
+        for text, line, words in (
+            (reordered, 1, "the runner prints the suite's cases in order"),
+            (missing, 10, "case 10"),
+            (only_summary, 1, "0 case line(s) for a suite of 10"),
+        ):
+            with pytest.raises(ConformanceError) as info:
+                status = 0 if text is only_summary else 1
+                read_output(
+                    ("\n".join(text) + "\n").encode(), "o.jsonl", exit_status=status, suite=_suite()
+                )
+            assert info.value.line == line and words in info.value.message, info.value
+
+    def test_an_exit_status_other_than_0_or_1_with_output_is_refused(self):
+        with pytest.raises(ConformanceError) as info:
+            read_output(TWO_FAIL, "o.jsonl", exit_status=2, suite=_suite())
+        assert info.value.field == "exit_status"
+        assert read_output(b"", "o.jsonl", exit_status=2, suite=_suite()).aborted
+
+    def test_every_suite_upstreams_load_accepts_is_accepted(self):
+        doc = json.loads(SUITE)
+        doc["cases"][0].pop("turn")
+        doc["cases"][1]["expect"] = None
+        doc["cases"][2] = {k.upper(): v for k, v in doc["cases"][2].items()}  # Go folds case
+        doc["cases"][3]["name"] = doc["cases"][4]["name"]
+        doc["cases"][5]["name"] = ""
+        suite = read_suite(json.dumps(doc).encode() + b"\n trailing bytes Go leaves unread", "s")
+        assert (
+            len(suite.cases) == 10
+            and suite.cases[2]["name"] == json.loads(SUITE)["cases"][2]["name"]
+        )
+        assert ambiguities(suite.cases) == [
+            "case 6 has no name",
+            f"cases 4, 5 share the name {doc['cases'][4]['name']!r}: results are told apart by "
+            "their position only",
+        ]
 
     def test_an_exit_status_that_contradicts_the_output_is_refused(self):
         with pytest.raises(ConformanceError) as info:
@@ -277,3 +323,17 @@ class TestStoredRuns:
         ).content.decode()
         assert "The office moved to Cork in March" in html and "model_lacks" in html
         assert "&quot;memory_carries&quot;" in html
+
+
+def test_a_suite_with_repeated_or_empty_names_is_stored_and_its_page_says_so(
+    client, django_user_model
+):
+    doc = json.loads(SUITE)
+    doc["cases"][3]["name"] = doc["cases"][4]["name"]
+    report = ingest(
+        [bytes_input("cases.json", json.dumps(doc).encode())], Upload.objects.create(source="cli")
+    )
+    assert report.ok, report.refused
+    client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
+    html = client.get(f"/conformance/suites/{ConformanceSuite.objects.get().pk}/").content.decode()
+    assert "ambiguous" in html and "cases 4, 5 share the name" in html

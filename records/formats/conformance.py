@@ -7,6 +7,7 @@ exit status, and groups failure texts by the judge's templates (section 6).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,33 +97,62 @@ _SCHEMA: dict[str, Any] = {
 }
 
 
-def _check(value: Any, schema: Any, path: str, file: str) -> None:
+def _decoded(value: Any, schema: Any, path: str, file: str) -> Any:
+    """`value` as Go's decoder reads it into the suite's types: null is the zero value, field
+    names match case-insensitively (the last of equal-folding names wins), an unknown field or
+    a value of another type is refused by name. The result spells every name as the type does."""
     if value is None:
-        return
+        return None
     if isinstance(schema, dict):
         if not isinstance(value, dict):
             raise ConformanceError(file, "must be an object", field=path)
+        out: dict[str, Any] = {}
+        folded = {name.lower(): name for name in schema}
         for key, item in value.items():
-            if key not in schema:
+            name = key if key in schema else folded.get(key.lower())
+            if name is None:
                 raise ConformanceError(file, "unknown field", field=f"{path}.{key}".lstrip("."))
-            _check(item, schema[key], f"{path}.{key}".lstrip("."), file)
-    elif isinstance(schema, list):
+            out[name] = _decoded(item, schema[name], f"{path}.{name}".lstrip("."), file)
+        return out
+    if isinstance(schema, list):
         if not isinstance(value, list):
             raise ConformanceError(file, "must be a list", field=path)
-        for i, item in enumerate(value):
-            _check(item, schema[0], f"{path}[{i}]", file)
-    elif schema == S and not isinstance(value, str):
+        return [_decoded(item, schema[0], f"{path}[{i}]", file) for i, item in enumerate(value)]
+    if schema == S and not isinstance(value, str):
         raise ConformanceError(file, "must be a string", field=path)
-    elif schema == INT and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ConformanceError(file, "must be a whole number", field=path)
-    elif schema == B and not isinstance(value, bool):
+    if schema == INT and (
+        isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63
+    ):
+        raise ConformanceError(file, "must be a whole number that fits 64 bits", field=path)
+    if schema == B and not isinstance(value, bool):
         raise ConformanceError(file, "must be true or false", field=path)
+    return value
+
+
+def _first_value(data: bytes, file: str) -> Any:
+    """The first JSON value of `data`, as Go's json.Decoder.Decode reads it: what follows the
+    value is left unread."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConformanceError(file, f"is not valid JSON: {invalid_utf8(data)}") from None
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"{name} is not JSON")
+
+    try:
+        start = len(text) - len(text.lstrip(" \t\r\n"))
+        doc, _ = json.JSONDecoder(parse_constant=no_constant).raw_decode(text, start)
+    except ValueError as exc:
+        raise ConformanceError(file, f"is not valid JSON: {exc}") from None
+    return doc
 
 
 @dataclass
 class Suite:
     suite: str
     cases: list[dict[str, Any]]
+    document: dict[str, Any] = field(default_factory=dict)  # as decoded, names spelled once
 
     def case(self, name: str) -> dict[str, Any] | None:
         return next((c for c in self.cases if c.get("name") == name), None)
@@ -133,33 +163,41 @@ class Suite:
 
 
 def read_suite(data: bytes, file: str) -> Suite:
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        raise ConformanceError(file, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
+    """A suite file, accepted exactly where upstream's Load accepts it (taisce's runner.go):
+    the first JSON value decoded strictly into the suite's types, the runner's memory message
+    prefix, and at least one case. A case may leave out its turn or expect (zero values), and
+    names may repeat or be empty: Load allows both, and `ambiguities` says so."""
+    doc = _first_value(data, file)
     if NUL_ESCAPE in data and (where := nul_field(doc)):
         raise ConformanceError(file, NUL_MESSAGE, field=where)
-    _check(doc, _SCHEMA, "", file)
     if not isinstance(doc, dict):
         raise ConformanceError(file, "a suite file is a JSON object")
+    doc = _decoded(doc, _SCHEMA, "", file)
     if doc.get("memory_message_prefix") != PREFIX:
         raise ConformanceError(file, f"must be {PREFIX!r}", field="memory_message_prefix")
     cases = doc.get("cases") or []
     if not cases:
         raise ConformanceError(file, "the suite holds no case", field="cases")
-    seen = set()
-    for i, c in enumerate(cases):
+    return Suite(doc.get("suite") or "", [c or {} for c in cases], doc)
+
+
+def ambiguities(cases: list[dict[str, Any]]) -> list[str]:
+    """What upstream's Load accepts but a reader of results cannot tell apart."""
+    notes = []
+    positions: dict[str, list[int]] = {}
+    for i, c in enumerate(cases, 1):
         name = c.get("name") or ""
-        if not name.strip():
-            raise ConformanceError(file, "a case needs a name", field=f"cases[{i}].name")
-        if name in seen:
-            raise ConformanceError(file, f"case {name!r} appears twice", field=f"cases[{i}].name")
-        seen.add(name)
-        if not isinstance(c.get("turn"), dict) or not isinstance(c.get("expect"), dict):
-            raise ConformanceError(
-                file, "a case needs a turn and an expect object", field=f"cases[{i}]"
+        if not name:
+            notes.append(f"case {i} has no name")
+        else:
+            positions.setdefault(name, []).append(i)
+    for name, at in positions.items():
+        if len(at) > 1:
+            notes.append(
+                f"cases {', '.join(map(str, at))} share the name {name!r}: results are told "
+                "apart by their position only"
             )
-    return Suite(doc.get("suite") or "", cases)
+    return notes
 
 
 # --- a run's output -----------------------------------------------------------------------------
@@ -193,6 +231,13 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
                 "that completes prints one line per case and a summary",
             )
         return RunOutput(aborted=True, results=[])
+    if exit_status not in (0, 1):
+        raise ConformanceError(
+            file,
+            f"exit status {exit_status} with output: the runner exits 0 when every case passed "
+            "and 1 otherwise",
+            field="exit_status",
+        )
     results: list[CaseResult] = []
     summary: dict[str, Any] | None = None
     summary_line = 0
@@ -219,7 +264,7 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
                     raise ConformanceError(
                         file, "unknown field in the summary line", line=n, field=key
                     )
-            _check(doc, {"suite": S, "cases": INT, "failed": INT}, "", file)
+            _decoded(doc, {"suite": S, "cases": INT, "failed": INT}, "", file)
             summary, summary_line = doc, n
             continue
         for key in doc:
@@ -240,28 +285,50 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
                 field="passed",
             )
         name = doc["case"]
-        if name in seen:
+        if suite is not None:
+            # The runner prints one line per suite case, in the suite's order.
+            position = len(results)
+            if position >= len(suite.cases):
+                raise ConformanceError(
+                    file,
+                    f"a case line past the suite's {len(suite.cases)} case(s)",
+                    line=n,
+                    field="case",
+                )
+            stated = suite.cases[position]
+            if stated.get("name", "") != name:
+                raise ConformanceError(
+                    file,
+                    f"case {position + 1} of the suite is {stated.get('name', '')!r}, but this "
+                    f"line is {name!r}: the runner prints the suite's cases in order",
+                    line=n,
+                    field="case",
+                )
+            if stated.get("rule", "") != doc["rule"]:
+                raise ConformanceError(
+                    file, f"the rule of case {name!r} is not the suite's", line=n, field="rule"
+                )
+        elif name in seen:
             raise ConformanceError(
                 file,
                 f"case {name!r} appears twice (first on line {seen[name]})",
                 line=n,
                 field="case",
             )
-        seen[name] = n
-        if suite is not None:
-            stated = suite.case(name)
-            if stated is None:
-                raise ConformanceError(
-                    file, f"case {name!r} is not in the suite it ran against", line=n, field="case"
-                )
-            if stated.get("rule") != doc["rule"]:
-                raise ConformanceError(
-                    file, f"the rule of case {name!r} is not the suite's", line=n, field="rule"
-                )
+        seen.setdefault(name, n)
         results.append(CaseResult(n, name, doc["rule"], doc["passed"], failures))
     if summary is None:
         raise ConformanceError(
             file, "the output has no summary line (suite, cases, failed): was it cut off?"
+        )
+    if suite is not None and len(results) < len(suite.cases):
+        missing = suite.cases[len(results)].get("name", "")
+        raise ConformanceError(
+            file,
+            f"{len(results)} case line(s) for a suite of {len(suite.cases)}: the runner prints "
+            f"every case before the summary, and case {len(results) + 1} ({missing!r}) is missing",
+            line=summary_line,
+            field="case",
         )
     failed = sum(1 for r in results if not r.passed)
     if summary.get("cases") != len(results):
