@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from records.access import ThrottledLoginView
+from records.views.login import ThrottledLoginView
 
 urlpatterns = [
     path("admin/", admin.site.urls),

@@ -8,4 +8,4 @@ class RecordsConfig(AppConfig):
     verbose_name = "Evaluation records"
 
     def ready(self) -> None:
-        from records import access  # noqa: F401 (connects the failed-login receiver)
+        from records.views import login  # noqa: F401 (connects the failed-login receiver)

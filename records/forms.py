@@ -5,7 +5,8 @@ from __future__ import annotations
 from django import forms
 
 from records.models import ENDINGS
-from records.scoring.score import OUTCOMES
+from records.queries.runs import RUN_SORTS
+from records.scorer.score import OUTCOMES
 
 SURFACE_CHOICES = [
     ("", "any surface"),
@@ -29,15 +30,7 @@ TIER_CHOICES = [
 
 
 class RunFilterForm(forms.Form):
-    SORTS = {
-        "-started": ("-started_at", "-id"),
-        "started": ("started_at", "id"),
-        "-attempts": ("-attempt_count", "-id"),
-        "attempts": ("attempt_count", "id"),
-        "-tokens": ("-token_total", "-id"),
-        "tokens": ("token_total", "id"),
-        "commit": ("commit", "-id"),
-    }
+    SORTS = RUN_SORTS
     model = forms.CharField(required=False, max_length=300)
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
     mode = forms.ChoiceField(required=False, choices=MODE_CHOICES)

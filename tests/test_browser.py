@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
 from records.models import Attempt, Upload
-from records.synth import DEMO_KEY, demo_runs
 
 CHROMIUM = os.environ.get("EVALDASH_CHROMIUM", "/usr/bin/chromium")
 REQUIRED = os.environ.get("EVALDASH_REQUIRE_BROWSER") == "1"
@@ -104,7 +104,7 @@ def _attempt_with_thinking() -> int:
 def test_the_conformance_matrix_reads_in_a_browser(page, tmp_path):
     from pathlib import Path
 
-    from records.conformance_runs import RunMeta, store_run
+    from records.conformance.store import RunMeta, store_run
     from records.ingest import bytes_input
 
     fix = Path(__file__).parent / "fixtures" / "conformance"

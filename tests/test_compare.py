@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from records.compare import compare_runs, compare_surfaces, flips
+from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
 from records.models import CorpusKey, Run, Upload
-from records.scores import score_run
-from records.synth import DEMO_KEY, demo_runs
+from records.queries.compare import compare_runs, compare_surfaces, flips
+from records.scores.run import score_run
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from records.formats.conformance import (
+from records.conformance.formats import (
     TEMPLATES,
     ConformanceError,
     ambiguities,

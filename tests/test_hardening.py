@@ -76,7 +76,7 @@ def test_a_spooled_upload_has_no_name_in_the_temporary_directory(
     client, settings, uploader, tmp_path, monkeypatch
 ):
     # A request that dies, or a server killed mid-upload, then leaves nothing behind.
-    from records import views
+    from records.views import uploads as views
 
     settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
     settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024  # the shard goes to a temporary file
@@ -178,7 +178,7 @@ def test_token_names_are_shown_to_staff_only(client, django_user_model):
 
 
 def test_csv_cells_that_start_a_formula_after_white_space_are_neutralised():
-    from records.views import _csv_safe
+    from records.views.exports import _csv_safe
 
     assert _csv_safe("  =HYPERLINK(1)") == "'  =HYPERLINK(1)"
     assert _csv_safe("\u00a0+1") == "'\u00a0+1"

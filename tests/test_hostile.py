@@ -82,7 +82,7 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 def test_no_output_renders_untrusted_text_as_html(client, django_user_model, tmp_path):
-    from records.conformance_runs import RunMeta, store_run
+    from records.conformance.store import RunMeta, store_run
     from records.formats.corpus_key import read_corpus_key
 
     client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
@@ -189,7 +189,7 @@ def test_a_fault_inside_the_reader_refuses_that_file_and_the_files_after_it_are_
 def test_a_fault_while_expanding_an_archive_refuses_it_and_the_inputs_after_it_are_read(
     monkeypatch,
 ):
-    from records import ingest as ingest_module
+    from records.ingest import archives as ingest_module
 
     def broken(fh, name):
         raise KeyError("injected")

@@ -450,10 +450,10 @@ class TestAccessAndAudit:
         assert out.returncode != 0 and "DEBUG='perhaps' is not a boolean" in out.stderr
 
     def test_an_ingest_that_fails_part_way_leaves_nothing_and_can_be_repeated(self, monkeypatch):
-        from records import ingest as ing
+        from records.bulk import tables
 
         calls = {"n": 0}
-        real = ing._Table.flush
+        real = tables.Table.flush
 
         def failing(self, cursor):
             calls["n"] += 1
@@ -461,19 +461,19 @@ class TestAccessAndAudit:
                 raise RuntimeError("the disk went away")
             return real(self, cursor)
 
-        monkeypatch.setattr(ing._Table, "flush", failing)
+        monkeypatch.setattr(tables.Table, "flush", failing)
         (refused,) = _ingest(("modeleval-dynamic.jsonl", GOOD)).refused
         assert "unexpected RuntimeError (the disk went away)" in refused["message"]
         for model in (ShardFile, Run, Attempt, Turn, Call):
             assert not model.objects.exists()
-        monkeypatch.setattr(ing._Table, "flush", real)
+        monkeypatch.setattr(tables.Table, "flush", real)
         assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
 
 
 def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     from django.db import connection
 
-    from records.ingest import analyze_if_large
+    from records.bulk.tables import analyze_if_large
 
     if connection.vendor != "postgresql":
         pytest.skip("statistics are refreshed on PostgreSQL only")

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from records.synth import load_demo_key, widen_key, write_run
+from records.devtools.synth import load_demo_key, widen_key, write_run
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.load

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from records.formats.obscorpus import (
+from records.replays.formats import (
     ObsError,
     capture,
     capture_all,

@@ -415,8 +415,8 @@ class TestUntrustedText:
         assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in html
 
     def test_table_rows_written_in_python_escape_every_value(self, hostile):
-        from records import pages
-        from records.scores import ScoreRow
+        from records.queries import cost as pages
+        from records.scores.tables import ScoreRow
         from records.templatetags.evaldash import (
             cost_row,
             counted_apart_row,

@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from records import beside
 from records import ingest as ing
-from records.ingest import bytes_input, ingest
+from records.bulk import processes as beside
+from records.bulk import readahead, tables
+from records.devtools.synth import MODELS, load_demo_key, write_run
+from records.ingest import bytes_input, ingest, pipeline
+from records.ingest import shards as ingest_shards
 from records.models import Attempt, Call, Session, ShardFile, SurfaceSummary, Turn, Upload, Verify
-from records.synth import MODELS, load_demo_key, write_run
 from tests.builders import FIXTURE_SHARD, encode, line, published_shard
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +167,7 @@ def test_two_uploads_of_the_same_content_racing_store_it_once(settings, monkeypa
     (first,) = _ingest("modeleval-a.jsonl", data).stored
     ShardFile.objects.update(size=0)
     hashed_first = []
-    monkeypatch.setattr(ing, "_sha256", lambda stream: hashed_first.append(stream))
+    monkeypatch.setattr(ingest_shards, "_sha256", lambda stream: hashed_first.append(stream))
     report = _ingest("modeleval-b.jsonl", data)
     assert not hashed_first and not report.stored
     assert report.present == [
@@ -211,7 +213,7 @@ def _dies(source, sink):
 
 def test_a_parser_process_that_dies_leaves_nothing_and_says_so(settings, monkeypatch):
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
-    monkeypatch.setattr(ing, "worker", _dies)
+    monkeypatch.setattr(pipeline, "parse_worker", _dies)
     (refused,) = _ingest("modeleval-dies.jsonl", FIXTURE_SHARD.read_bytes()).refused
     assert "exit code 3" in refused["message"]  # that shard's refusal, not a crash
     assert not ShardFile.objects.exists() and not Attempt.objects.exists()
@@ -249,7 +251,7 @@ def _verdicts() -> list[tuple]:
 @pytest.mark.parametrize("way", ["fork", "forkserver"])
 def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, monkeypatch):
     from records.models import Run, Scoring
-    from records.scores import score_run
+    from records.scores.run import score_run
 
     _ingest("key.json", _key())
     assert _ingest("modeleval-s.jsonl", _synth()).stored
@@ -286,8 +288,8 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
     two ingests at once) must not lend their calls or facts."""
     import functools
 
-    from records import scores
     from records.models import Run
+    from records.scores import run as scores
 
     assert _ingest("modeleval-a.jsonl", _synth()).stored
     assert _ingest("modeleval-b.jsonl", _synth("run-other", seed=8)).stored
@@ -343,7 +345,7 @@ def test_verdicts_scored_from_the_database_are_those_of_the_shard_read_into_memo
     at ingest); scoring the same shard read whole gives the same verdict for every attempt."""
     from records.formats.shard import read_shard_bytes
     from records.models import Verdict
-    from records.scoring.score import attempt_inputs, score_attempt
+    from records.scorer.score import attempt_inputs, score_attempt
 
     _ingest("key.json", _key())
     assert _ingest("modeleval-s.jsonl", data).stored
@@ -400,8 +402,8 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
     scorer has) is the one named, though the first scorer meets a later bad case too."""
     import functools
 
-    from records import scores
     from records.models import Run, Scoring
+    from records.scores import run as scores
 
     _ingest("key.json", _key())
     cases = ["MT-002", "ZZ-801", "ZZ-802", "MT-002"]
@@ -430,12 +432,12 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
 
 
 def test_a_scorer_process_that_dies_leaves_no_verdict_and_says_so(settings, monkeypatch):
-    from records import scores
     from records.models import Run, Scoring, Verdict
+    from records.scores import run as scores
 
     _ingest("modeleval-s.jsonl", _synth())
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
-    monkeypatch.setattr(scores, "batch_worker", _dies_scoring)
+    monkeypatch.setattr(scores, "score_worker", _dies_scoring)
     report = _ingest("key.json", _key())
     # The key is stored; its scoring of the run failed, says why, and kept no verdict.
     assert report.ok and report.keys
@@ -523,12 +525,14 @@ def test_a_calls_large_shards_go_through_one_process_the_next_read_while_the_las
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
     shards = {f"modeleval-{c}.jsonl": _synth(f"run-{c}", seed=i) for i, c in enumerate("abc", 7)}
     events: list[tuple[str, object]] = []
-    start, write = ing._Parser.start, ing._Writer.write_attempts
+    start, write = readahead.Parser.start, ingest_shards._Writer.write_attempts
     monkeypatch.setattr(
-        ing._Parser, "start", lambda p, s, name: events.append(("read", name)) or start(p, s, name)
+        readahead.Parser,
+        "start",
+        lambda p, s, name: events.append(("read", name)) or start(p, s, name),
     )
     monkeypatch.setattr(
-        ing._Writer,
+        ingest_shards._Writer,
         "write_attempts",
         lambda w, *a: events.append(("attempts of", w.run_id)) or write(w, *a),
     )
@@ -609,7 +613,7 @@ def test_a_shard_the_database_refuses_leaves_the_next_one_whole(where, settings,
     from django.db import DatabaseError
 
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
-    real = getattr(ing._Writer, where)
+    real = getattr(ingest_shards._Writer, where)
     refused_by: list[object] = []
 
     def refuse(writer, *args):
@@ -618,7 +622,7 @@ def test_a_shard_the_database_refuses_leaves_the_next_one_whole(where, settings,
             raise DatabaseError("value too long")
         return real(writer, *args)
 
-    monkeypatch.setattr(ing._Writer, where, refuse)
+    monkeypatch.setattr(ingest_shards._Writer, where, refuse)
     used = _starts(monkeypatch)
     second = _synth("run-second", seed=8)
     report = ingest(
@@ -682,14 +686,14 @@ def test_on_postgresql_binary_copy_stores_what_text_copy_stores(settings, monkey
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL's COPY")
     data = _synth()
-    real = ing._Table._binary
+    real = tables.Table._binary
     chosen: list[bool] = []
-    monkeypatch.setattr(ing._Table, "_binary", lambda t: chosen.append(real(t)) or chosen[-1])
+    monkeypatch.setattr(tables.Table, "_binary", lambda t: chosen.append(real(t)) or chosen[-1])
     assert _ingest("modeleval-1.jsonl", data).stored
     binary = _stored()
     assert chosen and all(chosen)  # every table of this shard went in binary
     ShardFile.objects.all().delete()
-    monkeypatch.setattr(ing._Table, "_binary", lambda t: False)
+    monkeypatch.setattr(tables.Table, "_binary", lambda t: False)
     assert _ingest("modeleval-1.jsonl", data).stored
     assert _stored() == binary and binary["calls"] and binary["turns"]
 
@@ -701,8 +705,8 @@ def test_the_parser_reads_no_further_ahead_of_the_writer_than_allowed(shape, set
     from records.formats import shard_rows
 
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
-    monkeypatch.setattr(ing, "CHUNK", 2048)
-    monkeypatch.setattr(ing, "AHEAD_BYTES", 8192)
+    monkeypatch.setattr(readahead, "CHUNK", 2048)
+    monkeypatch.setattr(readahead, "AHEAD_BYTES", 8192)
     monkeypatch.setattr(shard_rows, "BATCH_BYTES", 4096)  # the forked parser inherits it
     if shape == "synthetic":
         data = _synth()
@@ -712,7 +716,7 @@ def test_the_parser_reads_no_further_ahead_of_the_writer_than_allowed(shape, set
             + [line("session"), line("run")]
         )
     gaps: list[float] = []
-    real = ing._Feed._send
+    real = readahead.Feed._send
 
     def send(feed, stream, name):
         sent = [0]
@@ -727,7 +731,7 @@ def test_the_parser_reads_no_further_ahead_of_the_writer_than_allowed(shape, set
         feed.proc.send = counted
         real(feed, stream, name)
 
-    monkeypatch.setattr(ing._Feed, "_send", send)
+    monkeypatch.setattr(readahead.Feed, "_send", send)
 
     def stuck(signum, frame):
         raise TimeoutError("the ingest did not finish: writer and parser wait for each other")

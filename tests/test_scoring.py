@@ -11,7 +11,7 @@ import pytest
 
 from records.formats.corpus_key import digest_of, read_corpus_key
 from records.formats.shard import read_shard_bytes
-from records.scoring.score import (
+from records.scorer.score import (
     Aggregate,
     ArgVerdict,
     StepVerdict,
@@ -811,7 +811,7 @@ def test_a_dispatcher_call_whose_params_are_not_an_object_sends_no_arguments():
 
 
 def test_unknown_surface_or_case_cannot_be_scored():
-    from records.scoring.score import ScoringError
+    from records.scorer.score import ScoringError
 
     with pytest.raises(ScoringError):
         score("NOPE-1", [])

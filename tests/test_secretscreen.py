@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from records.formats.secretscreen import match_string
+from records.replays.secretscreen import match_string
 
 UPSTREAM = [
     # parity.json, baseline

@@ -21,8 +21,6 @@ ShardError in the parser reaches the writer as a ("error", ...) message.
 
 from __future__ import annotations
 
-import gc
-import io
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,8 +28,7 @@ from typing import IO, Any
 
 import msgspec
 
-from records.beside import pack, pack_object
-from records.formats.shard import ENDINGS, Joins, ShardError, iter_lines
+from records.formats.shard import ENDINGS, Joins, iter_lines
 
 BATCH_LINES = 2000
 # A batch also goes out once this many bytes were read since the last, rows or not (long lines,
@@ -394,59 +391,3 @@ def messages(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
     for i in range(0, len(attempts), BATCH_LINES):
         yield ("attempts", [(k, *row) for k, row in enumerate(attempts[i : i + BATCH_LINES], i)])
     yield ("done", None)
-
-
-# --- the parser process -------------------------------------------------------------------------
-
-
-class _PipeReader(io.RawIOBase):
-    """The shard's bytes as the writer process sends them: chunks, then an empty chunk."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.left = memoryview(b"")
-        self.eof = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        while not self.left and not self.eof:
-            self.left = memoryview(self.conn.recv_bytes())
-            self.eof = not self.left
-        n = min(len(buf), len(self.left))
-        buf[:n] = self.left[:n]
-        self.left = self.left[n:]
-        return n
-
-
-def worker(source: Any, sink: Any) -> None:
-    """The parser process: shard after shard, each its name then its bytes in from `source`
-    (an empty message ends the bytes), and its packed messages out to `sink`. The process
-    ends on an empty message in place of a name, or after a shard's error (the writer then
-    starts another for the next shard)."""
-    # What this process builds holds no reference cycles, and a forked parser shares the
-    # writer's memory: collecting would only walk (and copy) pages nobody frees.
-    gc.disable()
-    try:
-        while True:
-            try:
-                head = source.recv_bytes()  # b"n" + the shard's name; empty: no more shards
-            except EOFError:
-                return
-            if not head:
-                return
-            name = head[1:].decode()
-            stream = io.BufferedReader(_PipeReader(source), buffer_size=1 << 20)
-            try:
-                for msg in messages(stream, name):
-                    sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
-            except ShardError as exc:
-                sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))
-                return
-            except Exception as exc:  # noqa: BLE001 (reported as the shard's refusal)
-                err = ShardError.unexpected(name, exc)
-                sink.send_bytes(pack(("error", (err.file, err.message, err.line, err.field))))
-                return
-    finally:
-        sink.close()

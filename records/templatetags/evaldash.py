@@ -7,9 +7,9 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from records.cost import usd as _usd
-from records.scoring.batch import TOKENS
-from records.scoring.score import COUNTED_APART
+from records.queries.cost import usd as _usd
+from records.scorer.batch import TOKENS
+from records.scorer.score import COUNTED_APART
 
 register = template.Library()
 
@@ -70,7 +70,7 @@ def query_with(query: str, **kwargs: Any) -> str:
 
 @register.filter
 def shown_json(value: Any) -> Any:
-    from records.pages import shown_json as shown
+    from records.queries.trace import shown_json as shown
 
     return shown(value)
 
@@ -96,7 +96,7 @@ def side_ratio(side: Any, column: str) -> tuple[int, int]:
 @register.filter
 def delta(base: Any, other: Any) -> dict[str, float | None]:
     """Points of difference per column between two compared sides."""
-    from records.compare import COLUMNS, delta_points
+    from records.queries.compare import COLUMNS, delta_points
 
     return {c: delta_points(base.ratio(c), other.ratio(c)) for c in COLUMNS}
 

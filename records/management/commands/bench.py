@@ -20,7 +20,7 @@ class Command(BaseCommand):
     def handle(
         self, *args, small: int, large: int, artifact_mb: float, out: str, keep_db: bool, **options
     ) -> None:
-        from records import bench
+        from records.devtools import bench
 
         # A fresh database, made and destroyed the way the test runner does it.
         test = settings.DATABASES["default"].setdefault("TEST", {})

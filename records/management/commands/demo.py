@@ -5,9 +5,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
+from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
 from records.models import Upload
-from records.synth import DEMO_KEY, demo_runs
 
 
 class Command(BaseCommand):

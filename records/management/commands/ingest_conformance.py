@@ -5,8 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from records.conformance_runs import RunMeta, store_run
-from records.formats.conformance import ConformanceError
+from records.conformance.formats import ConformanceError
+from records.conformance.store import RunMeta, store_run
 from records.models import Upload
 
 

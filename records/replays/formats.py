@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from records.formats.gojson import compact
-from records.formats.secretscreen import match_string
+from records.replays.gojson import compact
+from records.replays.secretscreen import match_string
 
 PASS, FAIL, NOT_RUN, NOT_OBSERVED = "PASS", "FAIL", "NOT_RUN", "NOT_OBSERVED"
 VERDICTS = (PASS, FAIL, NOT_RUN, NOT_OBSERVED)

@@ -14,10 +14,10 @@ from typing import Any
 import orjson
 from django.db import IntegrityError, transaction
 
-from records.formats import gojson
-from records.formats import obscorpus as oca
 from records.formats.shard import ShardError
 from records.models import ObsCorpus, ObsReplay, Upload
+from records.replays import formats as oca
+from records.replays import gojson
 
 CORPUS_KEYS = {"subjects", "labels", "evaluatorRevision", "scoringRule"}
 DOCUMENT_KEYS = {"corpus", "sealId", "results", "want", "report"}

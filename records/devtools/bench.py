@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection, reset_queries
 from django.test.utils import CaptureQueriesContext
 
-from records.synth import MODELS, ModelSpec, load_demo_key, widen_key, write_run
+from records.devtools.synth import MODELS, ModelSpec, load_demo_key, widen_key, write_run
 
 CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
 
@@ -129,7 +129,7 @@ def ingest_paths(paths: list[Path]) -> dict[str, Any]:
 def store_key(key: Any) -> Any:
     from records.formats.corpus_key import key_to_json
     from records.models import Upload
-    from records.scores import store_key as store
+    from records.scores.run import store_key as store
 
     stored, _ = store(
         orjson.dumps(key_to_json(key)), "bench-key.json", Upload.objects.create(source="cli")
@@ -197,7 +197,7 @@ def _ingest_and_score(paths: list[Path], key: Any) -> tuple[list[Any], dict]:
     """Ingest the runs (one ingest call), then store the key and score them; the figures are
     the ingest's, and the scoring of the first run with its own ingest time."""
     from records.models import Run
-    from records.scores import score_run
+    from records.scores.run import score_run
 
     # The key is stored after the shards, so the ingest measured is the ingest alone (a shard
     # whose key is already stored is scored on arrival).

@@ -12,18 +12,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from records.cost import Tokens, cost_of
 from records.models import Provider, Run, Scoring, Verdict
-from records.scores import (
-    COLUMN_TITLES,
-    ScoreRow,
-    count_where,
-    latest_scoring,
-    score_rows,
-    verdict_sums,
-)
-from records.scoring.batch import ADDITIVE, TOKENS
-from records.scoring.score import RATIO_COLUMNS
+from records.queries.cost import Tokens, cost_of
+from records.scorer.batch import ADDITIVE, TOKENS
+from records.scorer.score import RATIO_COLUMNS
+from records.scores.run import latest_scoring
+from records.scores.tables import COLUMN_TITLES, ScoreRow, count_where, score_rows, verdict_sums
 
 COLUMNS = RATIO_COLUMNS
 SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]

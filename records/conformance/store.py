@@ -11,7 +11,7 @@ import orjson
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from records.formats.conformance import ConformanceError, Suite, read_output, read_suite
+from records.conformance.formats import ConformanceError, Suite, read_output, read_suite
 from records.formats.text import NUL_MESSAGE
 from records.models import ConformanceResult, ConformanceRun, ConformanceSuite, Upload
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from records.cost import Tokens, cost_of
 from records.models import Run
-from records.pages import RunFigures
-from records.scores import COLUMN_TITLES
+from records.queries.cost import RunFigures, Tokens, cost_of
+from records.scores.tables import COLUMN_TITLES
 
 # Keys whose strings are this module's own markup, not data.
 _TEMPLATES = frozenset({"hovertemplate", "texttemplate"})

@@ -8,16 +8,14 @@ reads the next chunk and writes the verdicts, so both cores work.
 
 from __future__ import annotations
 
-import gc
 from collections import defaultdict
 from collections.abc import Collection
 from typing import Any
 
 import msgspec
 
-from records.beside import pack, unpack
 from records.formats.corpus_key import CorpusKey
-from records.scoring.score import (
+from records.scorer.score import (
     COUNTED_APART,
     Aggregate,
     AttemptInput,
@@ -183,19 +181,3 @@ def score_chunk(
             )
         )
     return out, retired, unknown, unscoreable
-
-
-def worker(source: Any, sink: Any, doc: CorpusKey, stale: bool, refused: Collection[str]) -> None:
-    """The scorer process: packed chunks in (an empty message ends them), packed
-    ("verdicts", rows, retired, unknown) or ("error", message) out."""
-    gc.disable()  # nothing here makes cycles; a forked scorer shares the writer's pages
-    try:
-        while data := source.recv_bytes():
-            rows, retired, unknown, unscoreable = score_chunk(doc, stale, unpack(data), refused)
-            sink.send_bytes(pack(("verdicts", rows, retired, unknown, unscoreable)))
-    except ScoringError as exc:
-        sink.send_bytes(pack(("error", str(exc))))
-    except EOFError:
-        pass  # the writer gave up
-    finally:
-        sink.close()

@@ -1,0 +1,55 @@
+"""A .json document: a corpus key, a sealed corpus and its replays, or a conformance suite."""
+
+from __future__ import annotations
+
+import orjson
+
+from records.formats.corpus_key import CorpusKeyError
+from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
+from records.ingest.inputs import (
+    IngestReport,
+    Input,
+)
+from records.models import (
+    Upload,
+)
+
+MAX_KEY_BYTES = 64 * 1024 * 1024
+
+
+def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
+    """A .json document: a corpus key, or a sealed corpus and/or its replay results."""
+    from records.replays.store import ingest_document, looks_like_replay
+    from records.scores.run import rescore_for_key, store_key
+
+    with item.open() as fh:
+        data = fh.read(MAX_KEY_BYTES + 1)
+    if len(data) > MAX_KEY_BYTES:
+        raise CorpusKeyError(item.name, f"the document is larger than {MAX_KEY_BYTES:,} bytes")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise CorpusKeyError(item.name, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
+    if NUL_ESCAPE in data and (where := nul_field(doc)):
+        raise CorpusKeyError(item.name, NUL_MESSAGE, field=where)
+    from records.conformance.store import looks_like_suite, store_suite
+
+    if looks_like_suite(doc):
+        report.suites.append(store_suite(data, item.name, upload))
+        return
+    if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
+        report.replays.append(ingest_document(doc, item.name, upload, data))
+        return
+    key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
+    rescored = [s.run_id for s in rescore_for_key(key)] if created else []
+    report.keys.append(
+        {
+            "file": item.name,
+            "digest": key.digest,
+            "key": key.pk,
+            "cases": key.case_count,
+            "verified": key.verified,
+            "created": created,
+            "rescored_runs": rescored,
+        }
+    )

@@ -1,0 +1,102 @@
+"""What an ingest is given: files, directories and uploaded bytes, and the report it answers with."""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from records.formats.shard import ShardError, is_shard_name
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class Input:
+    """Something to ingest: a name to report it by and a way to open its bytes."""
+
+    name: str
+    open: Callable[[], IO[bytes]]
+    size: int | None = None
+
+
+@dataclass
+class IngestReport:
+    stored: list[dict[str, Any]] = field(default_factory=list)
+    present: list[dict[str, Any]] = field(default_factory=list)
+    refused: list[dict[str, Any]] = field(default_factory=list)
+    ignored: list[dict[str, Any]] = field(default_factory=list)
+    keys: list[dict[str, Any]] = field(default_factory=list)
+    replays: list[dict[str, Any]] = field(default_factory=list)
+    suites: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stored": self.stored,
+            "already_present": self.present,
+            "refused": self.refused,
+            "ignored": self.ignored,
+            "keys": self.keys,
+            "replays": self.replays,
+            "suites": self.suites,
+        }
+
+    def summary_line(self) -> str:
+        lines = sum(s["lines"] for s in self.stored)
+        attempts = sum(s["attempts"] for s in self.stored)
+        return (
+            f"{len(self.stored)} shard(s) stored ({attempts} attempts, {lines} lines), "
+            f"{len(self.present)} already present, {len(self.refused)} refused, "
+            f"{len(self.ignored)} ignored"
+            + (f", {len(self.keys)} corpus key(s)" if self.keys else "")
+            + (f", {len(self.replays)} replay document(s)" if self.replays else "")
+            + (f", {len(self.suites)} conformance suite(s)" if self.suites else "")
+        )
+
+
+def inputs_from_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Input | ShardError]:
+    """Files and directories named on a command line. Directories are walked recursively."""
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = False
+            for dirpath, dirnames, filenames in os.walk(path):
+                dirnames.sort()
+                for fname in sorted(filenames):
+                    full = Path(dirpath) / fname
+                    if is_shard_name(fname) or _archive_kind(fname):
+                        found = True
+                        yield _file_input(full)
+            if not found:
+                yield ShardError(
+                    str(path),
+                    "no shard found: the directory holds no modeleval-*.jsonl file or archive",
+                )
+        elif path.is_file():
+            yield _file_input(path)
+        else:
+            yield ShardError(str(path), "no such file or directory")
+
+
+def _file_input(path: Path) -> Input:
+    return Input(str(path), lambda: open(path, "rb"), path.stat().st_size)  # noqa: SIM115
+
+
+def _archive_kind(name: str) -> str | None:
+    lower = name.lower()
+    if lower.endswith(".zip"):
+        return "zip"
+    if lower.endswith((".tar.gz", ".tgz")):
+        return "tar"
+    return None
+
+
+def bytes_input(name: str, data: bytes) -> Input:
+    return Input(name, lambda: io.BytesIO(data), len(data))

@@ -1,0 +1,110 @@
+"""The one ingest entry point that the upload page, the API, the commands, the demo and the
+benchmark call: each input expanded, each shard or document stored or refused in its turn."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from records.bulk.readahead import Parser
+from records.bulk.sqlite import checkpoints
+from records.conformance.formats import ConformanceError
+from records.formats.corpus_key import CorpusKeyError
+from records.formats.shard import ShardError, is_shard_name
+from records.ingest.archives import _expand_archive
+from records.ingest.documents import _ingest_key
+from records.ingest.inputs import (
+    IngestReport,
+    Input,
+    Progress,
+    _archive_kind,
+)
+from records.ingest.parser import parse_worker
+from records.ingest.shards import (
+    _Shard,
+    _size,
+    _Units,
+    ingest_shard,
+)
+from records.models import (
+    Upload,
+)
+
+log = logging.getLogger(__name__)
+
+
+def ingest(
+    inputs: Iterable[Input | ShardError],
+    upload: Upload,
+    progress: Progress | None = None,
+    *,
+    allow_digest_mismatch: bool = False,
+) -> IngestReport:
+    """The one entry point: expand each input, store each shard or key, record what happened.
+
+    `allow_digest_mismatch` is the operator's explicit override for corpus keys whose declared
+    digest differs from the recomputed one (the key is then marked "digest not verified").
+    """
+    report = IngestReport()
+    parser = Parser(parse_worker, "the shard parser")
+    units = _Units(_units(inputs, report), parser)
+    try:
+        for unit in units:
+            try:
+                if isinstance(unit, _Shard):
+                    ingest_shard(unit, upload, report, progress, parser, units.read_on)
+                elif isinstance(unit, Input):
+                    _ingest_key(unit, upload, report, allow_digest_mismatch)
+                else:
+                    report.refused.append(unit.as_dict())
+            except (ShardError, CorpusKeyError, ConformanceError) as exc:
+                report.refused.append(exc.as_dict())
+            except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+                report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
+    finally:
+        parser.close()
+        checkpoints.finish()
+        # Also when something escaped (the server is going down): the upload says what it got.
+        upload.summary = report.as_dict()
+        upload.save(update_fields=["summary"])
+    return report
+
+
+def _unit_name(unit: Any) -> str:
+    return getattr(unit, "name", None) or getattr(unit, "file", "?")
+
+
+def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterator[Any]:
+    """What the inputs hold, in order: each shard (`_Shard`; archives expanded, each entry copied
+    out within the bounds), each .json document (`Input`) and each error (`ShardError`)."""
+    for item in inputs:
+        if isinstance(item, ShardError) or item.name.lower().endswith(".json"):
+            yield item
+            continue
+        base = item.name.replace("\\", "/").rsplit("/", 1)[-1]
+        kind = _archive_kind(base)
+        try:
+            if kind:
+                for member, data in _expand_archive(item, kind, report):
+                    yield _Shard(member, data, _size(data))
+            elif is_shard_name(base):
+                with item.open() as fh:
+                    yield _Shard(item.name, fh, _size(fh))
+            else:
+                raise ShardError(
+                    item.name,
+                    "is neither a shard (modeleval-*.jsonl), a corpus key or replay document "
+                    "(.json) nor a .zip or .tar.gz artifact",
+                )
+        except ShardError as exc:
+            yield exc
+        except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+            yield unexpected(item.name, exc)
+
+
+def unexpected(name: str, exc: BaseException) -> ShardError:
+    """A fault nobody foresaw while reading or storing one input: logged with its traceback,
+    and reported as that input's refusal, so the inputs after it are handled as usual."""
+    log.error("ingest: unexpected error on %s", name, exc_info=exc)
+    return ShardError.unexpected(name, exc)

@@ -1,0 +1,396 @@
+"""Storing one shard: read by the strict reader (here or in a parser process beside the writer),
+written whole in one transaction or not at all."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from django.conf import settings
+from django.db import DatabaseError, IntegrityError, connection, transaction
+
+from records.bulk import processes
+from records.bulk.readahead import CHUNK, Feed, Parser, WorkerError
+from records.bulk.sqlite import checkpoints
+from records.bulk.tables import RowRefused, Table, analyze_if_large, gc_paused, reserve_ids
+from records.formats.shard import ShardError
+from records.formats.shard_rows import (
+    ATTEMPT_COLUMNS,
+    CALL_COLUMNS,
+    SUMMARY_COLUMNS,
+    TURN_COLUMNS,
+    VERIFY_COLUMNS,
+    ShardSummary,
+    messages,
+)
+from records.ingest.inputs import (
+    IngestReport,
+    Progress,
+)
+from records.models import (
+    Attempt,
+    Call,
+    Provider,
+    Run,
+    Session,
+    ShardFile,
+    SurfaceSummary,
+    Turn,
+    Upload,
+    Verify,
+)
+
+
+def _sha256(stream: IO[bytes]) -> str:
+    digest = hashlib.sha256()
+    while chunk := stream.read(CHUNK):
+        digest.update(chunk)
+    stream.seek(0)
+    return digest.hexdigest()
+
+
+def _size(stream: IO[bytes]) -> int:
+    size = stream.seek(0, io.SEEK_END)
+    stream.seek(0)
+    return size
+
+
+_SHARD_FIELD = {"try_number": "try"}  # where a column's name is not its field's
+
+
+class _Writer:
+    """Writes the parser's rows: child rows as they come, attempt rows once the shard is read.
+
+    Attempt ids are reserved ahead of the rows that name them (the parser numbers attempts in
+    file order), so turn, call and verify rows carry their attempt's id when they are written.
+    """
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        self.turns = Table(Turn, TURN_COLUMNS)
+        self.calls = Table(Call, CALL_COLUMNS)
+        self.verifies = Table(Verify, VERIFY_COLUMNS)
+        self.attempts = Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
+        self.kinds = {
+            id(self.turns): "turn",
+            id(self.calls): "call",
+            id(self.verifies): "verify",
+            id(self.attempts): "attempt",
+        }
+        self.ids: list[int] = []
+
+    def where(self, refused: RowRefused) -> tuple[int | None, str | None]:
+        """The shard line and field of a row the database refused: rows carry their line."""
+        kind, table = self.kinds.get(id(refused.table)), refused.table
+        if kind is None or "line" not in table.columns:
+            return None, None
+        line = refused.row[table.columns.index("line")]
+        column = refused.column
+        return line, f"{kind}.{_SHARD_FIELD.get(column, column)}" if column else None
+
+    def _reserve(self, n: int) -> None:
+        if n > len(self.ids):
+            above = self.ids[-1] if self.ids else 0
+            self.ids += reserve_ids(Attempt, max(n - len(self.ids), 1000), above=above)
+
+    def children(
+        self, turns: list[list], calls: list[list], verifies: list[list], seen: int
+    ) -> None:
+        self._reserve(seen)
+        ids = self.ids
+        with connection.cursor() as cursor:
+            for table, rows in (
+                (self.turns, turns),
+                (self.calls, calls),
+                (self.verifies, verifies),
+            ):
+                for r in rows:  # msgpack gives lists: each takes its attempt's id in place
+                    r[0] = ids[r[0]]
+                table.rows = rows
+                table.flush(cursor)
+
+    def write_attempts(self, rows: list[tuple], session_ids: dict[str, int]) -> None:
+        self._reserve(rows[-1][0] + 1 if rows else 0)
+        ids, run = self.ids, self.run_id
+        label = 1 + ATTEMPT_COLUMNS.index("session_label")
+        self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
+        with connection.cursor() as cursor:
+            self.attempts.flush(cursor)
+
+
+def _parser_process_for(size: int) -> bool:
+    """Whether a shard of this size is parsed in a second process."""
+    return size >= settings.EVALDASH_PARSER_PROCESS_MIN_BYTES and processes.available()
+
+
+def _hashed_on_the_way(size: int) -> bool:
+    """Whether a shard of this size is hashed as its bytes go to the parser process: it is
+    parsed there, and no stored shard has its size, so none can hold the same content. Any
+    other shard is hashed and looked up first, in its turn."""
+    return _parser_process_for(size) and not ShardFile.objects.filter(size=size).exists()
+
+
+@dataclass
+class _Shard:
+    """A shard candidate: its stream is open until the unit after it is taken."""
+
+    name: str
+    stream: IO[bytes]
+    size: int
+    feed: Feed | None = None  # its parse, when it started while the shard before was stored
+
+
+class _Raise:
+    """An unforeseen error met while taking the next unit early: it is raised in its turn."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+
+_END = object()
+
+
+class _Units:
+    """What the inputs hold, in order (`_units`), with one look ahead: once the writer has read
+    a shard, it takes the next unit, and a large shard there starts its parse."""
+
+    def __init__(self, units: Iterator[Any], parser: Parser) -> None:
+        self.units = units
+        self.parser = parser
+        self.ahead: Any = None  # the unit taken early, if any
+
+    def __iter__(self) -> Iterator[Any]:
+        while True:
+            unit, self.ahead = self.ahead, None
+            if unit is None:
+                unit = next(self.units, _END)
+            if unit is _END:
+                return
+            if isinstance(unit, _Raise):
+                raise unit.exc
+            yield unit
+
+    def read_on(self) -> None:
+        """The shard being stored has been read: start on the next one."""
+        if self.ahead is not None:
+            return
+        try:
+            self.ahead = next(self.units, _END)
+        except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's work)
+            self.ahead = _Raise(exc)
+            return
+        unit = self.ahead
+        if isinstance(unit, _Shard) and _hashed_on_the_way(unit.size):
+            unit.feed = self.parser.start(unit.stream, unit.name)
+
+
+def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, int]:
+    """Write the run line, its providers, sessions and summaries; the session ids by label."""
+    p = summary.run
+    for name in (
+        "package",
+        "commit",
+        "edition",
+        "gitlab_version",
+        "tier",
+        "filter",
+        "corpus_digest",
+        "contract_digest",
+    ):
+        setattr(run, name, p.get(name, ""))
+    run.run_id = p["run_id"]
+    run.started_at = p.get("started_at")
+    run.tier_confirmed = p.get("tier_confirmed", False)
+    run.budget_usd = p.get("budget_usd")
+    run.repeat = p.get("repeat", 0)
+    run.line = summary.run_line
+    providers = []
+    for pos, prov in enumerate(p.get("providers", [])):
+        price = prov.get("price")
+        providers.append(
+            Provider(
+                run=run,
+                position=pos,
+                spec=prov.get("spec", ""),
+                name=prov.get("name", ""),
+                model=prov.get("model", ""),
+                options=prov.get("options", {}),
+                priced=price is not None,
+                input_per_million_usd=(price or {}).get(
+                    "input_per_million_usd", 0.0 if price else None
+                ),
+                output_per_million_usd=(price or {}).get(
+                    "output_per_million_usd", 0.0 if price else None
+                ),
+                cache_write_per_million_usd=(price or {}).get(
+                    "cache_write_per_million_usd", 0.0 if price else None
+                ),
+                cache_read_per_million_usd=(price or {}).get(
+                    "cache_read_per_million_usd", 0.0 if price else None
+                ),
+                retrieved_on=(price or {}).get("retrieved_on", ""),
+            )
+        )
+    Provider.objects.bulk_create(providers)
+    sessions = Session.objects.bulk_create(
+        Session(
+            run=run,
+            label=label,
+            surface=s.get("surface", ""),
+            mode=s.get("mode", ""),
+            capabilities=s.get("capabilities", ""),
+            meta_param_schema=s.get("meta_param_schema", ""),
+            tier_pin=s.get("tier_pin", ""),
+            slice_size=s.get("slice_size"),
+            token_scopes=s.get("token_scopes", []),
+            served_tools=s.get("served_tools", 0),
+            tool_schema_digests=s.get("tool_schema_digests", {}),
+            line=line,
+            call_count=summary.session_calls.get(label, (0, 0))[0],
+            observed_call_count=summary.session_calls.get(label, (0, 0))[1],
+        )
+        for label, (line, s) in summary.sessions.items()
+    )
+    if sessions and not all(s.pk for s in sessions):
+        sessions = list(Session.objects.filter(run=run))
+    table = Table(SurfaceSummary, ["run", *SUMMARY_COLUMNS])
+    table.rows = [(run.pk, *row) for row in summary.summaries]
+    with connection.cursor() as cursor:
+        table.flush(cursor)
+    totals = [0, 0, 0, 0, 0]
+    for row in summary.summaries:
+        totals[0] += row[3]
+        for i, v in enumerate(row[-4:], 1):
+            totals[i] += v
+    (
+        run.attempt_count,
+        run.input_tokens,
+        run.output_tokens,
+        run.cache_created_tokens,
+        run.cache_read_tokens,
+    ) = totals
+    run.models_seen = sorted({row[0] for row in summary.summaries})
+    run.surfaces_seen = sorted({row[1] for row in summary.summaries if row[1]})
+    run.modes_seen = sorted({row[2] for row in summary.summaries if row[2]})
+    run.cases_seen = summary.cases_seen
+    run.save()
+    shard.lines = summary.lines
+    shard.warnings = summary.warnings
+    shard.warning_count = summary.warning_count
+    shard.save(update_fields=["lines", "warnings", "warning_count"])
+    return {s.label: s.pk for s in sessions}
+
+
+def ingest_shard(
+    shard: _Shard,
+    upload: Upload,
+    report: IngestReport,
+    progress: Progress | None,
+    parser: Parser,
+    read_on: Callable[[], None],
+) -> None:
+    """Store one shard whole, or report why not. Never raises for a user's mistake.
+
+    The same content is stored once. A shard no stored shard matches in size cannot be stored
+    already: a large one is then hashed as its bytes go to the parser process, instead of in
+    a pass of its own before the parse; the row waits under a provisional digest until then.
+    Any other shard is hashed first and looked up. Either way the unique digest decides a race
+    between two uploads of the same content. `read_on` is called once the shard is read, so
+    the next one may start."""
+    started = time.perf_counter()
+    stream, name, size, feed = shard.stream, shard.name, shard.size, shard.feed
+    large = feed is not None or _parser_process_for(size)
+    sha: str | None = None
+    if feed is None and not _hashed_on_the_way(size):
+        sha = _sha256(stream)
+        if ShardFile.objects.filter(sha256=sha).exists():
+            report.present.append({"file": name, "sha256": sha})
+            return
+    try:
+        with checkpoints.deferred(large), gc_paused(), transaction.atomic():
+            shard_row = ShardFile.objects.create(
+                upload=upload,
+                name=name[:500],
+                sha256=sha or f"pending-{uuid.uuid4().hex}",
+                size=size,
+                lines=0,
+            )
+            run = Run.objects.create(shard=shard_row, run_id="", repeat=0, line=0)
+            writer = _Writer(run.pk)
+            summary: ShardSummary | None = None
+            session_ids: dict[str, int] = {}
+            next_report = CHUNK * 8
+            if large and feed is None:
+                feed = parser.start(stream, name)
+            for msg in feed.messages() if feed else messages(stream, name):
+                kind = msg[0]
+                if kind == "batch":
+                    writer.children(*msg[1:5])
+                    if progress and msg[5] >= next_report:
+                        progress(name, msg[5], size)
+                        next_report = msg[5] + CHUNK * 8
+                elif kind == "shard":
+                    read_on()
+                    summary = msg[1]
+                    session_ids = _store_run(run, summary, shard_row)
+                elif kind == "attempts":
+                    writer.write_attempts(msg[1], session_ids)
+                elif kind == "done" and sha is None:
+                    sha = shard_row.sha256 = msg[1]
+                    shard_row.save(update_fields=["sha256"])
+            assert summary is not None and sha is not None
+            attempts, lineno = summary.attempt_count, summary.lines
+    except ShardError as exc:
+        report.refused.append(exc.as_dict())
+        return
+    except WorkerError as exc:  # the parser process's own ShardError, as it sent it
+        file, message, line, fld = exc.payload
+        report.refused.append(ShardError(file, message, line=line, field=fld).as_dict())
+        return
+    except RowRefused as exc:
+        line, fld = writer.where(exc)
+        message = f"the database refused a value of this shard: {exc.message}"
+        report.refused.append(ShardError(name, message, line=line, field=fld).as_dict())
+        return
+    except IntegrityError:
+        # Another upload stored the same content while this one was reading it.
+        if sha is not None and ShardFile.objects.filter(sha256=sha).exists():
+            report.present.append({"file": name, "sha256": sha})
+            return
+        raise
+    except DatabaseError as exc:
+        # The transaction rolled back: nothing of the shard is stored.
+        if "lock" in str(exc).lower():
+            message = "the database was busy with another write; nothing was stored, send it again"
+        else:
+            message = f"the database refused a value of this shard: {exc}"
+        report.refused.append(ShardError(name, message).as_dict())
+        return
+    finally:
+        if feed is not None:
+            feed.abandon()
+    if progress:
+        progress(name, size, size)
+    analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
+    seconds = time.perf_counter() - started
+    from records.scores.run import score_if_key
+
+    scoring = score_if_key(run)
+    report.stored.append(
+        {
+            "file": name,
+            "sha256": sha,
+            "run": run.pk,
+            "run_id": run.run_id,
+            "attempts": attempts,
+            "lines": lineno,
+            "warnings": shard_row.warning_count,
+            "seconds": round(seconds, 3),  # to store it (its scoring apart)
+            "scored_against": scoring.key.digest if scoring else None,
+        }
+    )

@@ -1,0 +1,44 @@
+"""Models that mirror the shard record types, plus the bookkeeping ingestion needs.
+
+A shard is stored whole or not at all (see `records.ingest`). Raw JSON fields (arguments, results,
+facts, options) are stored as JSON, not re-modelled. Per-attempt and per model-and-surface totals
+are computed once at ingest, in the database, so that pages never add up a whole run in Python.
+"""
+
+from __future__ import annotations
+
+from records.formats.shard import ENDINGS
+from records.models.conformance import ConformanceResult, ConformanceRun, ConformanceSuite
+from records.models.fields import WholeJSONField
+from records.models.intake import ApiToken, AuditEvent, ShardFile, Upload
+from records.models.replays import ObsCorpus, ObsReplay
+from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSummary, Turn, Verify
+from records.models.scoring import CorpusKey, KeyCase, ScoreCase, ScoreRow, Scoring, Verdict
+
+__all__ = [
+    "ApiToken",
+    "Attempt",
+    "AuditEvent",
+    "Call",
+    "ConformanceResult",
+    "ConformanceRun",
+    "ConformanceSuite",
+    "CorpusKey",
+    "ENDINGS",
+    "KeyCase",
+    "ObsCorpus",
+    "ObsReplay",
+    "Provider",
+    "Run",
+    "ScoreCase",
+    "ScoreRow",
+    "Scoring",
+    "Session",
+    "ShardFile",
+    "SurfaceSummary",
+    "Turn",
+    "Upload",
+    "Verdict",
+    "Verify",
+    "WholeJSONField",
+]

@@ -1,0 +1,73 @@
+"""Adapter conformance suites, runs and their per-case results."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from records.models.intake import Upload
+
+
+class ConformanceSuite(models.Model):
+    """A conformance suite file (`cases.json`), as the loader accepted it."""
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    suite = models.TextField()
+    document = models.JSONField()
+    case_count = models.IntegerField()
+    name = models.TextField()
+    upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="suites")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.suite} ({self.sha256[:12]})"
+
+    @property
+    def cases(self) -> list[dict]:
+        return self.document.get("cases", [])
+
+
+class ConformanceRun(models.Model):
+    """One `taisce conformance` run, with what its output does not carry."""
+
+    suite = models.ForeignKey(
+        ConformanceSuite, null=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    adapter = models.TextField(db_index=True)
+    adapter_version = models.TextField(blank=True)
+    commit = models.TextField(blank=True)
+    ran_at = models.DateTimeField(db_index=True)
+    exit_status = models.IntegerField()
+    aborted = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    case_count = models.IntegerField(default=0)
+    failed_count = models.IntegerField(default=0)
+    sha256 = models.CharField(max_length=64, unique=True)
+    name = models.TextField()
+    upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="conformance_runs")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-ran_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.adapter} {self.adapter_version} {self.ran_at:%Y-%m-%d}"
+
+
+class ConformanceResult(models.Model):
+    run = models.ForeignKey(ConformanceRun, on_delete=models.CASCADE, related_name="results")
+    position = models.IntegerField()
+    line = models.IntegerField()
+    case = models.TextField()
+    rule = models.TextField()
+    passed = models.BooleanField()
+    failures = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["run", "position"]
+
+    def __str__(self) -> str:
+        return f"{self.case}: {'passed' if self.passed else 'failed'}"

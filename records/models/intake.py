@@ -1,0 +1,104 @@
+"""How results arrive: uploads, the shard files they held, upload tokens, and the audit log."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class Upload(models.Model):
+    """One arrival: a CLI invocation, a browser upload or an API request."""
+
+    class Source(models.TextChoices):
+        CLI = "cli", "command line"
+        WEB = "web", "browser"
+        API = "api", "API"
+        DEMO = "demo", "demo data"
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    source = models.CharField(max_length=8, choices=Source.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL)
+    summary = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"upload {self.pk} ({self.source}, {self.created_at:%Y-%m-%d %H:%M})"
+
+
+class ShardFile(models.Model):
+    """A shard file as it arrived. Its sha256 makes ingestion idempotent."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="shards")
+    name = models.TextField()
+    sha256 = models.CharField(max_length=64, unique=True)
+    size = models.BigIntegerField()
+    lines = models.IntegerField()
+    created_at = models.DateTimeField(default=timezone.now)
+    warnings = models.JSONField(default=list, blank=True)
+    warning_count = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """An upload-only API token. Only its hash is stored; the token is shown once."""
+
+    PREFIX = "evd_"
+
+    name = models.CharField(max_length=200)
+    digest = models.CharField(max_length=64, unique=True, editable=False)
+    hint = models.CharField(max_length=12, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.hint}…)"
+
+    @classmethod
+    def issue(cls, name: str, created_by=None) -> tuple[ApiToken, str]:
+        raw = cls.PREFIX + secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            name=name, digest=_hash_token(raw), hint=raw[:10], created_by=created_by
+        )
+        return token, raw
+
+    @classmethod
+    def authenticate(cls, raw: str) -> ApiToken | None:
+        """The live token for `raw`, or None. Revoked tokens are returned so callers can say so."""
+        if not raw:
+            return None
+        return cls.objects.filter(digest=_hash_token(raw)).first()
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """Who did what to the stored history, and when (uploads are recorded as Upload rows)."""
+
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=40)
+    detail = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.action}"

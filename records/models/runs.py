@@ -1,0 +1,299 @@
+"""The shard record types: a run, its providers and sessions, and each attempt with its turn,
+call and verify lines. A shard is stored whole or not at all (see `records.ingest`); raw JSON
+fields are stored as JSON, not re-modelled; per-attempt and per model-and-surface totals are
+computed once at ingest, so pages never add up a whole run in Python."""
+
+from __future__ import annotations
+
+from django.db import models
+
+from records.models.fields import WholeJSONField, _bulk_reference
+from records.models.intake import ShardFile
+
+
+class Run(models.Model):
+    """The run line of one shard (one shard, one run line, one process)."""
+
+    shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
+    run_id = models.TextField(db_index=True)
+    package = models.TextField(blank=True)
+    commit = models.TextField(blank=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    edition = models.TextField(blank=True)
+    gitlab_version = models.TextField(blank=True)
+    tier = models.TextField(blank=True)
+    tier_confirmed = models.BooleanField(default=False)
+    filter = models.TextField(blank=True)
+    corpus_digest = models.TextField(blank=True, db_index=True)
+    contract_digest = models.TextField(blank=True)
+    budget_usd = models.FloatField(null=True, blank=True)
+    repeat = models.IntegerField()
+    line = models.IntegerField()
+    # Totals over every attempt and every try, written once at ingest.
+    attempt_count = models.IntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    models_seen = models.JSONField(default=list)
+    cases_seen = models.JSONField(default=list)
+    surfaces_seen = models.JSONField(default=list)
+    modes_seen = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_created_tokens
+            + self.cache_read_tokens
+        )
+
+
+class Provider(models.Model):
+    """A configured model of a run, with the price of the run's own day (absent = unpriced)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="providers")
+    position = models.IntegerField()
+    spec = models.TextField()
+    name = models.TextField(blank=True)
+    model = models.TextField(blank=True)
+    options = models.JSONField(default=dict, blank=True)
+    priced = models.BooleanField(default=False)
+    input_per_million_usd = models.FloatField(null=True, blank=True)
+    output_per_million_usd = models.FloatField(null=True, blank=True)
+    cache_write_per_million_usd = models.FloatField(null=True, blank=True)
+    cache_read_per_million_usd = models.FloatField(null=True, blank=True)
+    retrieved_on = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        indexes = [models.Index(fields=["run", "spec"])]
+
+    def __str__(self) -> str:
+        return self.spec
+
+    @property
+    def price(self) -> tuple[float, float, float, float] | None:
+        if not self.priced:
+            return None
+        return (
+            self.input_per_million_usd or 0.0,
+            self.output_per_million_usd or 0.0,
+            self.cache_write_per_million_usd or 0.0,
+            self.cache_read_per_million_usd or 0.0,
+        )
+
+
+class Session(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sessions")
+    label = models.TextField()
+    surface = models.TextField(blank=True)
+    mode = models.TextField(blank=True)
+    capabilities = models.TextField(blank=True)
+    meta_param_schema = models.TextField(blank=True)
+    tier_pin = models.TextField(blank=True)
+    slice_size = models.IntegerField(null=True, blank=True)
+    token_scopes = models.JSONField(default=list, blank=True)
+    served_tools = models.IntegerField(default=0)
+    tool_schema_digests = models.JSONField(default=dict, blank=True)
+    line = models.IntegerField()
+    # Calls made by the session's attempts, and how many the server observed (E.3 rule 2).
+    call_count = models.IntegerField(default=0)
+    observed_call_count = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "label"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "label"], name="session_label_unique_in_run")
+        ]
+
+    def __str__(self) -> str:
+        return self.label
+
+    @property
+    def effective_mode(self) -> str:
+        return self.mode or "default"
+
+
+class Attempt(models.Model):
+    # Without database constraints, as for turn, call and verify rows below: only the ingest
+    # writes attempts, naming the run and the sessions it has just stored in the same
+    # transaction, and deletes cascade through Django. A run's attempts and sessions go
+    # together with the run, so deleting sessions need not look attempts up by session (no
+    # query does): the session column has no index to keep up at every insert.
+    run = _bulk_reference(Run, models.CASCADE, "attempts")
+    session = _bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
+    key = models.TextField()
+    line = models.IntegerField()
+    case = models.TextField()
+    model = models.TextField()
+    surface = models.TextField(blank=True)
+    # The attempt's own surface, else its session's (modelrecord C.1); set at ingest.
+    effective_surface = models.TextField(blank=True)
+    effective_mode = models.TextField(blank=True)
+    session_label = models.TextField(blank=True)
+    repeat = models.IntegerField()
+    shown_tools = models.IntegerField(null=True, blank=True)
+    overflowed = models.BooleanField(null=True, blank=True)
+    tool_digest = models.TextField(blank=True)
+    facts = WholeJSONField(null=True, blank=True)
+    stimulus = models.TextField(blank=True)
+    ended_by = models.TextField()
+    reason = models.TextField(blank=True)
+    # Totals over the attempt's turn and call lines, written once at ingest.
+    turn_count = models.IntegerField(default=0)
+    try_count = models.IntegerField(default=0)
+    call_count = models.IntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    latency_ms = models.FloatField(default=0)
+    # What the scorer needs of the turn and verify lines, settled at ingest: whether the last
+    # turn (the last try at the highest index) carried a tool_call block (None: no turn
+    # lines), and how many checks failed.
+    last_turn_has_tool_call = models.BooleanField(null=True)
+    failed_checks = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "line"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "key"], name="attempt_key_unique_in_run")
+        ]
+        indexes = [
+            models.Index(fields=["run", "model", "effective_surface"]),
+            models.Index(fields=["run", "case"]),
+            models.Index(fields=["run", "ended_by"]),
+            models.Index(fields=["run", "line"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+    @property
+    def completed_with_reason(self) -> bool:
+        return self.ended_by == "completed" and bool(self.reason.strip())
+
+
+# Turn, call and verify rows reference their attempt without a database-level constraint:
+# only the ingest writes them, after the shard's joins are checked (every child line names an
+# attempt line of its shard), and deletes cascade through Django. The constraint's per-row
+# checks were a large share of a bulk load's cost (on PostgreSQL, a deferred check per row at
+# commit).
+
+
+class Turn(models.Model):
+    """One provider request: every try is its own line (and is charged)."""
+
+    attempt = _bulk_reference(Attempt, models.CASCADE, "turns")
+    line = models.IntegerField()
+    index = models.IntegerField()
+    try_number = models.IntegerField()
+    request_digest = models.TextField(blank=True)
+    blocks = WholeJSONField(default=list, blank=True)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    status = models.TextField()
+    detail = models.TextField(blank=True)
+    latency_ms = models.FloatField(null=True, blank=True)
+    # Whether the turn carried a tool_call block: the scorer's "ended in text" test (C.4).
+    has_tool_call = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["attempt", "index", "line"]
+        indexes = [models.Index(fields=["attempt", "index", "line"])]
+
+    def __str__(self) -> str:
+        return f"turn {self.index} try {self.try_number} of attempt {self.attempt_id}"
+
+
+class Call(models.Model):
+    attempt = _bulk_reference(Attempt, models.CASCADE, "calls")
+    line = models.IntegerField()
+    turn = models.IntegerField()
+    index = models.IntegerField()
+    tool = models.TextField()
+    arguments = WholeJSONField(null=True, blank=True)
+    requested_action = models.TextField(blank=True)
+    dispatched_action = models.TextField(blank=True)
+    dispatched_tool = models.TextField(blank=True)
+    refusal_reason = models.TextField(blank=True)
+    outcome = models.TextField()
+    result = WholeJSONField(null=True, blank=True)
+    result_truncated = models.BooleanField(default=False)
+    text = models.TextField(blank=True)
+    text_truncated = models.BooleanField(default=False)
+    duration_ms = models.FloatField(null=True, blank=True)
+    trace_id = models.TextField(blank=True)
+    requests = models.IntegerField(null=True, blank=True)
+    dispatch_observed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["attempt", "index", "line"]
+        indexes = [models.Index(fields=["attempt", "index", "line"])]
+
+    def __str__(self) -> str:
+        return f"call {self.index} of attempt {self.attempt_id}"
+
+    @property
+    def rewritten(self) -> bool:
+        return bool(
+            self.requested_action
+            and self.dispatched_action
+            and self.requested_action != self.dispatched_action
+        )
+
+
+class Verify(models.Model):
+    attempt = _bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
+    line = models.IntegerField()
+    name = models.TextField()
+    passed = models.BooleanField()
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["attempt", "line"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (attempt {self.attempt_id})"
+
+
+class SurfaceSummary(models.Model):
+    """Totals per (run, model, surface, mode), computed in the database at ingest."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summaries")
+    model = models.TextField()
+    surface = models.TextField(blank=True)
+    mode = models.TextField(blank=True)
+    attempts = models.IntegerField(default=0)
+    completed = models.IntegerField(default=0)
+    over_budget = models.IntegerField(default=0)
+    malformed = models.IntegerField(default=0)
+    no_tool_call = models.IntegerField(default=0)
+    provider_error = models.IntegerField(default=0)
+    harness_error = models.IntegerField(default=0)
+    skipped = models.IntegerField(default=0)
+    turns = models.IntegerField(default=0)
+    tries = models.IntegerField(default=0)
+    calls = models.IntegerField(default=0)
+    latency_ms = models.FloatField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "model", "surface", "mode"]
+        indexes = [models.Index(fields=["model"]), models.Index(fields=["surface"])]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.surface} {self.mode}"

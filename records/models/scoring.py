@@ -1,0 +1,181 @@
+"""Corpus keys and what scoring a run against one stores: verdicts, rows and per-case sums."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.utils import timezone
+
+from records.models.fields import WholeJSONField, _bulk_reference
+from records.models.intake import Upload
+from records.models.runs import Attempt, Run, Session
+
+
+class CorpusKey(models.Model):
+    """An uploaded `evaldash-corpus-key/1` file: the answers a run is scored against."""
+
+    digest = models.CharField(max_length=16, db_index=True)
+    declared_digest = models.TextField()
+    verified = models.BooleanField(default=True)
+    sha256 = models.CharField(max_length=64, unique=True)
+    name = models.TextField()
+    source = models.TextField(blank=True)
+    upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="keys")
+    created_at = models.DateTimeField(default=timezone.now)
+    case_count = models.IntegerField()
+    document = models.JSONField()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.digest} ({self.name})"
+
+    def load(self):
+        """The key as the scorer reads it."""
+        import orjson
+
+        from records.formats.corpus_key import read_corpus_key
+
+        return read_corpus_key(
+            orjson.dumps(self.document), self.name, allow_digest_mismatch=not self.verified
+        )
+
+
+class KeyCase(models.Model):
+    key = models.ForeignKey(CorpusKey, on_delete=models.CASCADE, related_name="cases")
+    position = models.IntegerField()
+    case_id = models.TextField()
+    prompt = models.TextField()
+    recipe = models.TextField(blank=True)
+    tier = models.TextField(blank=True)
+    needs = models.JSONField(default=dict)
+    surfaces_only = models.JSONField(default=list)
+    surfaces_reason = models.TextField(blank=True)
+    steps = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["key", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["key", "case_id"], name="case_unique_in_key")
+        ]
+
+    def __str__(self) -> str:
+        return self.case_id
+
+
+class Scoring(models.Model):
+    """One scoring of a run against a key by one scorer version. Kept, so scorings compare."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="scorings")
+    key = models.ForeignKey(CorpusKey, on_delete=models.CASCADE, related_name="scorings")
+    scorer_version = models.CharField(max_length=50)
+    created_at = models.DateTimeField(default=timezone.now)
+    # The key's digest differs from the run's corpus_digest: upstream's `stale-corpus`.
+    stale = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    verdict_count = models.IntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["run", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} against {self.key.digest}"
+
+
+class Verdict(models.Model):
+    """One attempt's verdict, with its additive contribution to every C.8 column."""
+
+    # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
+    # that creates their scoring: no database constraint checks each row. No index of its own:
+    # the three (scoring, ...) indexes below serve every lookup.
+    scoring = _bulk_reference(Scoring, models.CASCADE, "verdicts")
+    # An attempt's verdicts belong to scorings of its own run and go when they go (a run is
+    # deleted whole), so deleting attempts need not look verdicts up by attempt.
+    attempt = _bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
+    row_key = models.TextField()
+    case = models.TextField()
+    model = models.TextField()
+    surface = models.TextField()
+    outcome = models.TextField()
+    reason = models.TextField(blank=True)
+    clean = models.BooleanField(default=False)
+    unaided = models.BooleanField(default=False)
+    verified = models.BooleanField(default=True)
+    counted = models.BooleanField(default=False)
+    discovery = models.IntegerField(default=0)
+    invalid_params = models.IntegerField(default=0)
+    steps = models.IntegerField(default=0)
+    reached_n = models.IntegerField(default=0)
+    reached_d = models.IntegerField(default=0)
+    aft_n = models.IntegerField(default=0)
+    aft_d = models.IntegerField(default=0)
+    fidelity_n = models.IntegerField(default=0)
+    fidelity_d = models.IntegerField(default=0)
+    confirmation_n = models.IntegerField(default=0)
+    confirmation_d = models.IntegerField(default=0)
+    declined_by_refusal = models.IntegerField(default=0)
+    declined_by_text = models.IntegerField(default=0)
+    confirmed_unaided = models.IntegerField(default=0)
+    confirmed_server_aided = models.IntegerField(default=0)
+    confirmed_never = models.IntegerField(default=0)
+    # The attempt's session, tries and tokens, copied from it as scored, so that sums over
+    # verdicts (score rows, per-case figures of a comparison) read no attempt row.
+    session = _bulk_reference(Session, models.DO_NOTHING, "+", null=True)
+    tries = models.IntegerField(default=0)
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+    detail = WholeJSONField(default=dict)
+
+    class Meta:
+        ordering = ["scoring", "attempt"]
+        indexes = [
+            models.Index(fields=["scoring", "row_key"]),
+            models.Index(fields=["scoring", "case"]),
+            models.Index(fields=["scoring", "attempt"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.attempt_id}: {self.outcome}"
+
+
+class ScoreRow(models.Model):
+    """One C.9 row of a scoring, summed once when the scoring is stored."""
+
+    scoring = models.ForeignKey(Scoring, on_delete=models.CASCADE, related_name="rows")
+    row_key = models.TextField()
+    model = models.TextField()
+    surface = models.TextField()
+    session = models.ForeignKey(Session, null=True, on_delete=models.SET_NULL, related_name="+")
+    figures = models.JSONField()
+    # Case coverage (E.4): how many cases, and the FNV-1a hash of their sorted ids.
+    case_count = models.IntegerField(default=0)
+    coverage = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        ordering = ["scoring", "row_key"]
+        indexes = [models.Index(fields=["row_key"])]
+
+    def __str__(self) -> str:
+        return self.row_key
+
+
+class ScoreCase(models.Model):
+    """One case of one row of a scoring: what comparisons join on, written once per scoring."""
+
+    scoring = models.ForeignKey(
+        Scoring, on_delete=models.CASCADE, related_name="cases", db_index=False
+    )
+    row_key = models.TextField()
+    case = models.TextField()
+    completed = models.IntegerField()
+    counted = models.IntegerField()
+    total = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["scoring", "row_key", "case"])]
+
+    def __str__(self) -> str:
+        return f"{self.case}: {self.completed} / {self.counted}"

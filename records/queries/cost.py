@@ -1,0 +1,214 @@
+"""Cost from the four usage numbers and the run's own prices (modelrecord.md D.2).
+
+A model without a price has *unknown* cost, never zero. Every try is charged, so the inputs here
+are sums over every turn line.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from records.formats.shard_rows import SUMMARY_COLUMNS
+from records.models import ENDINGS, Provider, Run, SurfaceSummary
+
+Price = tuple[float, float, float, float]  # input, output, cache write, cache read; per million
+
+
+@dataclass(frozen=True)
+class Tokens:
+    input: int = 0
+    output: int = 0
+    cache_created: int = 0
+    cache_read: int = 0
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_created + other.cache_created,
+            self.cache_read + other.cache_read,
+        )
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output + self.cache_created + self.cache_read
+
+    @property
+    def all_input(self) -> int:
+        """Every token the model read: plain input, cache writes and cache reads."""
+        return self.input + self.cache_created + self.cache_read
+
+    @property
+    def cache_read_share(self) -> float | None:
+        return self.cache_read / self.all_input if self.all_input else None
+
+    @classmethod
+    def of(cls, obj: object) -> Tokens:
+        return cls(
+            obj.input_tokens,
+            obj.output_tokens,
+            obj.cache_created_tokens,  # type: ignore[attr-defined]
+            obj.cache_read_tokens,
+        )  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Cost:
+    input: float
+    output: float
+    cache_write: float
+    cache_read: float
+
+    @property
+    def total(self) -> float:
+        return self.input + self.output + self.cache_write + self.cache_read
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.input + other.input,
+            self.output + other.output,
+            self.cache_write + other.cache_write,
+            self.cache_read + other.cache_read,
+        )
+
+
+def cost_of(tokens: Tokens, price: Price | None) -> Cost | None:
+    """The four dollar components, or None when the model is unpriced."""
+    if price is None:
+        return None
+    return Cost(
+        tokens.input * price[0] / 1_000_000,
+        tokens.output * price[1] / 1_000_000,
+        tokens.cache_created * price[2] / 1_000_000,
+        tokens.cache_read * price[3] / 1_000_000,
+    )
+
+
+def cost_without_cache(tokens: Tokens, price: Price | None) -> float | None:
+    """What the same tokens would cost if cache reads and writes were priced as plain input."""
+    if price is None:
+        return None
+    return (tokens.all_input * price[0] + tokens.output * price[1]) / 1_000_000
+
+
+def usd(value: float | None, *, digits: int = 4) -> str:
+    if value is None:
+        return "unknown"
+    sign = "-" if value < 0 else ""
+    return f"{sign}${abs(value):,.{digits}f}"
+
+
+@dataclass
+class SurfaceRow:
+    """Figures for one (model, surface, mode) of a run: counts, tokens and cost."""
+
+    model: str
+    surface: str
+    mode: str
+    summary: SurfaceSummary
+    provider: Provider | None
+    tokens: Tokens
+    cost: Cost | None
+    without_cache: float | None
+
+    @property
+    def endings(self) -> list[tuple[str, int]]:
+        return [(e, getattr(self.summary, e)) for e in ENDINGS]
+
+    @property
+    def cost_per_attempt(self) -> float | None:
+        if self.cost is None or not self.summary.attempts:
+            return None
+        return self.cost.total / self.summary.attempts
+
+    @property
+    def cost_per_completed(self) -> float | None:
+        if self.cost is None or not self.summary.completed:
+            return None
+        return self.cost.total / self.summary.completed
+
+    @property
+    def mean_latency_ms(self) -> float | None:
+        return self.summary.latency_ms / self.summary.tries if self.summary.tries else None
+
+    @property
+    def unpriced_reason(self) -> str:
+        if self.provider is None:
+            return "the run line lists no provider with this spec"
+        if not self.provider.priced:
+            return "the run line carries no price for this model"
+        return ""
+
+
+@dataclass
+class RunFigures:
+    rows: list[SurfaceRow]
+    by_model: dict[str, SurfaceRow] = field(default_factory=dict)
+
+    @property
+    def priced_total(self) -> float:
+        return sum(r.cost.total for r in self.rows if r.cost is not None)
+
+    @property
+    def priced_models(self) -> list[str]:
+        return sorted({r.model for r in self.rows if r.cost is not None})
+
+    @property
+    def unpriced_models(self) -> list[str]:
+        return sorted({r.model for r in self.rows if r.cost is None})
+
+    @property
+    def tokens(self) -> Tokens:
+        total = Tokens()
+        for r in self.rows:
+            total += r.tokens
+        return total
+
+
+def run_figures(
+    run: Run,
+    summaries: Iterable[SurfaceSummary] | None = None,
+    providers: Iterable[Provider] | None = None,
+) -> RunFigures:
+    prices = {p.spec: p for p in (run.providers.all() if providers is None else providers)}
+    rows = []
+    for s in run.summaries.all() if summaries is None else summaries:
+        provider = prices.get(s.model)
+        price = provider.price if provider else None
+        tokens = Tokens.of(s)
+        rows.append(
+            SurfaceRow(
+                s.model,
+                s.surface,
+                s.mode,
+                s,
+                provider,
+                tokens,
+                cost_of(tokens, price),
+                cost_without_cache(tokens, price),
+            )
+        )
+    figures = RunFigures(rows)
+    per_model: dict[str, list[SurfaceRow]] = defaultdict(list)
+    for r in rows:
+        per_model[r.model].append(r)
+    for model, group in sorted(per_model.items()):
+        merged = SurfaceSummary(model=model, surface="all", mode="")
+        for name in SUMMARY_COLUMNS[3:]:  # every summed column (after model, surface, mode)
+            setattr(merged, name, sum(getattr(g.summary, name) for g in group))
+        provider = group[0].provider
+        price = provider.price if provider else None
+        tokens = Tokens.of(merged)
+        figures.by_model[model] = SurfaceRow(
+            model,
+            "all",
+            "",
+            merged,
+            provider,
+            tokens,
+            cost_of(tokens, price),
+            cost_without_cache(tokens, price),
+        )
+    return figures

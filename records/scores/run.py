@@ -1,0 +1,387 @@
+"""Scoring a run against a corpus key: which key scores it, where each attempt's row is (C.9), the
+attempts read back a chunk at a time and scored (here or by scorer processes), the verdicts and
+rows stored in one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.conf import settings
+from django.db import connection, transaction
+
+from records.bulk import processes
+from records.bulk.tables import Table, analyze_if_large, gc_paused
+from records.formats.corpus_key import CorpusKey as KeyDoc
+from records.formats.corpus_key import key_to_json, read_corpus_key
+from records.models import (
+    Attempt,
+    Call,
+    CorpusKey,
+    KeyCase,
+    Run,
+    Scoring,
+    Session,
+    Upload,
+    Verdict,
+)
+from records.scorer.batch import VERDICT_FIELDS, Chunk, score_chunk
+from records.scorer.score import (
+    SCORER_VERSION,
+    ScoringError,
+)
+from records.scores.tables import _store_rows, provenance_refusal
+from records.scores.worker import score_worker
+
+
+def store_key(
+    data: bytes, name: str, upload: Upload, *, allow_digest_mismatch: bool = False
+) -> tuple[CorpusKey, bool]:
+    """Store a corpus key (raises CorpusKeyError). Returns (key, created)."""
+    doc = read_corpus_key(data, name, allow_digest_mismatch=allow_digest_mismatch)
+    canonical = key_to_json(doc)
+    canonical["corpus_digest"] = doc.declared_digest
+    sha = hashlib.sha256(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    existing = CorpusKey.objects.filter(sha256=sha).first()
+    if existing:
+        return existing, False
+    with transaction.atomic():
+        key = CorpusKey.objects.create(
+            digest=doc.digest,
+            declared_digest=doc.declared_digest,
+            verified=doc.verified,
+            sha256=sha,
+            name=name[:500],
+            source=doc.source,
+            upload=upload,
+            case_count=len(doc.cases),
+            document=canonical,
+        )
+        KeyCase.objects.bulk_create(
+            KeyCase(
+                key=key,
+                position=i,
+                case_id=c["id"],
+                prompt=c["prompt"],
+                recipe=c["recipe"],
+                tier=c["needs"]["tier"],
+                needs=c["needs"],
+                surfaces_only=c["surfaces"]["only"],
+                surfaces_reason=c["surfaces"]["reason"],
+                steps=c["steps"],
+            )
+            for i, c in enumerate(canonical["cases"])
+        )
+    return key, True
+
+
+def key_for_run(run: Run) -> CorpusKey | None:
+    """The newest stored key whose digest is the run's corpus digest."""
+    if not run.corpus_digest:
+        return None
+    return (
+        CorpusKey.objects.filter(digest=run.corpus_digest)
+        .defer("document")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def latest_scoring(run: Run) -> Scoring | None:
+    # The key's document can be megabytes; pages need only its name and digest.
+    return (
+        run.scorings.select_related("key")
+        .defer("key__document")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+@dataclass
+class _Placement:
+    mode: str
+    tier: str
+    row_key: str
+
+
+def _row_key(model: str, surface: str, mode: str, run: Run, session: Session | None) -> str:
+    """The C.9 row key string."""
+    parts = [
+        f"model={model}",
+        f"surface={surface}",
+        f"mode={mode}",  # as the session line writes it: an empty mode is its own row
+        f"tier={run.tier}",
+    ]
+    if session is not None:
+        if session.tier_pin:
+            parts.append(f"tier-pin={session.tier_pin}")
+        if session.meta_param_schema:
+            parts.append(f"meta-schema={session.meta_param_schema}")
+        if session.slice_size:
+            parts.append(f"slice={session.slice_size}")
+    tools = (session.tool_schema_digests or {}).get(model, "") if session else ""
+    parts += [
+        f"corpus={run.corpus_digest}",
+        f"contract={run.contract_digest}",
+        f"tools={tools}",
+        f"repeat={run.repeat}",
+    ]
+    return " ".join(parts)
+
+
+def _among(ids: list[int]) -> tuple[str, list[Any]]:
+    """`col IN (...)` for a list of ids, and its parameters: PostgreSQL takes the list as one
+    array (`= ANY`), which it plans several times faster than a thousand parameters."""
+    if connection.vendor == "postgresql":
+        return "= ANY(%s)", [ids]
+    return f"IN ({', '.join(['%s'] * len(ids))})", ids
+
+
+def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement], set[str]]:
+    """Where each (model, surface, session) of the run's attempts goes (C.9), and the row keys
+    upstream refuses before scoring them (E.3 rules 1-4, those a run alone decides).
+
+    Attempts with a session are keyed by it. A sessionless attempt (a skip, an early harness
+    error) joins the one row of the shard with its model and surface: the candidates are rows,
+    so two sessions sharing one row key are one candidate. With none or several it forms a row
+    of its own, keyed with no session, which the provenance rule refuses. A sessionless attempt
+    is scored in the default mode at the run's tier, as upstream reads an attempt with no
+    session."""
+    sessions = {s.pk: s for s in run.sessions.all()}
+    triples = list(
+        Attempt.objects.filter(run=run)
+        .values_list("model", "effective_surface", "session_id")
+        .distinct()
+        .order_by()
+    )
+    placed: dict[tuple[str, str, int | None], _Placement] = {}
+    rows_of: dict[tuple[str, str], set[str]] = defaultdict(set)
+    row_of: dict[str, tuple[str, int | None]] = {}  # row key: its model and session
+    for model, surface, session_id in triples:
+        session = sessions.get(session_id) if session_id else None
+        if session is None:
+            continue
+        key = _row_key(model, surface, session.mode, run, session)
+        placed[(model, surface, session_id)] = _Placement(
+            session.mode, session.tier_pin or run.tier, key
+        )
+        rows_of[(model, surface)].add(key)
+        row_of[key] = (model, max(session_id, row_of.get(key, (model, 0))[1] or 0))
+    for model, surface, session_id in triples:
+        if (model, surface, session_id) in placed:
+            continue
+        hosts = rows_of.get((model, surface), set())
+        key = next(iter(hosts)) if len(hosts) == 1 else _row_key(model, surface, "", run, None)
+        placed[(model, surface, session_id)] = _Placement("", run.tier, key)
+        row_of.setdefault(key, (model, None))
+    providers = {p.spec: p for p in run.providers.all()}
+    unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
+    refused = {
+        key
+        for key, (model, sid) in row_of.items()
+        if provenance_refusal(run, sessions.get(sid or 0), providers.get(model), unobserved)
+    }
+    return placed, refused
+
+
+def _chunks(
+    run: Run,
+    doc: KeyDoc,
+    placed: dict[tuple[str, str, int | None], _Placement] | None = None,
+    chunk: int = 300,
+) -> Iterator[Chunk]:
+    """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
+    memory), as plain rows (`records.scorer.batch`): plain SQL, JSON left as text. Chunks
+    are small enough to wait whole in the pipe to a scorer process, so reading the next one
+    overlaps scoring this one.
+
+    A call's result, the bulk of a run, is read only for attempts whose case binds an argument
+    to an earlier step's result (a `produced` truth): no other rule looks at it."""
+    producing = {
+        c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
+    }
+    if placed is None:
+        placed = _placements(run)[0]
+    qn = connection.ops.quote_name
+    a_t, c_t = (qn(m._meta.db_table) for m in (Attempt, Call))
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
+            # then what the scorer reads of the turns and checks, and the tries and tokens each
+            # verdict copies (with the session)
+            f"ended_by, reason, last_turn_has_tool_call, failed_checks, try_count, "
+            f"input_tokens, output_tokens, cache_created_tokens, cache_read_tokens "
+            f"FROM {a_t} WHERE run_id = %s ORDER BY id",
+            [run.pk],
+        )
+        rows = cur.fetchall()
+    for start in range(0, len(rows), chunk):
+        attempts = []
+        for row in rows[start : start + chunk]:
+            pk, key, case, model, surface, session_id, ended_by, reason = row[:8]
+            place = placed[(model, surface, session_id)]
+            mode, tier, row_key = place.mode, place.tier, place.row_key
+            attempts.append(
+                (pk, key, case, model, surface, mode, tier, ended_by, reason, row_key)
+                + (*row[8:10], session_id, *row[10:])  # last turn, failed checks; copied
+            )
+        # The chunk's attempts are a range of ids (in id order), read by range; where another
+        # run's attempts lie between them (ids taken by two ingests at once), their rows are
+        # dropped here.
+        lo, hi = attempts[0][0], attempts[-1][0]
+        mine = None if hi - lo + 1 == len(attempts) else {a[0] for a in attempts}
+        reading = [a[0] for a in attempts if a[2] in producing]
+        if reading:
+            reading_among, reading = _among(reading)
+            result = f"CASE WHEN attempt_id {reading_among} THEN CAST(result AS TEXT) END"
+        else:
+            result = "NULL"
+        with connection.cursor() as cur:
+            cur.execute(
+                f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id >= %s AND id <= %s "
+                f"AND run_id = %s AND facts IS NOT NULL",
+                [lo, hi, run.pk],
+            )
+            facts = cur.fetchall()
+            # The text is read only for the meta decline test (C.2): skip it elsewhere.
+            cur.execute(
+                f"SELECT attempt_id, {qn('index')}, line, tool, CAST(arguments AS TEXT), "
+                f"requested_action, dispatched_action, dispatched_tool, outcome, "
+                f"{result}, result_truncated, "
+                f"CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END, "
+                f"dispatch_observed FROM {c_t} WHERE attempt_id >= %s AND attempt_id <= %s "
+                f"ORDER BY attempt_id, {qn('index')}, line",
+                [*reading, lo, hi],
+            )
+            calls = cur.fetchall()
+        if mine is not None:
+            calls = [r for r in calls if r[0] in mine]
+        yield attempts, facts, calls
+
+
+SCORER_PROCESSES = 2
+
+
+def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple], int, int, int]]:
+    """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
+    while this one reads the next chunks and writes the verdicts (`records.bulk.processes`). Scoring
+    takes more time than reading and writing, so two scorers keep this process busy; chunks
+    go to them in turn and their answers are taken in the same order, so the verdicts, and the
+    first error, are those of scoring in line."""
+    placed, refused = _placements(run)
+    if (
+        run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
+        or not processes.available()
+    ):
+        for chunk in _chunks(run, doc, placed):
+            yield score_chunk(doc, stale, chunk, refused)
+        return
+    what = f"the scoring of run {run.pk}"
+    scorers = processes.Beside.several(SCORER_PROCESSES, score_worker, (doc, stale, refused), what)
+    n = len(scorers)
+    sent = received = 0
+    finished = False
+
+    def answer(msg: Any) -> tuple[list[tuple], int, int, int]:
+        if msg[0] == "error":
+            raise ScoringError(msg[1])
+        return msg[1], msg[2], msg[3], msg[4]
+
+    try:
+        for chunk in _chunks(run, doc, placed):
+            if not scorers[sent % n].send(processes.pack(chunk)):
+                # A scorer is gone: the answers up to what it said last (an error, or
+                # nothing) end this.
+                while True:
+                    received += 1
+                    yield answer(scorers[(received - 1) % n].receive())
+            sent += 1
+            while received < sent:
+                msg = scorers[received % n].receive(block=False)
+                if msg is processes.NOTHING:
+                    break
+                received += 1
+                yield answer(msg)
+        for scorer in scorers:
+            scorer.end_input()
+        while received < sent:
+            received += 1
+            yield answer(scorers[(received - 1) % n].receive())
+        finished = True
+    finally:
+        for scorer in scorers:
+            if not finished:
+                scorer.stop()
+            scorer.close()
+
+
+_VERDICT_COLUMNS = ["scoring", *VERDICT_FIELDS]
+
+
+def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
+    """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
+    doc = doc or key.load()
+    stale = key.digest != run.corpus_digest or not key.verified
+
+    table = Table(Verdict, _VERDICT_COLUMNS)
+    with gc_paused(), transaction.atomic():
+        scoring = Scoring.objects.create(
+            run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
+        )
+        count = 0
+        skipped_retired = skipped_unknown = skipped_refused = 0
+        try:
+            for rows, retired, unknown, refused in _verdicts(run, doc, stale):
+                skipped_retired += retired
+                skipped_unknown += unknown
+                skipped_refused += refused
+                count += len(rows)
+                table.rows = [(scoring.pk, *row) for row in rows]
+                with connection.cursor() as cur:
+                    table.flush(cur)
+        except ScoringError as exc:
+            transaction.set_rollback(True)
+            error = str(exc)
+        except RuntimeError as exc:  # a scorer process died: the scoring fails, nothing else
+            transaction.set_rollback(True)
+            error = f"the scoring did not finish: {exc}"
+        else:
+            error = ""
+    if error:
+        # The verdicts were rolled back; keep the failed scoring so the run page can say why.
+        scoring = Scoring.objects.create(
+            run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
+        )
+        return scoring
+    _store_rows(scoring)
+    from records.models import ScoreCase
+
+    analyze_if_large(count, (Verdict, ScoreCase))
+    notes = []
+    if skipped_retired:
+        notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
+    if skipped_unknown:
+        notes.append(f"{skipped_unknown} attempt(s) name cases this key does not have")
+    if skipped_refused:
+        notes.append(
+            f"{skipped_refused} attempt(s) could not be scored and stand in rows upstream "
+            "refuses before scoring, so they are not scored"
+        )
+    Scoring.objects.filter(pk=scoring.pk).update(verdict_count=count, error="; ".join(notes))
+    scoring.verdict_count, scoring.error = count, "; ".join(notes)
+    return scoring
+
+
+def rescore_for_key(key: CorpusKey) -> list[Scoring]:
+    """Score every stored run that carries this key's digest."""
+    doc = key.load()
+    return [score_run(run, key, doc) for run in Run.objects.filter(corpus_digest=key.digest)]
+
+
+def score_if_key(run: Run) -> Scoring | None:
+    key = key_for_run(run)
+    return score_run(run, key) if key else None

@@ -1,0 +1,394 @@
+"""Score tables: a scoring's rows summed in the database, upstream's refusal rules (E.3), the
+cross-vendor groups (E.4) with their captions, column titles, the legend and the case matrix."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from django.db.models import Case, Count, IntegerField, Max, Sum, When
+
+from records.models import (
+    Provider,
+    Run,
+    Scoring,
+    Session,
+    Verdict,
+)
+from records.scorer.batch import ADDITIVE, TOKENS
+from records.scorer.score import (
+    OUTCOMES,
+)
+
+
+def cases_on(scoring: Scoring, surface: str) -> Any:
+    """Every case scored on a surface, as a query a paginator can count and slice."""
+    from records.models import ScoreCase
+
+    keys = list(scoring.rows.filter(surface=surface).values_list("row_key", flat=True))
+    return (
+        ScoreCase.objects.filter(scoring=scoring, row_key__in=keys)
+        .values_list("case", flat=True)
+        .distinct()
+        .order_by("case")
+    )
+
+
+def count_where(name: str, value: Any = True) -> Sum:
+    """How many of the grouped rows have `name` equal to `value`."""
+    return Sum(Case(When(**{name: value}, then=1), default=0, output_field=IntegerField()))
+
+
+def verdict_sums() -> dict[str, Any]:
+    """The figures every grouping of verdicts sums: counts, the additive C.8 contributions and
+    the attempts' tries and tokens (one definition for the score rows and the case figures)."""
+    return {
+        "total": Count("id"),
+        "clean": count_where("clean"),
+        "unaided": count_where("unaided"),
+        **{name: Sum(name) for name in ADDITIVE},
+        "turns": Sum("tries"),
+        **{t: Sum(t) for t in TOKENS},
+    }
+
+
+@dataclass
+class ScoreRow:
+    row_key: str
+    model: str
+    surface: str
+    figures: dict[str, Any]
+    provider: Provider | None = None
+    session: Session | None = None
+    case_count: int = 0
+    coverage: str = ""
+    refusal: tuple[str, str] | None = None
+
+    def ratio(self, name: str) -> tuple[int, int]:
+        return self.figures[f"{name}_n"], self.figures[f"{name}_d"]
+
+    @property
+    def columns(self) -> list[tuple[str, tuple[int, int]]]:
+        f = self.figures
+        return [
+            ("clean", (f["clean"], f["attempts"])),
+            ("reached", self.ratio("reached")),
+            ("accepted_first_time", self.ratio("aft")),
+            ("argument_fidelity", self.ratio("fidelity")),
+            ("confirmation", self.ratio("confirmation")),
+            ("unaided", (f["unaided"], f["attempts"])),
+            ("completion", (f["completed"], f["attempts"])),
+        ]
+
+    @property
+    def overhead(self) -> str:
+        f = self.figures
+        if not f["steps"]:
+            return "-"
+        return (
+            f"{f['discovery'] + f['invalid_params']} / {f['steps']} "
+            f"({f['discovery']} find, {f['invalid_params']} invalid_params)"
+        )
+
+
+def score_rows(scoring: Scoring) -> list[ScoreRow]:
+    """The scoring's rows, as summed when it was stored."""
+    return [
+        ScoreRow(
+            r.row_key,
+            r.model,
+            r.surface,
+            {**r.figures, "session_id": r.session_id},
+            case_count=r.case_count,
+            coverage=r.coverage,
+        )
+        for r in scoring.rows.order_by("row_key")
+    ]
+
+
+def _store_rows(scoring: Scoring) -> None:
+    """Sum the scoring's rows and its per-case counts once, in the database."""
+    from records.models import ScoreCase
+    from records.models import ScoreRow as StoredRow
+
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO {qn(ScoreCase._meta.db_table)} (scoring_id, row_key, {qn('case')}, "
+            f"completed, counted, total) SELECT scoring_id, row_key, {qn('case')}, "
+            f"SUM(CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END), "
+            f"SUM(CASE WHEN counted THEN 1 ELSE 0 END), COUNT(*) "
+            f"FROM {qn(Verdict._meta.db_table)} WHERE scoring_id = %s "
+            f"GROUP BY scoring_id, row_key, {qn('case')}",
+            [scoring.pk],
+        )
+    cases: dict[str, list[str]] = defaultdict(list)
+    for row_key, case in (
+        ScoreCase.objects.filter(scoring=scoring)
+        .order_by("row_key", "case")
+        .values_list("row_key", "case")
+    ):
+        cases[row_key].append(case)
+    StoredRow.objects.bulk_create(
+        StoredRow(
+            scoring=scoring,
+            row_key=r.row_key,
+            model=r.model,
+            surface=r.surface,
+            session_id=r.figures.pop("session_id"),
+            figures={
+                k: v for k, v in r.figures.items() if k not in ("row_key", "model", "surface")
+            },
+            case_count=len(cases[r.row_key]),
+            coverage=fnv1a64(cases[r.row_key]),
+        )
+        for r in _sum_rows(scoring)
+    )
+
+
+def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
+    """One row per C.9 row key, summed in the database."""
+    qs = (
+        Verdict.objects.filter(scoring=scoring)
+        .values("row_key", "model", "surface")
+        .annotate(
+            attempts=count_where("counted"),
+            **verdict_sums(),
+            declined_by_refusal=Sum("declined_by_refusal"),
+            declined_by_text=Sum("declined_by_text"),
+            confirmed_unaided=Sum("confirmed_unaided"),
+            confirmed_server_aided=Sum("confirmed_server_aided"),
+            confirmed_never=Sum("confirmed_never"),
+            session_id=Max("session_id"),
+            **{o: count_where("outcome", o) for o in OUTCOMES},
+        )
+        .order_by("row_key")
+    )
+    rows = [ScoreRow(r["row_key"], r["model"], r["surface"], r) for r in qs]
+    return rows
+
+
+def fnv1a64(case_ids: Iterable[str]) -> str:
+    h = 0xCBF29CE484222325
+    for cid in sorted(case_ids):
+        for b in cid.encode() + b"\x00":
+            h ^= b
+            h = (h * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return format(h, "x")
+
+
+def coverage_caption(count: int, coverage: str, corpus_cases: int) -> str:
+    """E.4's case coverage caption, from a row's case count and FNV-1a hash."""
+    if not count:
+        return ""
+    if count == corpus_cases:
+        return f"the whole corpus ({corpus_cases} cases)"
+    return f"{count} of {corpus_cases} cases (`{coverage}`)"
+
+
+REFUSAL_RULES = (
+    "filtered-run",
+    "unobserved-session",
+    "fake-provider",
+    "incomplete-provenance",
+    "stale-corpus",
+    "duplicate-row",
+)
+
+
+def provenance_refusal(
+    run: Run, s: Session | None, p: Provider | None, unobserved: set[int]
+) -> tuple[str, str] | None:
+    """E.3 rules 1-4, which the run, the row's session and its provider decide; upstream
+    judges them before scoring, so a row they refuse is never scored."""
+    if run.filter:
+        return "filtered-run", f"the run was filtered with -run {run.filter!r}"
+    if s is not None and s.pk in unobserved:
+        return "unobserved-session", f"session {s.label!r} made calls and none was observed"
+    if p is not None and p.name == "fake":
+        return "fake-provider", "the provider is the fake one"
+    if p is None:
+        return "incomplete-provenance", "the run line has no provider with this row's model"
+    checks = [
+        ("commit", run.commit),
+        ("date", run.started_at),
+        ("gitlab_version", run.gitlab_version),
+        ("edition", run.edition),
+        ("tier", run.tier),
+        # The session line's own surface, as upstream's provenance reads it: an attempt's
+        # surface does not fill a hole in its session line.
+        ("surface", s.surface if s else ""),
+        ("mode", s.mode if s else ""),
+        ("capability_surface", s.capabilities if s else ""),
+        ("token_scopes", s.token_scopes if s else []),
+        ("served_tools", (s.served_tools if s else 0) > 0),
+        ("provider", p.name),
+        ("model", p.model),
+        ("request_options", p.options),
+        ("repeat", run.repeat > 0),
+        ("corpus_digest", run.corpus_digest),
+        ("contract_digest", run.contract_digest),
+        ("tool_schema_digest", (s.tool_schema_digests or {}).get(p.spec) if s else ""),
+    ]
+    for name, value in checks:
+        if not value:
+            return "incomplete-provenance", f"{name} is empty"
+    return None
+
+
+def _refusal(
+    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
+) -> tuple[str, str] | None:
+    """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
+    first = provenance_refusal(run, row.session, row.provider, unobserved)
+    if first:
+        return first
+    if scoring.stale:
+        return "stale-corpus", (
+            f"the run's corpus digest {run.corpus_digest} is not the key's {scoring.key.digest}"
+        )
+    if row.row_key in claimed:
+        return "duplicate-row", "an earlier run already produced a row with this key"
+    return None
+
+
+@dataclass
+class Group:
+    caption: str
+    rows: list[ScoreRow]
+    opaque_meta: bool = False
+
+
+def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[Group]:
+    """Rows grouped by the cross-vendor key (row key less the model, plus case coverage)."""
+    run = scoring.run
+    rows = score_rows(scoring) if rows is None else rows
+    sessions = {s.pk: s for s in run.sessions.all()}
+    providers = {p.spec: p for p in run.providers.all()}
+    unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
+    from records.models import ScoreRow as StoredRow
+
+    # Row keys an earlier run already produced (upstream's duplicate-row), in one query.
+    claimed = set(
+        StoredRow.objects.filter(
+            row_key__in=[r.row_key for r in rows], scoring__run__pk__lt=run.pk
+        ).values_list("row_key", flat=True)
+    )
+    corpus_cases = scoring.key.case_count
+    groups: dict[tuple[str, str], Group] = {}
+    for row in rows:
+        row.session = sessions.get(row.figures.get("session_id"))
+        row.provider = providers.get(row.model)
+        row.refusal = _refusal(row, run, scoring, unobserved, claimed)
+        rest = row.row_key.split(" ", 1)[1]
+        coverage = coverage_caption(row.case_count, row.coverage, corpus_cases)
+        gk = (rest, coverage)
+        if gk not in groups:
+            groups[gk] = Group(_caption(row, run, coverage), [])
+        groups[gk].rows.append(row)
+    out = sorted(groups.values(), key=lambda g: g.caption)
+    for g in out:
+        g.rows.sort(key=lambda r: r.model)
+        g.opaque_meta = any(
+            r.surface == "meta" and r.session and r.session.meta_param_schema == "opaque"
+            for r in g.rows
+        )
+    return out
+
+
+def _caption(row: ScoreRow, run: Run, coverage: str) -> str:
+    s = row.session
+    mode = s.mode if s else ""  # as the row key spells it
+    parts = [f"surface `{row.surface}`", f"mode `{mode}`", f"tier `{run.tier}`"]
+    if s and s.tier_pin:
+        parts.append(f"tier pinned to `{s.tier_pin}`")
+    if s and s.meta_param_schema:
+        parts.append(f"meta schema `{s.meta_param_schema}`")
+    if s and s.slice_size:
+        parts.append(f"slice of {s.slice_size} tools")
+    parts.append(f"corpus `{run.corpus_digest}`")
+    if coverage:
+        parts.append(coverage)
+    tools = (s.tool_schema_digests or {}).get(row.model, "") if s else ""
+    parts += [
+        f"contract `{run.contract_digest}`",
+        f"tool schemas `{tools}`",
+        f"repeat {run.repeat}",
+    ]
+    return "Compared as one table because these rows agree on " + ", ".join(parts) + "."
+
+
+COLUMN_TITLES = [
+    "Clean",
+    "Reached",
+    "Accepted first time",
+    "Argument fidelity",
+    "Confirmation",
+    "Unaided",
+    "Completion",
+]
+
+
+LEGEND = [
+    (
+        "Clean",
+        "completed, unaided, every check held, and every step reached (or correctly declined), "
+        "observed, confirmed when destructive and sent every compared argument right. Derived "
+        "reading of upstream's Verdict.Clean (modelrecord.md C.7), not pinned upstream; a "
+        "destructive step declined in read-only mode counts as unclean under this reading.",
+    ),
+    (
+        "Reached",
+        "required steps reached by a call (or declined correctly) over required steps, "
+        "over attempts counted in the columns.",
+    ),
+    (
+        "Accepted first time",
+        "reached steps answered as the mode expects with no call retried "
+        "before, over reached steps.",
+    ),
+    (
+        "Argument fidelity",
+        "compared arguments that carried the declared value, over compared "
+        "arguments of reached steps.",
+    ),
+    (
+        "Confirmation",
+        "destructive steps confirmed (unaided or after the server asked), over destructive steps.",
+    ),
+    (
+        "Unaided",
+        "completed attempts with no call refused for invalid params or a missing "
+        "confirmation, over counted attempts.",
+    ),
+    ("Completion", "completed attempts over counted attempts."),
+    ("Overhead", "discovery calls plus invalid_params refusals, per reached step (may exceed 1)."),
+    (
+        "Counted apart",
+        "skipped, unobserved, provider errors, harness errors and GitLab refusals "
+        "are in no column above, with their steps.",
+    ),
+    (
+        "Requested action",
+        "read from the call line's recorded requested_action; upstream first "
+        "identifies (tool, arguments) against its own catalog, so the two can disagree on calls "
+        "the runner could not resolve.",
+    ),
+]
+
+
+def case_matrix(scoring: Scoring, surface: str, cases: list[str]) -> tuple[list[str], dict]:
+    """Outcomes per (case, model) on one surface, repeats side by side, for the given cases."""
+    cells: dict[tuple[str, str], list[tuple[int, int, str, bool]]] = defaultdict(list)
+    models: set[str] = set()
+    for case, model, attempt_id, repeat, outcome, clean in (
+        Verdict.objects.filter(scoring=scoring, surface=surface, case__in=cases)
+        .order_by("case", "model", "attempt__repeat", "attempt_id")
+        .values_list("case", "model", "attempt_id", "attempt__repeat", "outcome", "clean")
+    ):
+        cells[(case, model)].append((attempt_id, repeat, outcome, clean))
+        models.add(model)
+    return sorted(models), cells

@@ -1,0 +1,71 @@
+"""Who may do what, decided in the view (never in a partial, which can be requested alone), the htmx
+partial switch, and the small lookups every page family shares."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import redirect_to_login
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+)
+from django.shortcuts import get_object_or_404
+
+from records.models import (
+    Attempt,
+    Run,
+)
+
+
+def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Browsing needs a login unless the operator opened read access (EVALDASH_PUBLIC_READ)."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if settings.EVALDASH_PUBLIC_READ or request.user.is_authenticated:
+            return view(request, *args, **kwargs)
+        return redirect_to_login(request.get_full_path())
+
+    return wrapper
+
+
+def require_perm(perm: str, what: str) -> Callable[..., Any]:
+    """Logged in and holding `perm`, or a 403 that says what the permission is for."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        @login_required
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(perm):
+                return HttpResponse(f"You do not have the permission to {what}.", status=403)
+            return view(request, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+def _get_run_or_404(pk: int) -> Run:
+    return get_object_or_404(Run.objects.select_related("shard", "shard__upload"), pk=pk)
+
+
+def _get_attempt_or_404(pk: int) -> Attempt:
+    return get_object_or_404(Attempt.objects.select_related("run", "session"), pk=pk)
+
+
+def _partial(request: HttpRequest) -> bool:
+    return bool(request.htmx and not request.htmx.history_restore_request)
+
+
+def _bad_request(form: Any) -> HttpResponse:
+    errors = "; ".join(
+        f"{name}: {' '.join(msgs)}" if name != "__all__" else " ".join(msgs)
+        for name, msgs in form.errors.items()
+    )
+    return HttpResponseBadRequest(f"Invalid query: {errors}", content_type="text/plain")

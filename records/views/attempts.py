@@ -1,0 +1,148 @@
+"""One attempt: its trace, its exports, and the raw values a page cuts short."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+)
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_GET
+
+from records.models import (
+    Attempt,
+    Call,
+    Turn,
+    Verdict,
+    Verify,
+)
+from records.queries.trace import trace
+from records.scores.run import latest_scoring
+from records.views.access import (
+    _get_attempt_or_404,
+    read_access,
+)
+from records.views.exports import _export, _json_stream, _raw
+
+
+def _price_for(attempt: Attempt) -> tuple[Any, str]:
+    provider = attempt.run.providers.filter(spec=attempt.model).first()
+    if provider is None:
+        return None, "the run line lists no provider with this spec, so cost is unknown"
+    if not provider.priced:
+        return None, "the run line carries no price for this model, so cost is unknown"
+    return provider.price, f"priced from the run line, retrieved on {provider.retrieved_on or '?'}"
+
+
+@require_GET
+@read_access
+def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    attempt = _get_attempt_or_404(pk)
+    price, price_note = _price_for(attempt)
+    turns = trace(attempt, price)
+    total = None
+    if price is not None:
+        from records.queries.cost import Tokens, cost_of
+
+        total = cost_of(Tokens.of(attempt), price)
+    scoring = latest_scoring(attempt.run)
+    verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
+    context = {
+        "attempt": attempt,
+        "run": attempt.run,
+        "scoring": scoring,
+        "verdict": verdict,
+        "turns": turns,
+        "verifies": list(Verify.objects.filter(attempt=attempt).order_by("line")),
+        "price_note": price_note,
+        "total_cost": total,
+        "facts": sorted((attempt.facts or {}).items()),
+    }
+    return render(request, "records/attempt.html", context)
+
+
+@require_GET
+@read_access
+def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    attempt = _get_attempt_or_404(pk)
+    price, _ = _price_for(attempt)
+    rows = []
+    for t in trace(attempt, price):
+        calls = [b.call for b in t.blocks if b.call] + t.extra_calls
+        base = {
+            "turn": t.turn.index,
+            "try": t.turn.try_number,
+            "status": t.turn.status,
+            "latency_ms": t.turn.latency_ms,
+            "input_tokens": t.turn.input_tokens,
+            "output_tokens": t.turn.output_tokens,
+            "cache_created_tokens": t.turn.cache_created_tokens,
+            "cache_read_tokens": t.turn.cache_read_tokens,
+            "cost_usd": round(t.cost.total, 8) if t.cost else None,
+            "blocks": t.turn.blocks if fmt == "json" else len(t.turn.blocks or []),
+        }
+        if fmt == "json":
+            base["calls"] = [_call_dict(c) for c in calls]
+            rows.append(base)
+        else:
+            for c in calls or [None]:
+                rows.append({**base, **(_call_dict(c, flat=True) if c else {})})
+    if fmt == "json":
+        head = {
+            "attempt": attempt.key,
+            "case": attempt.case,
+            "model": attempt.model,
+            "surface": attempt.effective_surface,
+            "ended_by": attempt.ended_by,
+            "reason": attempt.reason,
+            "facts": attempt.facts,
+            "stimulus": attempt.stimulus,
+        }
+        verify = [
+            {"name": v.name, "passed": v.passed, "detail": v.detail}
+            for v in Verify.objects.filter(attempt=attempt).order_by("line")
+        ]
+        return _json_stream(head, "turns", rows, {"verify": verify})
+    return _export("csv", f"attempt-{attempt.pk}", rows)
+
+
+@require_GET
+@read_access
+def attempt_raw_call(request: HttpRequest, pk: int, call: int, field: str) -> HttpResponse:
+    """A call's arguments or result exactly as stored, compact, for values a page cuts short."""
+    value = get_object_or_404(Call.objects.only(field), pk=call, attempt_id=pk)
+    return _raw(getattr(value, field), f"attempt-{pk}-call-{call}-{field}")
+
+
+@require_GET
+@read_access
+def attempt_raw_block(request: HttpRequest, pk: int, turn: int, block: int) -> HttpResponse:
+    """A tool-call block's arguments as stored, compact."""
+    blocks = get_object_or_404(Turn.objects.only("blocks"), pk=turn, attempt_id=pk).blocks
+    if not 0 <= block < len(blocks or []) or "arguments" not in blocks[block]:
+        raise Http404("no such block, or it carries no arguments")
+    return _raw(blocks[block]["arguments"], f"attempt-{pk}-turn-{turn}-block-{block}")
+
+
+def _call_dict(c: Any, flat: bool = False) -> dict[str, Any]:
+    d = {
+        "call_index": c.index,
+        "tool": c.tool,
+        "requested_action": c.requested_action,
+        "dispatched_action": c.dispatched_action,
+        "dispatched_tool": c.dispatched_tool,
+        "outcome": c.outcome,
+        "refusal_reason": c.refusal_reason,
+        "duration_ms": c.duration_ms,
+        "requests": c.requests,
+        "trace_id": c.trace_id,
+        "dispatch_observed": c.dispatch_observed,
+        "result_truncated": c.result_truncated,
+        "text_truncated": c.text_truncated,
+    }
+    if not flat:
+        d.update(arguments=c.arguments, result=c.result, text=c.text)
+    return d

@@ -1,0 +1,147 @@
+"""Runs, surfaces and models side by side, and the comparison's exports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+)
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from records.models import (
+    Run,
+)
+from records.scores.run import latest_scoring
+from records.scores.tables import score_groups
+from records.views import charts
+from records.views.access import (
+    _bad_request,
+    _get_run_or_404,
+    _partial,
+    read_access,
+)
+from records.views.exports import _export
+
+
+@require_GET
+@read_access
+@vary_on_headers("HX-Request")
+def compare(request: HttpRequest) -> HttpResponse:
+    from records.forms import CompareForm
+    from records.queries import compare as cmp
+
+    run_choices = list(Run.objects.order_by("-started_at", "-id").values_list("pk", "run_id")[:200])
+    form = CompareForm(request.GET or None, run_choices=run_choices)
+    context: dict[str, Any] = {"form": form, "run_choices": run_choices}
+    if request.GET and not form.is_valid():
+        return _bad_request(form)
+    data = form.cleaned_data if request.GET else {"kind": "runs"}
+    context["kind"] = data["kind"]
+    if data["kind"] == "runs" and data.get("baseline") and data.get("candidate"):
+        baseline = _get_run_or_404(data["baseline"])
+        page_no = data.get("page") or 1
+        comparisons = []
+        pages_needed = 1
+        for pk in data["candidate"]:
+            candidate = _get_run_or_404(pk)
+            rows, problem = cmp.compare_runs(baseline, candidate, page=page_no)
+            pages_needed = max(pages_needed, -(-len(rows) // cmp.ROWS_PER_PAGE))
+            start = (page_no - 1) * cmp.ROWS_PER_PAGE
+            comparisons.append((candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem))
+        query = request.GET.copy()
+        query.pop("page", None)
+        context.update(
+            baseline=baseline,
+            comparisons=comparisons,
+            page_no=page_no,
+            pages_needed=pages_needed,
+            base_query=query.urlencode(),
+        )
+    elif data["kind"] in ("surfaces", "models") and data.get("run"):
+        run = _get_run_or_404(data["run"])
+        context["run"] = run
+        if data["kind"] == "surfaces":
+            context["surface_groups"] = cmp.compare_surfaces(run)
+        else:
+            scoring = latest_scoring(run)
+            groups = score_groups(scoring) if scoring and scoring.verdict_count else []
+            context.update(
+                groups=[(g, charts.grouped_bars(g), f"bars-{i}") for i, g in enumerate(groups)],
+                scoring=scoring,
+                scatter=charts.cost_scatter(groups, run) if groups else None,
+            )
+    context["query"] = request.GET.urlencode()
+    template = "records/compare.html#result" if _partial(request) else "records/compare.html"
+    return render(request, template, context)
+
+
+@require_GET
+@read_access
+def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    from records.forms import CompareForm
+    from records.queries import compare as cmp
+
+    run_choices = list(Run.objects.values_list("pk", "run_id"))
+    form = CompareForm(request.GET, run_choices=run_choices)
+    if (
+        not form.is_valid()
+        or not form.cleaned_data.get("baseline")
+        or not form.cleaned_data.get("candidate")
+    ):
+        return HttpResponseBadRequest(
+            "name a baseline and at least one candidate", content_type="text/plain"
+        )
+    baseline = _get_run_or_404(form.cleaned_data["baseline"])
+    rows_out = []
+    for pk in form.cleaned_data["candidate"]:
+        candidate = _get_run_or_404(pk)
+        rows, problem = cmp.compare_runs(baseline, candidate, flip_limit=None, page=None)
+        for c in rows:
+            base = {
+                "baseline": baseline.run_id,
+                "candidate": candidate.run_id,
+                "row": c.identity,
+                "refused": c.refused or problem,
+                "shared_cases_only": c.shared_only,
+                "regressed": c.regressions,
+                "fixed": c.fixes,
+            }
+            if c.baseline and c.candidate and not c.refused:
+                for title, a, b, d in c.columns():
+                    base[f"{title} before"] = f"{a[0]} / {a[1]}" if a[1] else "-"
+                    base[f"{title} after"] = f"{b[0]} / {b[1]}" if b[1] else "-"
+                    base[f"{title} delta (points)"] = None if d is None else round(d, 2)
+                base["cost delta usd"] = None if c.cost_delta is None else round(c.cost_delta, 6)
+                if fmt == "json":
+                    base["cases"] = [f.__dict__ for f in c.flips]
+            rows_out.append(base)
+    if fmt == "md":
+        lines = [
+            f"Comparison of `{baseline.run_id}` (baseline) with "
+            + ", ".join(f"`{_get_run_or_404(pk).run_id}`" for pk in form.cleaned_data["candidate"]),
+            "",
+        ]
+        for r in rows_out:
+            lines.append(
+                f"- `{r['row']}` vs `{r['candidate']}`: "
+                + (
+                    f"not compared: {r['refused']}"
+                    if r["refused"]
+                    else f"{r['regressed']} regressed, {r['fixed']} fixed"
+                    + ("; shared cases only" if r["shared_cases_only"] else "")
+                    + "; "
+                    + ", ".join(
+                        f"{t} {r[t + ' before']} → {r[t + ' after']}"
+                        for t in ("Clean", "Completion")
+                        if t + " before" in r
+                    )
+                )
+            )
+        text = "\n".join(s.replace("<", "&lt;").replace(">", "&gt;") for s in lines) + "\n"
+        return HttpResponse(text, content_type="text/markdown; charset=utf-8")
+    return _export(fmt, "comparison", rows_out)

@@ -1,0 +1,234 @@
+"""Scoring a run by hand, its score tables as exports, the case matrix, what changed between two
+scorings, and the corpus keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from records.forms import FlipsForm, MatrixForm, ScoreForm
+from records.models import (
+    CorpusKey,
+    Run,
+    Verdict,
+)
+from records.scores.changes import flips
+from records.scores.markdown import markdown
+from records.scores.run import latest_scoring, score_run
+from records.scores.tables import case_matrix, cases_on, score_groups
+from records.views.access import (
+    _bad_request,
+    _get_run_or_404,
+    read_access,
+    require_perm,
+)
+from records.views.exports import _export
+
+MATRIX_CELLS = 800
+
+
+@require_POST
+@require_perm("records.add_scoring", "score runs")
+def run_score(request: HttpRequest, pk: int) -> HttpResponse:
+    """Score (again) against a chosen key; a key of another digest is fenced as stale corpus."""
+    run = _get_run_or_404(pk)
+    form = ScoreForm(request.POST)
+    if not form.is_valid():
+        return _bad_request(form)
+    key = get_object_or_404(CorpusKey, pk=form.cleaned_data["key"])
+    score_run(run, key)
+    return redirect(reverse("records:run", args=[run.pk]) + "#scores")
+
+
+@require_GET
+@read_access
+def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    scoring = latest_scoring(run)
+    if scoring is None or not scoring.verdict_count:
+        return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
+    groups = score_groups(scoring)
+    if fmt == "md":
+        text = markdown(groups, run)
+        if scoring.stale:
+            text = (
+                "> **Stale corpus**: scored against key "
+                + scoring.key.digest
+                + ", not the run's corpus "
+                + run.corpus_digest
+                + ".\n\n"
+                + text
+            )
+        response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
+        response["Content-Disposition"] = f'inline; filename="run-{run.pk}-md"'
+        return response
+    rows = []
+    for g in groups:
+        for r in g.rows:
+            row = {
+                "caption": g.caption,
+                "row_key": r.row_key,
+                "model": r.model,
+                "surface": r.surface,
+                "stale_corpus": scoring.stale,
+                "corpus_key": scoring.key.digest,
+                "scorer": scoring.scorer_version,
+                "refusal": r.refusal[0] if r.refusal else "",
+                "refusal_reason": r.refusal[1] if r.refusal else "",
+            }
+            for name, (n, d) in r.columns:
+                row[f"{name}_numerator"], row[f"{name}_denominator"] = n, d
+            for name in (
+                "discovery",
+                "invalid_params",
+                "steps",
+                "attempts",
+                "turns",
+                "skipped",
+                "unobserved",
+                "provider_error",
+                "harness_error",
+                "gitlab_refused",
+                "input_tokens",
+                "output_tokens",
+                "cache_created_tokens",
+                "cache_read_tokens",
+            ):
+                row[name] = r.figures[name] or 0
+            rows.append(row)
+    return _export(fmt, f"run-{run.pk}-scores", rows)
+
+
+@require_GET
+@read_access
+def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    form = MatrixForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    scoring = latest_scoring(run)
+    surfaces = sorted(run.surfaces_seen)
+    surface = form.cleaned_data.get("surface") or (surfaces[0] if surfaces else "dynamic")
+    context: dict[str, Any] = {
+        "run": run,
+        "scoring": scoring,
+        "surface": surface,
+        "surfaces": surfaces,
+        "form": form,
+    }
+    if scoring and scoring.verdict_count:
+        all_cases = cases_on(scoring, surface)
+        # A page holds about MATRIX_CELLS outcomes, however many models and repeats a run has.
+        columns = max(1, scoring.rows.filter(surface=surface).count() * max(1, run.repeat))
+        per_page = max(5, min(50, MATRIX_CELLS // columns))
+        page = Paginator(all_cases, per_page).get_page(form.cleaned_data.get("page") or 1)
+        models, cells = case_matrix(scoring, surface, list(page.object_list))
+        rows = []
+        for case in page.object_list:
+            row = []
+            for m in models:
+                got = cells.get((case, m), [])
+                row.append(
+                    {
+                        "attempts": got,
+                        "pass_k": bool(got) and all(o == "completed" for _, _, o, _ in got),
+                        "k": len(got),
+                    }
+                )
+            rows.append((case, row))
+        context.update(page=page, models=models, rows=rows, repeat=run.repeat)
+    return render(request, "records/matrix.html", context)
+
+
+@require_GET
+@read_access
+def run_flips(request: HttpRequest, pk: int) -> HttpResponse:
+    run = _get_run_or_404(pk)
+    form = FlipsForm(request.GET)
+    if not form.is_valid():
+        return _bad_request(form)
+    scorings = list(run.scorings.select_related("key").order_by("-created_at", "-id"))
+    by_id = {s.pk: s for s in scorings}
+    after = by_id.get(form.cleaned_data.get("after") or 0) or (scorings[0] if scorings else None)
+    before = by_id.get(form.cleaned_data.get("before") or 0) or (
+        scorings[1] if len(scorings) > 1 else None
+    )
+    changed = flips(before, after) if before and after else []
+    summary: dict[tuple[str, str], dict[str, int]] = {}
+    for f in changed:
+        key = (f["model"], f["surface"])
+        bucket = summary.setdefault(key, {"fixed": 0, "broke": 0, "other": 0})
+        if f["after"] == "completed" and f["before"] != "completed":
+            bucket["fixed"] += 1
+        elif f["before"] == "completed" and f["after"] != "completed":
+            bucket["broke"] += 1
+        else:
+            bucket["other"] += 1
+    return render(
+        request,
+        "records/flips.html",
+        {
+            "run": run,
+            "scorings": scorings,
+            "before": before,
+            "after": after,
+            "flips": changed,
+            "summary": sorted(summary.items()),
+        },
+    )
+
+
+@require_GET
+@read_access
+def keys(request: HttpRequest) -> HttpResponse:
+    items = list(CorpusKey.objects.select_related("upload").order_by("-created_at", "-id")[:200])
+    digests = [k.digest for k in items]
+    runs_per_digest = dict(
+        Run.objects.filter(corpus_digest__in=digests)
+        .values_list("corpus_digest")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return render(
+        request,
+        "records/keys.html",
+        {"keys": [(k, runs_per_digest.get(k.digest, 0)) for k in items]},
+    )
+
+
+@require_GET
+@read_access
+def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    key = get_object_or_404(CorpusKey, pk=pk)
+    cases = list(key.cases.all())
+    runs = list(
+        Run.objects.filter(Q(corpus_digest=key.digest) | Q(scorings__key=key))
+        .distinct()
+        .order_by("-started_at")[:100]
+    )
+    scored_cases = dict(
+        Verdict.objects.filter(scoring__key=key)
+        .values_list("case")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    return render(
+        request,
+        "records/key.html",
+        {
+            "key": key,
+            "cases": [(c, scored_cases.get(c.case_id, 0)) for c in cases],
+            "runs": runs,
+            "catalog": key.document.get("catalog", {}),
+            "retired": key.document.get("retired", []),
+        },
+    )
