@@ -1,0 +1,137 @@
+"""The layers of records/ as its folder listing promises them, read from the import graph of the
+source itself (every import, also those inside functions)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent.parent
+PACKAGE = ROOT / "records"
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {
+    _module(p): p for p in PACKAGE.rglob("*.py") if "migrations" not in p.relative_to(PACKAGE).parts
+}
+
+
+def _imports(name: str) -> set[str]:
+    """What a module imports: records modules by their own name, anything else by its top."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(MODULES[name].read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            targets = [f"{node.module}.{a.name}" for a in node.names]
+            targets = [t if t in MODULES else node.module for t in targets]
+        for target in targets:
+            found.add(target if target.startswith("records") else target.split(".")[0])
+    return found
+
+
+GRAPH = {name: _imports(name) for name in MODULES}
+
+
+def _reach(start: str) -> set[str]:
+    """Every module `start` loads: what it imports, and the packages of those, transitively."""
+    # Python imports a module's packages before the module itself.
+    todo = [start, *(".".join(start.split(".")[:i]) for i in range(1, start.count(".") + 1))]
+    seen: set[str] = set(todo)
+    while todo:
+        name = todo.pop()
+        for target in GRAPH.get(name, ()):
+            parents = [".".join(target.split(".")[:i]) for i in range(1, target.count(".") + 1)]
+            for t in [target, *parents]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+    return seen
+
+
+def _in(prefix: str) -> list[str]:
+    return sorted(m for m in MODULES if m == prefix or m.startswith(prefix + "."))
+
+
+READERS = [
+    *_in("records.formats"),
+    *_in("records.scorer"),
+    "records.replays.formats",
+    "records.replays.secretscreen",
+    "records.replays.gojson",
+    "records.conformance.formats",
+]
+
+
+@pytest.mark.parametrize("module", READERS)
+def test_readers_and_the_scorer_import_no_django_no_bulk_and_no_processes(module):
+    loaded = _reach(module)
+    assert "django" not in loaded, module
+    assert not [m for m in loaded if m.startswith("records.bulk")], module
+    assert "multiprocessing" not in loaded, module
+
+
+@pytest.mark.parametrize("module", _in("records.bulk"))
+def test_bulk_knows_no_domain(module):
+    assert [
+        m for m in GRAPH[module] if m.startswith("records.") and not m.startswith("records.bulk")
+    ] == []
+
+
+@pytest.mark.parametrize("module", ["records.ingest.parser", "records.scores.worker"])
+def test_worker_processes_load_no_django(module):
+    # A threaded server's forkserver preloads these alone, before any app registry exists.
+    assert "django" not in _reach(module), module
+
+
+@pytest.mark.parametrize(
+    "module", _in("records.views") + ["records.replays.views", "records.conformance.views"]
+)
+def test_views_never_import_bulk(module):
+    assert [m for m in GRAPH[module] if m.startswith("records.bulk")] == [], module
+
+
+@pytest.mark.parametrize("module", _in("records.queries"))
+def test_queries_never_import_forms(module):
+    assert not [m for m in GRAPH[module] if "forms" in m.split(".")[-1]], module
+
+
+def test_there_is_no_import_cycle_in_records():
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in (m for m in GRAPH[v] if m in GRAPH):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert cycles == []
