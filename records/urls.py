@@ -57,7 +57,7 @@ urlpatterns = [
         name="attempt-raw-block",
     ),
     path("replays/", replays.replays, name="replays"),
-    path("replays/corpus/<int:pk>/", replays.obs_corpus, name="obs-corpus"),
+    path("replays/corpus/<int:pk>/", replays.replay_corpus, name="obs-corpus"),
     path("replays/<int:pk>/", replays.replay_detail, name="replay"),
     path("replays/<int:pk>/report.json", replays.replay_report, name="replay-report"),
     path("conformance/", conformance.conformance, name="conformance"),

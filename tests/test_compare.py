@@ -7,7 +7,7 @@ import pytest
 from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
 from records.models import CorpusKey, Run, Upload
-from records.queries.compare import compare_runs, compare_surfaces, flips
+from records.queries.compare import case_flips, compare_runs, compare_surfaces
 from records.scores.run import score_run
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,7 @@ def test_a_case_missing_from_one_side_is_missing_never_passed(demo):
         ScoreCase(scoring=s, row_key="X", case=c, completed=done, counted=counted, total=total)
         for s, c, done, counted, total in rows
     )
-    all_counts, all_changes = flips(sa, sb, [("X", "X")])
+    all_counts, all_changes = case_flips(sa, sb, [("X", "X")])
     counts, changes = all_counts["X"], all_changes["X"]
     got = {f.case: f.kind for f in changes}
     assert got == {
@@ -86,7 +86,7 @@ def test_a_case_missing_from_one_side_is_missing_never_passed(demo):
     assert counts == {"regressed": 1, "missing": 1, "new": 1, "counted apart": 1}
     missing = next(f for f in changes if f.kind == "missing")
     assert (missing.before, missing.after) == ("1 / 1 completed", "not in this run")
-    assert [f.case for f in flips(sa, sb, [("X", "X")], limit=1)[1]["X"]] == ["MT-002"]
+    assert [f.case for f in case_flips(sa, sb, [("X", "X")], limit=1)[1]["X"]] == ["MT-002"]
 
 
 def test_surfaces_with_different_coverage_compare_only_shared_cases(demo):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from records.replays.formats import (
-    ObsError,
+    ReplayError,
     capture,
     capture_all,
     capture_from,
@@ -118,7 +118,7 @@ def test_a_changed_corpus_is_a_new_corpus(change, seal_id):
     candidate = copy.deepcopy(REPLAY["corpus"])
     change(candidate)
     assert seal(candidate).seal_id == seal_id
-    with pytest.raises(ObsError) as info:
+    with pytest.raises(ReplayError) as info:
         reuse(seal(REPLAY["corpus"]), candidate)
     assert info.value.message == (
         f"changed corpus inputs are a new corpus: sealed {PINNED}, candidate {seal_id}"
@@ -170,7 +170,7 @@ def test_a_changed_corpus_is_a_new_corpus(change, seal_id):
 def test_seal_validation_follows_upstreams_order_and_messages(change, message):
     c = one()
     change(c)
-    with pytest.raises(ObsError) as info:
+    with pytest.raises(ReplayError) as info:
         seal(c)
     assert info.value.message == message
 
@@ -179,7 +179,7 @@ def test_seal_validation_follows_upstreams_order_and_messages(change, message):
     "text", ["AKIAABCDEFGHIJKLMNOP", "fix the login bug\nfunc main() {}", "password=hunter2"]
 )
 def test_secret_or_prose_text_never_reaches_an_error_or_an_observation(text):
-    with pytest.raises(ObsError) as info:
+    with pytest.raises(ReplayError) as info:
         seal(one(label=text))
     assert text not in info.value.message
     obs = capture(raw(identity=text, revision=text))
@@ -255,7 +255,7 @@ def test_capture_all_keeps_256_and_counts_the_rest():
 
 @pytest.mark.parametrize("value", [1.5, True, "5", 1e3])
 def test_non_integer_counts_are_refused(value):
-    with pytest.raises(ObsError) as info:
+    with pytest.raises(ReplayError) as info:
         read_raw(raw(i=value))
     assert info.value.field == "telemetry.inputTokens"
 
@@ -377,7 +377,7 @@ def test_missing_label_telemetry_or_verifier_never_counts_as_success():
 def test_replay_refusals(mutate, message):
     results = copy.deepcopy(REPLAY["results"])
     mutate(results)
-    with pytest.raises(ObsError) as info:
+    with pytest.raises(ReplayError) as info:
         replay(seal(REPLAY["corpus"]), [read_result(r, "r") for r in results])
     assert info.value.message == message
 

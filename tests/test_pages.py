@@ -416,7 +416,7 @@ class TestUntrustedText:
 
     def test_table_rows_written_in_python_escape_every_value(self, hostile):
         from records.queries import cost as pages
-        from records.scores.tables import ScoreRow
+        from records.scores.tables import TableRow
         from records.templatetags.evaldash import (
             cost_row,
             counted_apart_row,
@@ -430,7 +430,7 @@ class TestUntrustedText:
         counts += ("harness_error", "gitlab_refused", "input_tokens", "output_tokens")
         counts += ("cache_created_tokens", "cache_read_tokens")
         ratios = [f"{c}_{e}" for c in ("reached", "aft", "fidelity", "confirmation") for e in "nd"]
-        row = ScoreRow(XSS, XSS, XSS, dict.fromkeys(counts + tuple(ratios), 1), refusal=(XSS, XSS))
+        row = TableRow(XSS, XSS, XSS, dict.fromkeys(counts + tuple(ratios), 1), refusal=(XSS, XSS))
         html = "".join(
             [endings_row(r) + cost_row(r) + cost_row(r, strong=True) for r in figures.rows]
             + [score_row(row), counted_apart_row(row)]

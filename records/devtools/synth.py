@@ -19,7 +19,7 @@ from typing import IO, Any
 
 import orjson
 
-from records.formats.corpus_key import Case, CorpusKey, Step, digest_of, read_corpus_key
+from records.formats.corpus_key import Case, KeyDocument, Step, digest_of, read_corpus_key
 
 DEMO_KEY = Path(__file__).parent / "demo_data" / "corpus-key-sample.json"
 
@@ -45,11 +45,11 @@ _FILLER = (
 ) * 12
 
 
-def load_demo_key() -> CorpusKey:
+def load_demo_key() -> KeyDocument:
     return read_corpus_key(DEMO_KEY.read_bytes(), DEMO_KEY.name)
 
 
-def widen_key(key: CorpusKey, cases: int) -> CorpusKey:
+def widen_key(key: KeyDocument, cases: int) -> KeyDocument:
     """A key with `cases` cases cycled from `key`'s (new ids, same steps), digest recomputed."""
     from dataclasses import replace
 
@@ -62,7 +62,7 @@ def widen_key(key: CorpusKey, cases: int) -> CorpusKey:
             out.append(c if i == 0 else replace(c, id=f"{c.id}-X{i:04d}"))
         i += 1
     digest = digest_of(out)
-    return CorpusKey(
+    return KeyDocument(
         digest, digest, f"synthetic widening of {key.digest}", out, dict(key.retired), key.catalogs
     )
 
@@ -98,7 +98,7 @@ class _Writer:
 
 def write_run(
     out: IO[bytes],
-    key: CorpusKey,
+    key: KeyDocument,
     *,
     run_id: str,
     commit: str,
@@ -227,7 +227,7 @@ def _tool_call(
 def _attempt(
     w: _Writer,
     rng: random.Random,
-    key: CorpusKey,
+    key: KeyDocument,
     case: Case,
     model: ModelSpec,
     surface: str,

@@ -97,7 +97,7 @@ class Catalog:
 
 
 @dataclass
-class CorpusKey:
+class KeyDocument:
     digest: str
     declared_digest: str
     source: str
@@ -242,7 +242,7 @@ class _Reader:
         return Truth("produced", produced_step=step, produced_field=fld)
 
 
-def read_corpus_key(data: bytes, file: str, *, allow_digest_mismatch: bool = False) -> CorpusKey:
+def read_corpus_key(data: bytes, file: str, *, allow_digest_mismatch: bool = False) -> KeyDocument:
     r = _Reader(file)
     try:
         doc = orjson.loads(data)
@@ -369,10 +369,10 @@ def read_corpus_key(data: bytes, file: str, *, allow_digest_mismatch: bool = Fal
             f"declares {declared} but its cases digest to {digest}; the file was changed after "
             "export or exported by another version (an operator may override this explicitly)",
         )
-    return CorpusKey(digest, declared, r.str_(doc, "source", "$"), cases, retired, catalogs)
+    return KeyDocument(digest, declared, r.str_(doc, "source", "$"), cases, retired, catalogs)
 
 
-def key_to_json(key: CorpusKey) -> dict[str, Any]:
+def key_to_json(key: KeyDocument) -> dict[str, Any]:
     """The key back in its file shape (used by the synthetic generator and exports)."""
 
     def truth(t: Truth) -> dict[str, Any]:

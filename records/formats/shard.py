@@ -427,7 +427,7 @@ class Block(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     call_id: str = ""
 
 
-class Attempt(msgspec.Struct, forbid_unknown_fields=True):
+class AttemptLine(msgspec.Struct, forbid_unknown_fields=True):
     id: str = ""
     case: str = ""
     model: str = ""
@@ -443,7 +443,7 @@ class Attempt(msgspec.Struct, forbid_unknown_fields=True):
     reason: str = ""
 
 
-class Turn(msgspec.Struct, forbid_unknown_fields=True):
+class TurnLine(msgspec.Struct, forbid_unknown_fields=True):
     attempt: str = ""
     index: _Int64 = 0
     try_: _Int64 = msgspec.field(default=0, name="try")
@@ -455,7 +455,7 @@ class Turn(msgspec.Struct, forbid_unknown_fields=True):
     latency_ms: float | None = None
 
 
-class Call(msgspec.Struct, forbid_unknown_fields=True):
+class CallLine(msgspec.Struct, forbid_unknown_fields=True):
     attempt: str = ""
     turn: _Int64 = 0
     index: _Int64 = 0
@@ -476,7 +476,7 @@ class Call(msgspec.Struct, forbid_unknown_fields=True):
     dispatch_observed: bool = False
 
 
-class Verify(msgspec.Struct, forbid_unknown_fields=True):
+class VerifyLine(msgspec.Struct, forbid_unknown_fields=True):
     attempt: str = ""
     name: str = ""
     passed: bool = False
@@ -484,10 +484,10 @@ class Verify(msgspec.Struct, forbid_unknown_fields=True):
 
 
 STRUCTS: dict[str, type[msgspec.Struct]] = {
-    "attempt": Attempt,
-    "turn": Turn,
-    "call": Call,
-    "verify": Verify,
+    "attempt": AttemptLine,
+    "turn": TurnLine,
+    "call": CallLine,
+    "verify": VerifyLine,
 }
 
 
@@ -537,7 +537,7 @@ def _low(value: int, path: str, low: int) -> None:
         raise _FieldError(path, f"must be at least {low}, not {value}")
 
 
-def _check_attempt(p: Attempt) -> None:
+def _check_attempt(p: AttemptLine) -> None:
     ids = (p.id, p.case, p.model, p.surface, p.session)
     if max(map(len, ids)) > MAX_ID_CHARS:
         for name, value in zip(("id", "case", "model", "surface", "session"), ids, strict=True):
@@ -558,7 +558,7 @@ def _check_attempt(p: Attempt) -> None:
         raise _FieldError("attempt.reason", "a skipped attempt must say why it was skipped")
 
 
-def _check_turn(p: Turn) -> None:
+def _check_turn(p: TurnLine) -> None:
     _short_ref(p.attempt, "turn.attempt")
     if p.index < 1:
         _low(p.index, "turn.index", 1)
@@ -578,7 +578,7 @@ def _check_turn(p: Turn) -> None:
             _low(getattr(u, name), f"turn.usage.{name}", 0)
 
 
-def _check_call(p: Call) -> None:
+def _check_call(p: CallLine) -> None:
     _short_ref(p.attempt, "call.attempt")
     if not p.tool.strip():
         raise _FieldError("call.tool", "is required and is empty")
@@ -599,7 +599,7 @@ def _check_call(p: Call) -> None:
         )
 
 
-def _check_verify(p: Verify) -> None:
+def _check_verify(p: VerifyLine) -> None:
     _short_ref(p.attempt, "verify.attempt")
     if not p.name.strip():
         raise _FieldError("verify.name", "is required and is empty")

@@ -17,7 +17,7 @@ from records.queries.cost import Tokens, cost_of
 from records.scorer.batch import ADDITIVE, TOKENS
 from records.scorer.score import RATIO_COLUMNS
 from records.scores.run import latest_scoring
-from records.scores.tables import COLUMN_TITLES, ScoreRow, count_where, score_rows, verdict_sums
+from records.scores.tables import COLUMN_TITLES, TableRow, count_where, score_rows, verdict_sums
 
 COLUMNS = RATIO_COLUMNS
 SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]
@@ -41,7 +41,7 @@ def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[st
     return out
 
 
-def _row_figures(row: ScoreRow) -> dict[str, int]:
+def _row_figures(row: TableRow) -> dict[str, int]:
     f = {k: (v or 0) for k, v in row.figures.items() if isinstance(v, int | float) or v is None}
     f["counted"] = f.get("attempts", 0)
     return {k: f.get(k, 0) for k in SUMMED}
@@ -61,7 +61,7 @@ class Side:
 
     run: Run
     scoring: Scoring
-    row: ScoreRow
+    row: TableRow
     figures: dict[str, int]
     price: tuple[float, float, float, float] | None
 
@@ -183,7 +183,7 @@ def _describe(completed: int | None, counted: int | None, total: int | None) -> 
     return f"{completed} / {counted} completed"
 
 
-def flips(
+def case_flips(
     sa: Scoring,
     sb: Scoring,
     pairs: list[tuple[str, str]],
@@ -319,11 +319,11 @@ def _identity(row_key: str) -> str:
     return " ".join(f"{name}={k[name]}" for name in IDENTITY if name in k)
 
 
-def _sides(scoring: Scoring) -> dict[str, ScoreRow]:
+def _sides(scoring: Scoring) -> dict[str, TableRow]:
     return {r.row_key: r for r in score_rows(scoring)}
 
 
-def _shared(scoring: Scoring, row: ScoreRow, cases: list[str]) -> dict[str, int]:
+def _shared(scoring: Scoring, row: TableRow, cases: list[str]) -> dict[str, int]:
     """A row's figures over a subset of its cases, summed in the database."""
     return _sum(case_figures(scoring, [row.row_key]).get(row.row_key, {}), cases)
 
@@ -382,14 +382,14 @@ def compare_runs(
         for c in out
         if c.baseline and c.candidate and not c.refused
     ]
-    counts, _ = flips(sa, sb, pairs, detail=False)
+    counts, _ = case_flips(sa, sb, pairs, detail=False)
     for c in out:
         if c.baseline and c.candidate and not c.refused:
             c.kinds = counts.get(c.baseline.row.row_key, {})
     out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
     shown = out if page is None else out[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]
     keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
-    _, changes = flips(sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit)
+    _, changes = case_flips(sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit)
     for c in shown:
         if c.baseline and c.candidate and not c.refused:
             c.flips = changes.get(c.baseline.row.row_key, [])
@@ -414,7 +414,7 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
     if scoring is None or not scoring.verdict_count:
         return []
     prices = _prices(run)
-    groups: dict[tuple, list[ScoreRow]] = {}
+    groups: dict[tuple, list[TableRow]] = {}
     for key, row in _sides(scoring).items():
         k = parse_row_key(key)
         gk = (

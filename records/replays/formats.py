@@ -38,7 +38,7 @@ def secret_shaped(text: str) -> bool:
     return match_string(text)
 
 
-class ObsError(Exception):
+class ReplayError(Exception):
     """A refusal, with upstream's message (ErrInvalidCorpus, ErrSealMismatch, ...)."""
 
     def __init__(self, message: str, *, field: str | None = None) -> None:
@@ -47,8 +47,8 @@ class ObsError(Exception):
         super().__init__(message)
 
 
-def _invalid_corpus(message: str) -> ObsError:
-    return ObsError(f"invalid corpus: {message}")
+def _invalid_corpus(message: str) -> ReplayError:
+    return ReplayError(f"invalid corpus: {message}")
 
 
 @dataclass(frozen=True)
@@ -107,13 +107,13 @@ class Sealed:
 
 def _exact_keys(obj: Any, allowed: set[str], path: str, required: set[str] = frozenset()) -> dict:
     if not isinstance(obj, dict):
-        raise ObsError(f"{path} must be a JSON object", field=path)
+        raise ReplayError(f"{path} must be a JSON object", field=path)
     for key in obj:
         if key not in allowed:
-            raise ObsError(f"{path}.{key}: unknown field", field=f"{path}.{key}")
+            raise ReplayError(f"{path}.{key}: unknown field", field=f"{path}.{key}")
     for key in required:
         if key not in obj:
-            raise ObsError(f"{path}.{key}: missing", field=f"{path}.{key}")
+            raise ReplayError(f"{path}.{key}: missing", field=f"{path}.{key}")
     return obj
 
 
@@ -122,7 +122,7 @@ def _string(obj: dict[str, Any], key: str, path: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ObsError(f"{path}.{key}: must be a string", field=f"{path}.{key}")
+        raise ReplayError(f"{path}.{key}: must be a string", field=f"{path}.{key}")
     return value
 
 
@@ -135,12 +135,12 @@ def seal(corpus: Any) -> Sealed:
     if subjects_in is None:
         subjects_in = []
     elif not isinstance(subjects_in, list):
-        raise ObsError("corpus.subjects: must be a list", field="corpus.subjects")
+        raise ReplayError("corpus.subjects: must be a list", field="corpus.subjects")
     labels_in = c.get("labels")
     if labels_in is None:
         labels_in = {}
     elif not isinstance(labels_in, dict):
-        raise ObsError("corpus.labels: must be an object", field="corpus.labels")
+        raise ReplayError("corpus.labels: must be an object", field="corpus.labels")
     n = len(subjects_in)
     if n == 0 or n > MAX_SUBJECTS:
         raise _invalid_corpus(f"subject count {n} outside 1..{MAX_SUBJECTS}")
@@ -166,7 +166,9 @@ def seal(corpus: Any) -> Sealed:
         if sid not in seen:
             raise _invalid_corpus("label for unsealed subject")
         if not isinstance(label, str):
-            raise ObsError(f"corpus.labels.{sid}: must be a string", field=f"corpus.labels.{sid}")
+            raise ReplayError(
+                f"corpus.labels.{sid}: must be a string", field=f"corpus.labels.{sid}"
+            )
         if secret_shaped(label):
             raise _invalid_corpus(f"label for {sid} is secret-shaped")
         if bound_text(label, _IDENTITY, "unbounded-text").status != OBSERVED:
@@ -196,7 +198,7 @@ def _seal_id(subjects: list[tuple[str, str]], labels: dict[str, str], evaluator:
 def reuse(sealed: Sealed, candidate: Any) -> Sealed:
     other = seal(candidate)
     if other.seal_id != sealed.seal_id:
-        raise ObsError(
+        raise ReplayError(
             f"changed corpus inputs are a new corpus: sealed {sealed.seal_id}, "
             f"candidate {other.seal_id}"
         )
@@ -235,9 +237,9 @@ def _int64(value: Any, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ObsError(f"{where}: must be a whole number or null, not {value!r}", field=where)
+        raise ReplayError(f"{where}: must be a whole number or null, not {value!r}", field=where)
     if not -(2**63) <= value < 2**63:
-        raise ObsError(f"{where}: {value} does not fit a 64-bit integer", field=where)
+        raise ReplayError(f"{where}: {value} does not fit a 64-bit integer", field=where)
     return value
 
 
@@ -317,7 +319,7 @@ def read_observation(obj: Any, path: str = "telemetry") -> Observation:
         value = f.get("value")
         if name in ("identity", "revision"):
             if value is not None and not isinstance(value, str):
-                raise ObsError(
+                raise ReplayError(
                     f"{path}.{name}.value: must be a string", field=f"{path}.{name}.value"
                 )
         else:
@@ -417,11 +419,11 @@ def replay(sealed: Sealed, results: list[Result]) -> Report:
     subject_ids = {sid for sid, _ in sealed.subjects}
     for r in results:
         if r.seal_id != sealed.seal_id:
-            raise ObsError("result is not bound to this sealed corpus")
+            raise ReplayError("result is not bound to this sealed corpus")
         if r.subject_id not in subject_ids:
-            raise ObsError("invalid replay results: unsealed subject")
+            raise ReplayError("invalid replay results: unsealed subject")
         if r.subject_id in by_subject:
-            raise ObsError("invalid replay results: duplicate subject result")
+            raise ReplayError("invalid replay results: duplicate subject result")
         by_subject[r.subject_id] = r
     verdicts = []
     counts = dict.fromkeys(VERDICTS, 0)
@@ -459,7 +461,7 @@ def check_report(report: Report, supplied: bytes) -> None:
     if want != got:
         at = next((i for i, (a, b) in enumerate(zip(want, got, strict=False)) if a != b), None)
         at = min(len(want), len(got)) if at is None else at
-        raise ObsError(
+        raise ReplayError(
             "the supplied report does not match the one recomputed from the corpus and results "
             f"(compacted, they first differ at byte {at + 1:,}: supplied "
             f"{want[at : at + 40].decode(errors='replace')!r}, recomputed "

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 
 from records.formats.shard import ShardError
 from records.models import ObsCorpus, ObsReplay, Upload
-from records.replays import formats as oca
+from records.replays import formats as replay_formats
 from records.replays import gojson
 
 CORPUS_KEYS = {"subjects", "labels", "evaluatorRevision", "scoringRule"}
@@ -33,7 +33,7 @@ def looks_like_replay(doc: Any) -> bool:
     )
 
 
-def _fail(name: str, exc: oca.ObsError) -> ShardError:
+def _fail(name: str, exc: replay_formats.ReplayError) -> ShardError:
     return ShardError(name, exc.message, field=exc.field)
 
 
@@ -46,34 +46,36 @@ def ingest_document(doc: Any, name: str, upload: Upload, data: bytes) -> dict[st
         if set(doc) <= CORPUS_KEYS:
             doc = {"corpus": doc}
         corpus_doc = doc.get("corpus")
-        sealed = oca.seal(corpus_doc) if corpus_doc is not None else None
+        sealed = replay_formats.seal(corpus_doc) if corpus_doc is not None else None
         declared = doc.get("sealId")
         if sealed and declared is not None and declared != sealed.seal_id:
-            raise oca.ObsError(
+            raise replay_formats.ReplayError(
                 f"sealId {declared} is not the seal of the corpus beside it ({sealed.seal_id})",
                 field="sealId",
             )
         raw_results = doc.get("results")
-        results: list[oca.Result] = []
+        results: list[replay_formats.Result] = []
         if raw_results is not None:
             if not isinstance(raw_results, list):
-                raise oca.ObsError("results must be a list", field="results")
-            results = [oca.read_result(r, f"results[{i}]") for i, r in enumerate(raw_results)]
+                raise replay_formats.ReplayError("results must be a list", field="results")
+            results = [
+                replay_formats.read_result(r, f"results[{i}]") for i, r in enumerate(raw_results)
+            ]
         if sealed is None:
             seal_id = declared or (results[0].seal_id if results else "")
             stored = ObsCorpus.objects.filter(seal_id=seal_id).first()
             if stored is None:
-                raise oca.ObsError(
+                raise replay_formats.ReplayError(
                     f"no stored corpus has seal {seal_id or '(none given)'}: upload the corpus "
                     "first, or in the same document",
                     field="sealId",
                 )
-            sealed = oca.seal(stored.corpus)
-        report = oca.replay(sealed, results) if raw_results is not None else None
+            sealed = replay_formats.seal(stored.corpus)
+        report = replay_formats.replay(sealed, results) if raw_results is not None else None
         supplied = _supplied_report(data)
         if report is not None and supplied is not None:
-            oca.check_report(report, supplied)
-    except oca.ObsError as exc:
+            replay_formats.check_report(report, supplied)
+    except replay_formats.ReplayError as exc:
         raise _fail(name, exc) from None
     out: dict[str, Any] = {"file": name, "seal_id": sealed.seal_id}
     with transaction.atomic():
@@ -95,7 +97,7 @@ def _supplied_report(data: bytes) -> bytes | None:
     return None
 
 
-def _store_corpus(sealed: oca.Sealed, upload: Upload) -> tuple[ObsCorpus, bool]:
+def _store_corpus(sealed: replay_formats.Sealed, upload: Upload) -> tuple[ObsCorpus, bool]:
     existing = ObsCorpus.objects.filter(seal_id=sealed.seal_id).first()
     if existing:
         return existing, False
@@ -114,14 +116,18 @@ def _store_corpus(sealed: oca.Sealed, upload: Upload) -> tuple[ObsCorpus, bool]:
 
 
 def _store_replay(
-    corpus: ObsCorpus, report: oca.Report, results: list[oca.Result], name: str, upload: Upload
+    corpus: ObsCorpus,
+    report: replay_formats.Report,
+    results: list[replay_formats.Result],
+    name: str,
+    upload: Upload,
 ) -> tuple[ObsReplay, bool]:
     per_subject = {}
     for r in results:
-        outcome = oca.bound_text(r.outcome, oca._IDENTITY, "unbounded-text")
+        outcome = replay_formats.bound_text(r.outcome, replay_formats._IDENTITY, "unbounded-text")
         per_subject[r.subject_id] = {
             # Only text that passed the screen is kept; anything else is shown by its reason.
-            "outcome": outcome.value if outcome.status == oca.OBSERVED else None,
+            "outcome": outcome.value if outcome.status == replay_formats.OBSERVED else None,
             "outcome_reason": outcome.reason,
             "telemetry": r.telemetry.as_json() if r.telemetry else None,
         }
@@ -139,10 +145,10 @@ def _store_replay(
         name=name[:500],
         sha256=sha,
         overall=report.overall,
-        passed=c[oca.PASS],
-        failed=c[oca.FAIL],
-        not_run=c[oca.NOT_RUN],
-        not_observed=c[oca.NOT_OBSERVED],
+        passed=c[replay_formats.PASS],
+        failed=c[replay_formats.FAIL],
+        not_run=c[replay_formats.NOT_RUN],
+        not_observed=c[replay_formats.NOT_OBSERVED],
         denominator=report.denominator,
         report=encoded.decode(),
         results=per_subject,

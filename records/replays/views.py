@@ -39,7 +39,7 @@ def replays(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @read_access
-def obs_corpus(request: HttpRequest, pk: int) -> HttpResponse:
+def replay_corpus(request: HttpRequest, pk: int) -> HttpResponse:
     corpus = get_object_or_404(ObsCorpus, pk=pk)
     runs = list(corpus.replays.order_by("created_at", "id")[:20])
     verdicts = {r.pk: {v["subjectId"]: v for v in json.loads(r.report)["verdicts"]} for r in runs}

@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from records.formats.corpus_key import CorpusKey
+from records.formats.corpus_key import KeyDocument
 from records.scorer.score import (
     COUNTED_APART,
     Aggregate,
@@ -85,7 +85,7 @@ def _json(text: str | None) -> Any:
 
 
 def score_chunk(
-    doc: CorpusKey, stale: bool, chunk: Chunk, refused: Collection[str] = ()
+    doc: KeyDocument, stale: bool, chunk: Chunk, refused: Collection[str] = ()
 ) -> tuple[list[tuple], int, int, int]:
     """Verdict rows for a chunk's attempts, and how many were skipped as retired, unknown (only
     under a stale key; otherwise an unknown case is a ScoringError) or unscoreable in a row

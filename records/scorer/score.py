@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-from records.formats.corpus_key import Arg, Catalog, CatalogEntry, CorpusKey, Step
+from records.formats.corpus_key import Arg, Catalog, CatalogEntry, KeyDocument, Step
 
 SCORER_VERSION = "modelscore-port/1"
 DISPATCHER_REFUSALS = frozenset(
@@ -511,7 +511,7 @@ def _resolve(
     return [], "the case declares no truth for this argument"
 
 
-def score_attempt(a: AttemptInput, key: CorpusKey) -> Verdict:
+def score_attempt(a: AttemptInput, key: KeyDocument) -> Verdict:
     case = key.case(a.case)
     if case is None:
         raise ScoringError(

@@ -10,7 +10,7 @@ from records.models import (
 )
 
 
-def flips(before: Scoring, after: Scoring) -> list[dict[str, Any]]:
+def verdict_changes(before: Scoring, after: Scoring) -> list[dict[str, Any]]:
     """Attempts whose outcome or Clean changed between two scorings of one run."""
     old = {
         a: (o, c, r)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from records.models import (
     Run,
 )
-from records.scores.tables import COLUMN_TITLES, Group, ScoreRow
+from records.scores.tables import COLUMN_TITLES, Group, TableRow
 
 
 def _md_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
@@ -139,7 +139,7 @@ def markdown(groups: list[Group], run: Run) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _provenance_cells(r: ScoreRow, run: Run) -> list[str]:
+def _provenance_cells(r: TableRow, run: Run) -> list[str]:
     s, p = r.session, r.provider
     options = (
         ", ".join(f"`{_md_text(k)}={_md_text(v)}`" for k, v in sorted((p.options or {}).items()))

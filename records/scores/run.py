@@ -16,8 +16,7 @@ from django.db import connection, transaction
 
 from records.bulk import processes
 from records.bulk.tables import Table, analyze_if_large, gc_paused
-from records.formats.corpus_key import CorpusKey as KeyDoc
-from records.formats.corpus_key import key_to_json, read_corpus_key
+from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
 from records.models import (
     Attempt,
     Call,
@@ -190,7 +189,7 @@ def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement]
 
 def _chunks(
     run: Run,
-    doc: KeyDoc,
+    doc: KeyDocument,
     placed: dict[tuple[str, str, int | None], _Placement] | None = None,
     chunk: int = 300,
 ) -> Iterator[Chunk]:
@@ -266,7 +265,9 @@ def _chunks(
 SCORER_PROCESSES = 2
 
 
-def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple], int, int, int]]:
+def _verdicts(
+    run: Run, doc: KeyDocument, stale: bool
+) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one reads the next chunks and writes the verdicts (`records.bulk.processes`). Scoring
     takes more time than reading and writing, so two scorers keep this process busy; chunks
@@ -322,7 +323,7 @@ def _verdicts(run: Run, doc: KeyDoc, stale: bool) -> Iterator[tuple[list[tuple],
 _VERDICT_COLUMNS = ["scoring", *VERDICT_FIELDS]
 
 
-def score_run(run: Run, key: CorpusKey, doc: KeyDoc | None = None) -> Scoring:
+def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scoring:
     """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified

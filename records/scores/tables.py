@@ -56,7 +56,7 @@ def verdict_sums() -> dict[str, Any]:
 
 
 @dataclass
-class ScoreRow:
+class TableRow:
     row_key: str
     model: str
     surface: str
@@ -94,10 +94,10 @@ class ScoreRow:
         )
 
 
-def score_rows(scoring: Scoring) -> list[ScoreRow]:
+def score_rows(scoring: Scoring) -> list[TableRow]:
     """The scoring's rows, as summed when it was stored."""
     return [
-        ScoreRow(
+        TableRow(
             r.row_key,
             r.model,
             r.surface,
@@ -149,7 +149,7 @@ def _store_rows(scoring: Scoring) -> None:
     )
 
 
-def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
+def _sum_rows(scoring: Scoring) -> list[TableRow]:
     """One row per C.9 row key, summed in the database."""
     qs = (
         Verdict.objects.filter(scoring=scoring)
@@ -167,7 +167,7 @@ def _sum_rows(scoring: Scoring) -> list[ScoreRow]:
         )
         .order_by("row_key")
     )
-    rows = [ScoreRow(r["row_key"], r["model"], r["surface"], r) for r in qs]
+    rows = [TableRow(r["row_key"], r["model"], r["surface"], r) for r in qs]
     return rows
 
 
@@ -240,7 +240,7 @@ def provenance_refusal(
 
 
 def _refusal(
-    row: ScoreRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
+    row: TableRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
 ) -> tuple[str, str] | None:
     """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
     first = provenance_refusal(run, row.session, row.provider, unobserved)
@@ -258,11 +258,11 @@ def _refusal(
 @dataclass
 class Group:
     caption: str
-    rows: list[ScoreRow]
+    rows: list[TableRow]
     opaque_meta: bool = False
 
 
-def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[Group]:
+def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[Group]:
     """Rows grouped by the cross-vendor key (row key less the model, plus case coverage)."""
     run = scoring.run
     rows = score_rows(scoring) if rows is None else rows
@@ -299,7 +299,7 @@ def score_groups(scoring: Scoring, rows: list[ScoreRow] | None = None) -> list[G
     return out
 
 
-def _caption(row: ScoreRow, run: Run, coverage: str) -> str:
+def _caption(row: TableRow, run: Run, coverage: str) -> str:
     s = row.session
     mode = s.mode if s else ""  # as the row key spells it
     parts = [f"surface `{row.surface}`", f"mode `{mode}`", f"tier `{run.tier}`"]

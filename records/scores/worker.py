@@ -11,13 +11,13 @@ from collections.abc import Collection
 from typing import Any
 
 from records.bulk.processes import pack, unpack
-from records.formats.corpus_key import CorpusKey
+from records.formats.corpus_key import KeyDocument
 from records.scorer.batch import score_chunk
 from records.scorer.score import ScoringError
 
 
 def score_worker(
-    source: Any, sink: Any, doc: CorpusKey, stale: bool, refused: Collection[str]
+    source: Any, sink: Any, doc: KeyDocument, stale: bool, refused: Collection[str]
 ) -> None:
     """The scorer process: packed chunks in (an empty message ends them), packed
     ("verdicts", rows, retired, unknown) or ("error", message) out."""

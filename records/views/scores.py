@@ -21,7 +21,7 @@ from records.models import (
     Run,
     Verdict,
 )
-from records.scores.changes import flips
+from records.scores.changes import verdict_changes
 from records.scores.markdown import markdown
 from records.scores.run import latest_scoring, score_run
 from records.scores.tables import case_matrix, cases_on, score_groups
@@ -162,7 +162,7 @@ def run_flips(request: HttpRequest, pk: int) -> HttpResponse:
     before = by_id.get(form.cleaned_data.get("before") or 0) or (
         scorings[1] if len(scorings) > 1 else None
     )
-    changed = flips(before, after) if before and after else []
+    changed = verdict_changes(before, after) if before and after else []
     summary: dict[tuple[str, str], dict[str, int]] = {}
     for f in changed:
         key = (f["model"], f["surface"])
