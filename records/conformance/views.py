@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.decorators import login_required, permission_required
 from django.http import (
     Http404,
     HttpRequest,
@@ -26,7 +27,6 @@ from records.models import (
 from records.queries.trace import pretty_json
 from records.views.access import (
     read_access,
-    require_perm,
 )
 from records.views.exports import _export
 from records.views.uploads import _api_token
@@ -215,7 +215,8 @@ def _conformance_post(request: HttpRequest, upload: Upload) -> HttpResponse:
 
 @accepts_uploads
 @require_POST
-@require_perm("records.add_upload", "upload")
+@login_required
+@permission_required("records.add_upload", raise_exception=True)
 def upload_conformance(request: HttpRequest) -> HttpResponse:
     response = _conformance_post(
         request, Upload.objects.create(source=Upload.Source.WEB, user=request.user)

@@ -57,17 +57,6 @@ def ms(value: float | None) -> str:
     return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.0f} ms"
 
 
-@register.simple_tag
-def query_with(query: str, **kwargs: Any) -> str:
-    """The current query string with some keys replaced (for pagination links)."""
-    from django.http import QueryDict
-
-    q = QueryDict(query, mutable=True)
-    for k, v in kwargs.items():
-        q[k] = v
-    return q.urlencode()
-
-
 @register.filter
 def shown_json(value: Any) -> Any:
     from records.queries.trace import shown_json as shown

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import (
     HttpRequest,
@@ -33,22 +32,6 @@ def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
         return redirect_to_login(request.get_full_path())
 
     return wrapper
-
-
-def require_perm(perm: str, what: str) -> Callable[..., Any]:
-    """Logged in and holding `perm`, or a 403 that says what the permission is for."""
-
-    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-        @functools.wraps(view)
-        @login_required
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if not request.user.has_perm(perm):
-                return HttpResponse(f"You do not have the permission to {what}.", status=403)
-            return view(request, *args, **kwargs)
-
-        return wrapper
-
-    return decorate
 
 
 def _get_run_or_404(pk: int) -> Run:

@@ -53,14 +53,11 @@ def compare(request: HttpRequest) -> HttpResponse:
             pages_needed = max(pages_needed, -(-len(rows) // cmp.ROWS_PER_PAGE))
             start = (page_no - 1) * cmp.ROWS_PER_PAGE
             comparisons.append((candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem))
-        query = request.GET.copy()
-        query.pop("page", None)
         context.update(
             baseline=baseline,
             comparisons=comparisons,
             page_no=page_no,
             pages_needed=pages_needed,
-            base_query=query.urlencode(),
         )
     elif data["kind"] in ("surfaces", "models") and data.get("run"):
         run = _get_run_or_404(data["run"])
@@ -75,7 +72,6 @@ def compare(request: HttpRequest) -> HttpResponse:
                 scoring=scoring,
                 scatter=charts.cost_scatter(groups, run) if groups else None,
             )
-    context["query"] = request.GET.urlencode()
     template = "records/compare.html#result" if _partial(request) else "records/compare.html"
     return render(request, template, context)
 

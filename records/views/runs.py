@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.http import (
     HttpRequest,
@@ -32,7 +33,6 @@ from records.views.access import (
     _get_run_or_404,
     _partial,
     read_access,
-    require_perm,
 )
 from records.views.exports import _export
 
@@ -53,13 +53,10 @@ def runs(request: HttpRequest) -> HttpResponse:
     page = Paginator(qs, RUNS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
     run_list = list(page.object_list.prefetch_related("summaries", "providers"))
     rows = [(run, run_figures(run)) for run in run_list]
-    query = request.GET.copy()
-    query.pop("page", None)
     context = {
         "form": form,
         "page": page,
         "rows": rows,
-        "query": query.urlencode(),
         "previous": previous_runs(run_list),
     }
     template = "records/runs.html#runs-table" if _partial(request) else "records/runs.html"
@@ -122,13 +119,10 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         # The whole list: its size was stored at ingest, so no page counts a run's attempts.
         paginator.__dict__["count"] = run.attempt_count
     page = paginator.get_page(form.cleaned_data.get("page") or 1)
-    query = request.GET.copy()
-    query.pop("page", None)
     context: dict[str, Any] = {
         "run": run,
         "form": form,
         "page": page,
-        "query": query.urlencode(),
         "scoring": scoring,
         "scored": usable is not None,
     }
@@ -191,7 +185,8 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
 
 
 @require_POST
-@require_perm("records.delete_run", "delete runs")
+@login_required
+@permission_required("records.delete_run", raise_exception=True)
 def run_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Delete a run, its shard record and its scores; the deletion is recorded."""
     run = _get_run_or_404(pk)

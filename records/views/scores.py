@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import (
@@ -29,7 +30,6 @@ from records.views.access import (
     _bad_request,
     _get_run_or_404,
     read_access,
-    require_perm,
 )
 from records.views.exports import _export
 
@@ -37,7 +37,8 @@ MATRIX_CELLS = 800
 
 
 @require_POST
-@require_perm("records.add_scoring", "score runs")
+@login_required
+@permission_required("records.add_scoring", raise_exception=True)
 def run_score(request: HttpRequest, pk: int) -> HttpResponse:
     """Score (again) against a chosen key; a key of another digest is fenced as stale corpus."""
     run = _get_run_or_404(pk)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.http import (
     HttpRequest,
@@ -142,10 +143,8 @@ def api_upload(request: HttpRequest) -> HttpResponse:
 
 
 @require_GET
-@login_required
+@staff_member_required
 def audit(request: HttpRequest) -> HttpResponse:
-    if not request.user.is_staff:
-        return HttpResponse("Only staff can read the audit log.", status=403)
     uploads = Upload.objects.select_related("user", "token").order_by("-created_at")[:100]
     events = AuditEvent.objects.select_related("user")[:100]
     return render(request, "records/audit.html", {"uploads": uploads, "events": events})
