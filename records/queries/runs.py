@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, QuerySet, Subquery
+from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from records.models import Attempt, Run, SurfaceSummary
+from records.models import Attempt, Run, Verdict
 
 # The runs list's orders, by the name the query string gives them.
 RUN_SORTS = {
@@ -20,54 +20,25 @@ RUN_SORTS = {
 }
 
 
-def filtered_runs(data: dict[str, Any]) -> QuerySet[Run]:
-    qs = Run.objects.select_related("shard").annotate(
+def runs_for_list() -> QuerySet[Run]:
+    """Runs as the list shows them, with their token total for sorting."""
+    return Run.objects.select_related("shard").annotate(
         token_total=F("input_tokens")
         + F("output_tokens")
         + F("cache_created_tokens")
         + F("cache_read_tokens")
     )
-    summary = {}
-    for name in ("model", "surface", "mode"):
-        if data.get(name):
-            summary[name] = data[name]
-    if summary:
-        qs = qs.filter(Exists(SurfaceSummary.objects.filter(run=OuterRef("pk"), **summary)))
-    if data.get("tier"):
-        qs = qs.filter(tier=data["tier"])
-    if data.get("commit"):
-        qs = qs.filter(commit__startswith=data["commit"])
-    if data.get("corpus_digest"):
-        qs = qs.filter(corpus_digest=data["corpus_digest"])
-    if data.get("since"):
-        qs = qs.filter(started_at__date__gte=data["since"])
-    if data.get("until"):
-        qs = qs.filter(started_at__date__lte=data["until"])
-    return qs.order_by(*RUN_SORTS[data.get("sort") or "-started"])
 
 
-def filtered_attempts(run: Run, data: dict[str, Any], scoring: Any = None) -> QuerySet[Attempt]:
+def attempts_for_list(run: Run, scoring: Any = None) -> QuerySet[Attempt]:
+    """A run's attempts in file order, with their verdict's outcome and clean when scored."""
     qs = Attempt.objects.filter(run=run)
     if scoring is not None:
-        from records.models import Verdict
-
         verdicts = Verdict.objects.filter(scoring=scoring, attempt=OuterRef("pk"))
         qs = qs.annotate(
             outcome=Subquery(verdicts.values("outcome")[:1]),
             clean=Subquery(verdicts.values("clean")[:1]),
         )
-        if data.get("outcome"):
-            qs = qs.filter(Exists(verdicts.filter(outcome=data["outcome"])))
-        if data.get("clean") in ("yes", "no"):
-            qs = qs.filter(Exists(verdicts.filter(clean=data["clean"] == "yes")))
-    if data.get("model"):
-        qs = qs.filter(model=data["model"])
-    if data.get("surface"):
-        qs = qs.filter(effective_surface=data["surface"])
-    if data.get("case"):
-        qs = qs.filter(case=data["case"])
-    if data.get("ended_by"):
-        qs = qs.filter(ended_by=data["ended_by"])
     return qs.order_by("line").defer("stimulus", "facts")
 
 

@@ -32,8 +32,8 @@ from records.views.exports import _export
 @read_access
 @vary_on_headers("HX-Request")
 def compare(request: HttpRequest) -> HttpResponse:
-    from records.forms import CompareForm
     from records.queries import compare as cmp
+    from records.views.forms import CompareForm
 
     run_choices = list(Run.objects.order_by("-started_at", "-id").values_list("pk", "run_id")[:200])
     form = CompareForm(request.GET or None, run_choices=run_choices)
@@ -79,8 +79,8 @@ def compare(request: HttpRequest) -> HttpResponse:
 @require_GET
 @read_access
 def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
-    from records.forms import CompareForm
     from records.queries import compare as cmp
+    from records.views.forms import CompareForm
 
     run_choices = list(Run.objects.values_list("pk", "run_id"))
     form = CompareForm(request.GET, run_choices=run_choices)

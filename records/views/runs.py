@@ -15,7 +15,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
-from records.forms import AttemptFilterForm, RunFilterForm
 from records.models import (
     ENDINGS,
     Attempt,
@@ -24,7 +23,7 @@ from records.models import (
     Run,
 )
 from records.queries.cost import run_figures
-from records.queries.runs import filtered_attempts, filtered_runs, previous_runs
+from records.queries.runs import attempts_for_list, previous_runs, runs_for_list
 from records.scores.run import key_for_run, latest_scoring
 from records.scores.tables import LEGEND, score_groups
 from records.views import charts
@@ -35,6 +34,7 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export
+from records.views.filters import AttemptFilter, RunFilter
 
 RUNS_PER_PAGE = 25
 
@@ -46,11 +46,11 @@ ATTEMPTS_PER_PAGE = 50
 @read_access
 @vary_on_headers("HX-Request")
 def runs(request: HttpRequest) -> HttpResponse:
-    form = RunFilterForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(form)
-    qs = filtered_runs(form.cleaned_data)
-    page = Paginator(qs, RUNS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
+    runs = RunFilter(request.GET, queryset=runs_for_list())
+    if not runs.is_valid():
+        return _bad_request(runs.form)
+    form = runs.form
+    page = Paginator(runs.qs, RUNS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
     run_list = list(page.object_list.prefetch_related("summaries", "providers"))
     rows = [(run, run_figures(run)) for run in run_list]
     context = {
@@ -93,10 +93,10 @@ def _runs_export_rows(qs: Iterable[Run]) -> Iterable[dict[str, Any]]:
 @require_GET
 @read_access
 def runs_export(request: HttpRequest, fmt: str) -> HttpResponse:
-    form = RunFilterForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(form)
-    qs = filtered_runs(form.cleaned_data).prefetch_related("summaries", "providers")
+    runs = RunFilter(request.GET, queryset=runs_for_list())
+    if not runs.is_valid():
+        return _bad_request(runs.form)
+    qs = runs.qs.prefetch_related("summaries", "providers")
     return _export(fmt, "runs", _runs_export_rows(qs.iterator(chunk_size=200)))
 
 
@@ -105,17 +105,14 @@ def runs_export(request: HttpRequest, fmt: str) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     run = _get_run_or_404(pk)
-    form = AttemptFilterForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(form)
     scoring = latest_scoring(run)
     usable = scoring if scoring and scoring.verdict_count else None
-    attempts = filtered_attempts(run, form.cleaned_data, usable)
-    paginator = Paginator(attempts, ATTEMPTS_PER_PAGE)
-    if not any(
-        form.cleaned_data.get(k)
-        for k in ("model", "surface", "case", "ended_by", "outcome", "clean")
-    ):
+    attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run, usable), scoring=usable)
+    if not attempts.is_valid():
+        return _bad_request(attempts.form)
+    form = attempts.form
+    paginator = Paginator(attempts.qs, ATTEMPTS_PER_PAGE)
+    if not attempts.narrowed:
         # The whole list: its size was stored at ingest, so no page counts a run's attempts.
         paginator.__dict__["count"] = run.attempt_count
     page = paginator.get_page(form.cleaned_data.get("page") or 1)
@@ -175,10 +172,10 @@ def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
 @read_access
 def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     run = _get_run_or_404(pk)
-    form = AttemptFilterForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(form)
-    qs = filtered_attempts(run, form.cleaned_data)
+    attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run))
+    if not attempts.is_valid():
+        return _bad_request(attempts.form)
+    qs = attempts.qs
     return _export(
         fmt, f"run-{run.pk}-attempts", _attempt_export_rows(qs.iterator(chunk_size=1000))
     )

@@ -16,7 +16,6 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from records.forms import FlipsForm, MatrixForm, ScoreForm
 from records.models import (
     CorpusKey,
     Run,
@@ -32,6 +31,7 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export
+from records.views.forms import FlipsForm, MatrixForm, ScoreForm
 
 MATRIX_CELLS = 800
 

@@ -1,0 +1,126 @@
+"""The runs list's and a run's attempt list's filters, from the query string (django-filter).
+
+Invalid input is a 400 (the views check `is_valid`); every state has a URL that can be shared.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import django_filters as df
+from django import forms
+from django.db.models import Exists, OuterRef, QuerySet
+
+from records.models import ENDINGS, SurfaceSummary, Verdict
+from records.queries.runs import RUN_SORTS
+from records.scorer.score import OUTCOMES
+from records.views.forms import MODE_CHOICES, SURFACE_CHOICES, TIER_CHOICES
+
+
+class _RunForm(forms.Form):
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            raise forms.ValidationError("the 'since' date is after the 'until' date")
+        return data
+
+
+def _unset(qs: QuerySet, name: str, value: Any) -> QuerySet:
+    return qs  # read in filter_queryset, or by the view (the page)
+
+
+class _PageFilter(df.Filter):
+    """The page number: validated with the filters, read by the view's paginator."""
+
+    field_class = forms.IntegerField
+
+
+class RunFilter(df.FilterSet):
+    # Model, surface and mode must hold of one summary row together, not of three apart.
+    model = df.CharFilter(method=_unset, max_length=300)
+    surface = df.ChoiceFilter(choices=SURFACE_CHOICES[1:], method=_unset, empty_label="any surface")
+    mode = df.ChoiceFilter(choices=MODE_CHOICES[1:], method=_unset, empty_label="any mode")
+    tier = df.ChoiceFilter(choices=TIER_CHOICES[1:], empty_label="any tier")
+    commit = df.CharFilter(lookup_expr="startswith", max_length=100, help_text="prefix")
+    corpus_digest = df.CharFilter(max_length=64)
+    since = df.DateFilter(
+        field_name="started_at",
+        lookup_expr="date__gte",
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    until = df.DateFilter(
+        field_name="started_at",
+        lookup_expr="date__lte",
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    sort = df.ChoiceFilter(
+        method=_unset,
+        empty_label=None,
+        choices=[
+            ("-started", "newest first"),
+            ("started", "oldest first"),
+            ("-attempts", "most attempts"),
+            ("attempts", "fewest attempts"),
+            ("-tokens", "most tokens"),
+            ("tokens", "fewest tokens"),
+            ("commit", "commit"),
+        ],
+    )
+
+    page = _PageFilter(method=_unset, min_value=1)
+
+    class Meta:
+        form = _RunForm
+        fields: list[str] = []
+
+    def filter_queryset(self, queryset: QuerySet) -> QuerySet:
+        data = self.form.cleaned_data
+        qs = super().filter_queryset(queryset)
+        summary = {name: data[name] for name in ("model", "surface", "mode") if data.get(name)}
+        if summary:
+            qs = qs.filter(Exists(SurfaceSummary.objects.filter(run=OuterRef("pk"), **summary)))
+        return qs.order_by(*RUN_SORTS[data.get("sort") or "-started"])
+
+
+class AttemptFilter(df.FilterSet):
+    """A run's attempts; the outcome and clean filters read the verdicts of `scoring`."""
+
+    model = df.CharFilter(max_length=300)
+    case = df.CharFilter(
+        max_length=100, widget=forms.TextInput(attrs={"placeholder": "case id", "size": 12})
+    )
+    surface = df.ChoiceFilter(
+        field_name="effective_surface", choices=SURFACE_CHOICES[1:], empty_label="any surface"
+    )
+    ended_by = df.ChoiceFilter(choices=[(e, e) for e in ENDINGS], empty_label="any ending")
+    outcome = df.ChoiceFilter(
+        choices=[(o, o) for o in OUTCOMES], method="_verdict", empty_label="any outcome"
+    )
+    clean = df.ChoiceFilter(
+        choices=[("yes", "clean"), ("no", "not clean")],
+        method="_verdict",
+        empty_label="clean or not",
+    )
+
+    page = _PageFilter(method=_unset, min_value=1)
+
+    class Meta:
+        fields: list[str] = []
+
+    def __init__(self, *args: Any, scoring: Any = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scoring = scoring
+
+    def _verdict(self, qs: QuerySet, name: str, value: str) -> QuerySet:
+        if self.scoring is None:
+            return qs  # nothing scored: these filters have nothing to read
+        verdicts = Verdict.objects.filter(scoring=self.scoring, attempt=OuterRef("pk"))
+        wanted = {"outcome": value} if name == "outcome" else {"clean": value == "yes"}
+        return qs.filter(Exists(verdicts.filter(**wanted)))
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether any filter is set: the whole list's size was stored at ingest."""
+        data = self.form.cleaned_data
+        return any(data.get(name) for name in self.filters if name != "page")

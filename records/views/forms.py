@@ -1,0 +1,68 @@
+"""Query-string state of the pages. Invalid input is a 400; every state has a shareable URL."""
+
+from __future__ import annotations
+
+from django import forms
+
+SURFACE_CHOICES = [
+    ("", "any surface"),
+    ("dynamic", "dynamic"),
+    ("meta", "meta"),
+    ("individual", "individual"),
+]
+MODE_CHOICES = [
+    ("", "any mode"),
+    ("default", "default"),
+    ("read-only", "read-only"),
+    ("safe", "safe"),
+]
+TIER_CHOICES = [
+    ("", "any tier"),
+    ("free", "free"),
+    ("ce", "ce"),
+    ("premium", "premium"),
+    ("ultimate", "ultimate"),
+]
+
+
+class MatrixForm(forms.Form):
+    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES[1:])
+    page = forms.IntegerField(required=False, min_value=1)
+
+
+class FlipsForm(forms.Form):
+    before = forms.IntegerField(required=False, min_value=1)
+    after = forms.IntegerField(required=False, min_value=1)
+
+
+class ScoreForm(forms.Form):
+    key = forms.IntegerField(min_value=1)
+
+
+class CompareForm(forms.Form):
+    KINDS = [
+        ("runs", "runs side by side"),
+        ("surfaces", "surfaces side by side"),
+        ("models", "models side by side"),
+    ]
+    kind = forms.ChoiceField(choices=KINDS, required=False)
+    baseline = forms.IntegerField(required=False, min_value=1)
+    candidate = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
+    run = forms.IntegerField(required=False, min_value=1)
+    page = forms.IntegerField(required=False, min_value=1)
+
+    def __init__(self, *args, run_choices=(), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["candidate"].choices = run_choices
+
+    def clean(self) -> dict:
+        data = super().clean()
+        kind = data.get("kind") or "runs"
+        data["kind"] = kind
+        if (
+            kind == "runs"
+            and data.get("baseline")
+            and data.get("baseline") in (data.get("candidate") or [])
+        ):
+            raise forms.ValidationError("the baseline is also a candidate")
+        return data
