@@ -59,7 +59,7 @@ def conformance(request: HttpRequest) -> HttpResponse:
     cases, rows = _matrix()
     return render(
         request,
-        "records/conformance.html",
+        "records/conformance/matrix.html",
         {
             "cases": cases,
             "rows": rows,
@@ -106,7 +106,7 @@ def conformance_failures(request: HttpRequest) -> HttpResponse:
             for text in res.failures:
                 groups.setdefault(template_of(text), []).append((run, res, text))
     ordered = sorted(groups.items(), key=lambda kv: (-len({r.adapter for r, _, _ in kv[1]}), kv[0]))
-    return render(request, "records/conformance_failures.html", {"groups": ordered})
+    return render(request, "records/conformance/failures.html", {"groups": ordered})
 
 
 @require_GET
@@ -144,7 +144,7 @@ def conformance_adapter(request: HttpRequest) -> HttpResponse:
     rows = [(c, [by_run[r.pk].get(c) for r in runs]) for c in cases]
     return render(
         request,
-        "records/conformance_adapter.html",
+        "records/conformance/adapter.html",
         {
             "name": name,
             "runs": runs,
@@ -159,7 +159,7 @@ def conformance_adapter(request: HttpRequest) -> HttpResponse:
 def conformance_run(request: HttpRequest, pk: int) -> HttpResponse:
     run = get_object_or_404(ConformanceRun.objects.select_related("suite", "upload"), pk=pk)
     return render(
-        request, "records/conformance_run.html", {"run": run, "results": list(run.results.all())}
+        request, "records/conformance/run.html", {"run": run, "results": list(run.results.all())}
     )
 
 
@@ -173,7 +173,7 @@ def conformance_suite(request: HttpRequest, pk: int) -> HttpResponse:
         raise Http404("no such case in this suite")
     return render(
         request,
-        "records/conformance_suite.html",
+        "records/conformance/suite.html",
         {
             "suite": suite,
             "ambiguities": ambiguities(suite.cases),

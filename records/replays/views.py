@@ -33,7 +33,7 @@ def replays(request: HttpRequest) -> HttpResponse:
     ):
         latest.setdefault(r.corpus_id, r)
     return render(
-        request, "records/replays.html", {"corpora": [(c, latest.get(c.pk)) for c in corpora]}
+        request, "records/replays/list.html", {"corpora": [(c, latest.get(c.pk)) for c in corpora]}
     )
 
 
@@ -49,7 +49,7 @@ def replay_corpus(request: HttpRequest, pk: int) -> HttpResponse:
         for s in corpus.corpus.get("subjects", [])
     ]
     return render(
-        request, "records/obs_corpus.html", {"corpus": corpus, "runs": runs, "rows": rows}
+        request, "records/replays/corpus.html", {"corpus": corpus, "runs": runs, "rows": rows}
     )
 
 
@@ -66,7 +66,7 @@ def replay_detail(request: HttpRequest, pk: int) -> HttpResponse:
         rows.append((v, replay.results.get(v["subjectId"])))
     return render(
         request,
-        "records/replay.html",
+        "records/replays/detail.html",
         {
             "replay": replay,
             "report": report,

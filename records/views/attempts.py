@@ -61,7 +61,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "total_cost": total,
         "facts": sorted((attempt.facts or {}).items()),
     }
-    return render(request, "records/attempt.html", context)
+    return render(request, "records/attempts/detail.html", context)
 
 
 @require_GET

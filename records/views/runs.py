@@ -59,7 +59,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         "rows": rows,
         "previous": previous_runs(run_list),
     }
-    template = "records/runs.html#runs-table" if _partial(request) else "records/runs.html"
+    template = "records/runs/list.html#runs-table" if _partial(request) else "records/runs/list.html"
     return render(request, template, context)
 
 
@@ -124,7 +124,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "scored": usable is not None,
     }
     if _partial(request):
-        return render(request, "records/run.html#attempts", context)
+        return render(request, "records/runs/detail.html#attempts", context)
     figures = run_figures(run)
     models = sorted(figures.by_model)
     context.update(
@@ -142,7 +142,7 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
         can_score=request.user.has_perm("records.add_scoring"),
         can_delete=request.user.has_perm("records.delete_run"),
     )
-    return render(request, "records/run.html", context)
+    return render(request, "records/runs/detail.html", context)
 
 
 def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:

@@ -147,7 +147,7 @@ def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
                 )
             rows.append((case, row))
         context.update(page=page, models=models, rows=rows, repeat=run.repeat)
-    return render(request, "records/matrix.html", context)
+    return render(request, "records/scores/matrix.html", context)
 
 
 @require_GET
@@ -176,7 +176,7 @@ def run_flips(request: HttpRequest, pk: int) -> HttpResponse:
             bucket["other"] += 1
     return render(
         request,
-        "records/flips.html",
+        "records/scores/changes.html",
         {
             "run": run,
             "scorings": scorings,
@@ -201,7 +201,7 @@ def keys(request: HttpRequest) -> HttpResponse:
     )
     return render(
         request,
-        "records/keys.html",
+        "records/scores/keys.html",
         {"keys": [(k, runs_per_digest.get(k.digest, 0)) for k in items]},
     )
 
@@ -224,7 +224,7 @@ def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     return render(
         request,
-        "records/key.html",
+        "records/scores/key.html",
         {
             "key": key,
             "cases": [(c, scored_cases.get(c.case_id, 0)) for c in cases],

@@ -92,10 +92,10 @@ def upload(request: HttpRequest) -> HttpResponse:
             context["report"] = ingest(inputs, up, allow_digest_mismatch=_override(request))
             context["upload"] = up
             status = 200 if context["report"].ok else 422
-        template = "records/upload.html#report" if _partial(request) else "records/upload.html"
+        template = "records/uploads/upload.html#report" if _partial(request) else "records/uploads/upload.html"
         return render(request, template, context, status=status)
     context["recent"] = Upload.objects.select_related("user").order_by("-created_at")[:15]
-    return render(request, "records/upload.html", context)
+    return render(request, "records/uploads/upload.html", context)
 
 
 @require_GET
@@ -104,7 +104,7 @@ def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
     up = get_object_or_404(Upload.objects.select_related("user", "token"), pk=pk)
     return render(
         request,
-        "records/upload_detail.html",
+        "records/uploads/detail.html",
         {"upload": up, "summary": up.summary, "shards": up.shards.select_related("run")},
     )
 
@@ -147,4 +147,4 @@ def api_upload(request: HttpRequest) -> HttpResponse:
 def audit(request: HttpRequest) -> HttpResponse:
     uploads = Upload.objects.select_related("user", "token").order_by("-created_at")[:100]
     events = AuditEvent.objects.select_related("user")[:100]
-    return render(request, "records/audit.html", {"uploads": uploads, "events": events})
+    return render(request, "records/uploads/audit.html", {"uploads": uploads, "events": events})
