@@ -98,3 +98,13 @@ def published_shard(*lines: dict[str, Any], corpus: str = "b519a10571ab2192") ->
         providers=[{"spec": "fake:perfect", "name": "real", "model": "m", "options": {"t": "0"}}],
     )
     return encode([*(x for x in lines if x["type"] != "session"), *sessions, run])
+
+
+def ingest_bytes(*items: tuple[str, bytes], **options: Any) -> Any:
+    """Ingest (name, bytes) pairs as one command-line upload; the report."""
+    from records.ingest import bytes_input, ingest
+    from records.models import Upload
+
+    return ingest(
+        [bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"), **options
+    )

@@ -21,11 +21,6 @@ def demo(tmp_path):
     return {r.run_id: r for r in Run.objects.all()}
 
 
-@pytest.fixture
-def viewer(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
-
-
 def test_the_demo_regression_shows_first_with_its_cases(demo):
     rows, problem = compare_runs(demo["run-2026-11-16-a1b2c3"], demo["run-2026-11-23-f00dfa"])
     assert problem == ""

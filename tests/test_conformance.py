@@ -195,10 +195,6 @@ class TestStoredRuns:
         ingest([bytes_input("cases.json", SUITE)], Upload.objects.create(source="cli"))
         return ConformanceSuite.objects.get()
 
-    @pytest.fixture
-    def viewer(self, client, django_user_model):
-        client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
-
     def _run(self, tmp_path, data: bytes, *args: str) -> None:
         out = tmp_path / "out.jsonl"
         out.write_bytes(data)

@@ -8,13 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http.multipartparser import MultiPartParser
 
-from records.ingest import bytes_input, ingest
 from records.models import ApiToken, AuditEvent, ConformanceSuite, CorpusKey, Run, Upload
-from tests.builders import FIXTURE_SHARD, FIXTURES, SAMPLE_KEY, encode, line, shard
+from tests.builders import FIXTURE_SHARD, FIXTURES, SAMPLE_KEY, encode, ingest_bytes, line, shard
 
 pytestmark = pytest.mark.django_db
 GOOD = FIXTURE_SHARD.read_bytes()
@@ -22,22 +20,10 @@ SUITE = (FIXTURES / "conformance" / "cases.json").read_bytes()
 TWO_FAIL = (FIXTURES / "conformance" / "run-two-failures.jsonl").read_bytes()
 
 
-def _ingest(*items: tuple[str, bytes]):
-    return ingest([bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"))
-
-
 @pytest.fixture
 def never_parsed(monkeypatch):
     """Fails the test if any request body is parsed (and so spooled to disk)."""
     monkeypatch.setattr(MultiPartParser, "parse", lambda self: pytest.fail("the body was read"))
-
-
-@pytest.fixture
-def uploader(client, django_user_model):
-    user = django_user_model.objects.create_user("u", password="pw-123456789")
-    user.user_permissions.add(Permission.objects.get(codename="add_upload"))
-    client.force_login(user)
-    return user
 
 
 # --- request bodies ------------------------------------------------------------------------------
@@ -109,7 +95,7 @@ def test_a_nul_in_a_query_parameter_is_a_bad_request_naming_it(client, url, sett
 
 def test_a_nul_in_a_shard_string_is_refused_with_its_line_and_field():
     data = shard(line("verify", name="ok", detail="a\u0000b", passed=False))
-    (refused,) = _ingest(("modeleval-nul.jsonl", data)).refused
+    (refused,) = ingest_bytes(("modeleval-nul.jsonl", data)).refused
     assert (refused["line"], refused["field"]) == (5, "verify.detail")
     assert "NUL" in refused["message"] and not Run.objects.exists()
 
@@ -117,12 +103,12 @@ def test_a_nul_in_a_shard_string_is_refused_with_its_line_and_field():
 def test_a_nul_in_a_corpus_key_source_is_refused_naming_the_field():
     doc = json.loads(SAMPLE_KEY.read_bytes())
     doc["source"] = "a\u0000b"
-    (refused,) = _ingest(("key.json", json.dumps(doc).encode())).refused
+    (refused,) = ingest_bytes(("key.json", json.dumps(doc).encode())).refused
     assert refused["field"] == "source" and not CorpusKey.objects.exists()
 
 
 def test_a_nul_in_a_conformance_failure_text_or_field_is_refused_naming_it(client):
-    _ingest(("cases.json", SUITE))
+    ingest_bytes(("cases.json", SUITE))
     assert ConformanceSuite.objects.exists()
     _, raw = ApiToken.issue("ci")
     auth = {"Authorization": f"Bearer {raw}"}
@@ -147,7 +133,7 @@ def test_a_nul_in_a_conformance_failure_text_or_field_is_refused_naming_it(clien
 
 def test_invalid_utf8_is_reported_with_the_byte_where_it_starts():
     data = shard(line("verify", name="ok")).replace(b'"name": "ok"', b'"name": "o\xffk"')
-    (refused,) = _ingest(("modeleval-bad.jsonl", data)).refused
+    (refused,) = ingest_bytes(("modeleval-bad.jsonl", data)).refused
     assert "invalid UTF-8 at byte" in refused["message"]
     assert "surrogates" not in refused["message"]
 
@@ -223,7 +209,7 @@ def test_a_deeply_nested_argument_renders_bounded_with_its_raw_value_a_click_awa
             line("run"),
         ]
     )
-    assert _ingest(("modeleval-deep.jsonl", data)).ok
+    assert ingest_bytes(("modeleval-deep.jsonl", data)).ok
     client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
     run = Run.objects.get()
     attempt = run.attempts.get()

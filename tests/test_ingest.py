@@ -12,7 +12,6 @@ from django.contrib.auth.models import Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from records.ingest import bytes_input, ingest
 from records.models import (
     ApiToken,
     Attempt,
@@ -26,16 +25,11 @@ from records.models import (
     Upload,
     Verify,
 )
-from tests.builders import FIXTURE_SHARD, encode, line, shard
+from tests.builders import FIXTURE_SHARD, encode, ingest_bytes, line, shard
 
 pytestmark = pytest.mark.django_db
 
 GOOD = FIXTURE_SHARD.read_bytes()
-
-
-def _ingest(*items: tuple[str, bytes]):
-    up = Upload.objects.create(source=Upload.Source.CLI)
-    return ingest([bytes_input(n, d) for n, d in items], up)
 
 
 def _zip(entries: dict[str, bytes], *, symlink: str | None = None) -> bytes:
@@ -63,7 +57,7 @@ def _tgz(entries: dict[str, bytes], *, extra: list[tarfile.TarInfo] | None = Non
 
 
 def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
-    report = _ingest(("modeleval-dynamic.jsonl", GOOD))
+    report = ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
     assert report.ok and len(report.stored) == 1
     run = Run.objects.get()
     assert (run.run_id, run.tier, run.corpus_digest, run.repeat) == (
@@ -98,15 +92,15 @@ def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
 
 
 def test_the_same_content_is_stored_once_and_reported_as_already_present():
-    _ingest(("modeleval-dynamic.jsonl", GOOD))
-    report = _ingest(("modeleval-copy.jsonl", GOOD))
+    ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
+    report = ingest_bytes(("modeleval-copy.jsonl", GOOD))
     assert report.stored == [] and report.present[0]["file"] == "modeleval-copy.jsonl"
     assert ShardFile.objects.count() == 1 and Attempt.objects.count() == 2
 
 
 def test_a_bad_shard_stores_nothing_of_itself_and_the_good_shard_beside_it_is_stored():
     bad = shard(line("turn", attempt="ghost"))
-    report = _ingest(("modeleval-bad.jsonl", bad), ("modeleval-good.jsonl", GOOD))
+    report = ingest_bytes(("modeleval-bad.jsonl", bad), ("modeleval-good.jsonl", GOOD))
     assert [s["file"] for s in report.stored] == ["modeleval-good.jsonl"]
     assert report.refused == [
         {
@@ -123,7 +117,7 @@ def test_an_error_on_the_last_line_leaves_no_row_of_the_shard_behind():
     big = [line("attempt", id=f"a{i}") for i in range(3000)]
     big += [line("turn", attempt=f"a{i}") for i in range(3000)]  # more than one write batch
     big += [line("session"), '{"schema":1,"type":"run","run":{"run_id":"r","repeat":0}}']
-    report = _ingest(("modeleval-late.jsonl", encode(big)))
+    report = ingest_bytes(("modeleval-late.jsonl", encode(big)))
     assert report.refused[0]["line"] == 6002 and report.refused[0]["field"] == "run.repeat"
     for model in (ShardFile, Run, Attempt, Turn, Call, Verify, Session, Provider, SurfaceSummary):
         assert not model.objects.exists(), model
@@ -133,7 +127,7 @@ def test_lines_that_come_before_their_attempt_line_are_joined_to_it():
     data = encode(
         [line("turn"), line("call"), line("verify"), line("attempt"), line("session"), line("run")]
     )
-    _ingest(("modeleval-o.jsonl", data))
+    ingest_bytes(("modeleval-o.jsonl", data))
     a = Attempt.objects.get()
     assert (a.turns.count(), a.calls.count(), a.verifies.count()) == (1, 1, 1)
     assert (a.try_count, a.call_count) == (1, 1)
@@ -160,7 +154,7 @@ def test_providers_and_prices_are_stored_from_the_run_line():
             {"spec": "qwen:flash", "name": "qwen", "model": "flash"},
         ],
     )
-    _ingest(("modeleval-p.jsonl", encode([line("attempt"), line("session"), run])))
+    ingest_bytes(("modeleval-p.jsonl", encode([line("attempt"), line("session"), run])))
     priced, unpriced = Provider.objects.order_by("position")
     assert priced.price == (1.0, 5.0, 1.25, 0.1) and priced.retrieved_on == "2026-09-16"
     assert priced.options == {"temperature": "provider default"}
@@ -169,7 +163,7 @@ def test_providers_and_prices_are_stored_from_the_run_line():
 
 def test_sessionless_skips_join_the_single_candidate_with_their_model_and_surface():
     skip = line("attempt", id="a2", session="", ended_by="skipped", reason="needs ultimate")
-    _ingest(("modeleval-s.jsonl", shard(skip)))
+    ingest_bytes(("modeleval-s.jsonl", shard(skip)))
     a2 = Attempt.objects.get(key="a2")
     assert (
         a2.session is None and a2.effective_mode == "default" and a2.effective_surface == "dynamic"
@@ -178,7 +172,7 @@ def test_sessionless_skips_join_the_single_candidate_with_their_model_and_surfac
 
 
 def test_a_completed_attempt_with_a_reason_is_stored_with_a_warning_the_shard_keeps():
-    report = _ingest(
+    report = ingest_bytes(
         ("modeleval-w.jsonl", encode([line("attempt", reason="42."), line("session"), line("run")]))
     )
     assert report.stored[0]["warnings"] == 1
@@ -192,7 +186,7 @@ class TestArchives:
         data = _zip(
             {"ce/modeleval-1.jsonl": GOOD, "ce/e2e-calls/calls-1.jsonl": b"{}", "README.md": b"hi"}
         )
-        report = _ingest(("artifact.zip", data))
+        report = ingest_bytes(("artifact.zip", data))
         assert [s["file"] for s in report.stored] == ["artifact.zip!ce/modeleval-1.jsonl"]
         assert {i["file"] for i in report.ignored} == {
             "artifact.zip!ce/e2e-calls/calls-1.jsonl",
@@ -200,20 +194,22 @@ class TestArchives:
         }
 
     def test_a_tar_gz_artifact_stores_its_shards(self):
-        report = _ingest(("artifact.tar.gz", _tgz({"ee/modeleval-2.jsonl": GOOD})))
+        report = ingest_bytes(("artifact.tar.gz", _tgz({"ee/modeleval-2.jsonl": GOOD})))
         assert len(report.stored) == 1 and Run.objects.count() == 1
 
     @pytest.mark.parametrize(
         "name", ["../modeleval-1.jsonl", "/abs/modeleval-1.jsonl", "a/../../modeleval-1.jsonl"]
     )
     def test_entries_that_escape_the_archive_are_refused(self, name):
-        report = _ingest(("a.zip", _zip({name: GOOD, "ok/modeleval-3.jsonl": GOOD})))
+        report = ingest_bytes(("a.zip", _zip({name: GOOD, "ok/modeleval-3.jsonl": GOOD})))
         assert report.refused[0]["file"] == f"a.zip!{name}"
         assert "path" in report.refused[0]["message"]
         assert len(report.stored) == 1
 
     def test_symlinks_in_zip_files_are_refused(self):
-        report = _ingest(("a.zip", _zip({"modeleval-1.jsonl": GOOD}, symlink="modeleval-l.jsonl")))
+        report = ingest_bytes(
+            ("a.zip", _zip({"modeleval-1.jsonl": GOOD}, symlink="modeleval-l.jsonl"))
+        )
         assert "symbolic link" in report.refused[0]["message"]
 
     @pytest.mark.parametrize(
@@ -223,36 +219,36 @@ class TestArchives:
         info = tarfile.TarInfo("modeleval-dev.jsonl")
         info.type = kind
         info.linkname = "/etc/passwd"
-        report = _ingest(("a.tar.gz", _tgz({"modeleval-1.jsonl": GOOD}, extra=[info])))
+        report = ingest_bytes(("a.tar.gz", _tgz({"modeleval-1.jsonl": GOOD}, extra=[info])))
         assert report.refused[0]["file"] == "a.tar.gz!modeleval-dev.jsonl"
         assert len(report.stored) == 1
 
     def test_an_archive_without_a_shard_is_refused(self):
-        report = _ingest(("empty.zip", _zip({})))
+        report = ingest_bytes(("empty.zip", _zip({})))
         assert "holds no shard" in report.refused[0]["message"]
 
     def test_a_file_that_is_not_what_its_name_says_is_refused(self):
-        assert "not a zip archive" in _ingest(("x.zip", GOOD)).refused[0]["message"]
-        assert "not a gzip-compressed tar" in _ingest(("x.tar.gz", GOOD)).refused[0]["message"]
+        assert "not a zip archive" in ingest_bytes(("x.zip", GOOD)).refused[0]["message"]
+        assert "not a gzip-compressed tar" in ingest_bytes(("x.tar.gz", GOOD)).refused[0]["message"]
         gz = _tgz({"modeleval-1.jsonl": GOOD})
-        err = _ingest(("modeleval-9.jsonl", gz)).refused[0]
+        err = ingest_bytes(("modeleval-9.jsonl", gz)).refused[0]
         assert err["line"] == 1 and "not valid JSON" in err["message"]
 
     def test_a_zip_bomb_by_ratio_is_refused(self, settings):
         settings.EVALDASH_MAX_ARCHIVE_RATIO = 10
         bomb = _zip({"modeleval-bomb.jsonl": b"\n" * (8 * 1024 * 1024)})
-        report = _ingest(("bomb.zip", bomb))
+        report = ingest_bytes(("bomb.zip", bomb))
         assert "compressed size" in report.refused[0]["message"] and not report.stored
 
     def test_a_zip_bomb_by_total_size_is_refused(self, settings):
         settings.EVALDASH_MAX_ARCHIVE_BYTES = 2 * 1024 * 1024
         bomb = _zip({f"modeleval-{i}.jsonl": b"\n" * (1024 * 1024) for i in range(3)})
-        report = _ingest(("bomb.zip", bomb))
+        report = ingest_bytes(("bomb.zip", bomb))
         assert "expands beyond" in report.refused[-1]["message"]
         assert report.refused[-1]["file"] == "bomb.zip"
 
     def test_other_files_are_refused_by_name(self):
-        assert "neither a shard" in _ingest(("notes.txt", b"x")).refused[0]["message"]
+        assert "neither a shard" in ingest_bytes(("notes.txt", b"x")).refused[0]["message"]
 
 
 class TestCommand:
@@ -283,13 +279,6 @@ class TestCommand:
 
 
 class TestUploadPage:
-    @pytest.fixture
-    def uploader(self, client):
-        user = User.objects.create_user("ana", password="pw-123456789")
-        user.user_permissions.add(Permission.objects.get(codename="add_upload"))
-        client.force_login(user)
-        return user
-
     def test_several_files_upload_at_once_and_the_report_names_each(self, client, uploader):
         bad = SimpleUploadedFile("modeleval-bad.jsonl", b'{"schema":3}\n')
         good = SimpleUploadedFile("modeleval-good.jsonl", GOOD)
@@ -376,7 +365,7 @@ class TestAccessAndAudit:
     def test_deleting_a_run_needs_the_permission_and_is_recorded(self, client):
         from records.models import AuditEvent
 
-        _ingest(("modeleval-dynamic.jsonl", GOOD))
+        ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
         run = Run.objects.get()
         user = User.objects.create_user("del", password="pw-123456789")
         client.force_login(user)
@@ -396,7 +385,7 @@ class TestAccessAndAudit:
             "run-fixture-dynamic",
         )
         # The shard may be uploaded again afterwards.
-        assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+        assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
 
     def test_check_deploy_is_clean_with_production_settings(self):
         import os
@@ -462,12 +451,12 @@ class TestAccessAndAudit:
             return real(self, cursor)
 
         monkeypatch.setattr(tables.Table, "flush", failing)
-        (refused,) = _ingest(("modeleval-dynamic.jsonl", GOOD)).refused
+        (refused,) = ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).refused
         assert "unexpected RuntimeError (the disk went away)" in refused["message"]
         for model in (ShardFile, Run, Attempt, Turn, Call):
             assert not model.objects.exists()
         monkeypatch.setattr(tables.Table, "flush", real)
-        assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+        assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
 
 
 def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
@@ -477,7 +466,7 @@ def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
 
     if connection.vendor != "postgresql":
         pytest.skip("statistics are refreshed on PostgreSQL only")
-    assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+    assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
     analyze_if_large(10**6, (Attempt, Turn))
     with connection.cursor() as cur:
         cur.execute(
@@ -519,7 +508,7 @@ def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, s
     data = encode(
         [line("attempt"), line("turn", index=3_000_000_000), line("session"), line("run")]
     )
-    report = _ingest(("modeleval-big-index.jsonl", data))
+    report = ingest_bytes(("modeleval-big-index.jsonl", data))
     if connection.vendor == "sqlite":
         assert report.stored and Turn.objects.get().index == 3_000_000_000
         return
@@ -531,4 +520,4 @@ def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, s
     assert (refused["line"], refused["field"]) == (2, "turn.index")
     assert "COPY" not in refused["message"]
     assert not ShardFile.objects.exists() and not Attempt.objects.exists()
-    assert _ingest(("modeleval-dynamic.jsonl", GOOD)).stored
+    assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored

@@ -25,11 +25,6 @@ def _ingest(name: str, doc) -> dict:
     return report.as_dict()
 
 
-@pytest.fixture
-def viewer(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
-
-
 def test_the_fixture_document_stores_its_corpus_and_the_pinned_report(client, viewer):
     out = _ingest("replay.json", DOC)
     assert out["refused"] == [] and out["replays"][0]["overall"] == "FAIL"

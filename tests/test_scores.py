@@ -9,13 +9,13 @@ from django.contrib.auth.models import Permission
 from django.core.management import call_command
 
 from records.formats.corpus_key import CorpusKeyError, read_corpus_key
-from records.ingest import bytes_input, ingest
-from records.models import ApiToken, CorpusKey, KeyCase, Run, Scoring, Upload, Verdict
+from records.models import ApiToken, CorpusKey, KeyCase, Run, Scoring, Verdict
 from records.scores.tables import coverage_caption, fnv1a64, score_groups, score_rows
 from tests.builders import (
     FIXTURE_SHARD,
     SAMPLE_KEY,
     encode,
+    ingest_bytes,
     line,
     published_session,
     published_shard,
@@ -25,21 +25,10 @@ pytestmark = pytest.mark.django_db
 KEY_BYTES = SAMPLE_KEY.read_bytes()
 
 
-def _ingest(*items, **kw):
-    return ingest([bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"), **kw)
-
-
 def fixture_for_sample_key() -> bytes:
     """The fixture shard with its run line pointing at the sample key (and given providers)."""
     text = FIXTURE_SHARD.read_text().replace('"fixture-corpus"', '"b519a10571ab2192"')
     return text.encode()
-
-
-@pytest.fixture
-def viewer(client, django_user_model):
-    user = django_user_model.objects.create_user("v", password="pw-123456789")
-    client.force_login(user)
-    return user
 
 
 class TestKeys:
@@ -57,7 +46,7 @@ class TestKeys:
     def test_the_operator_override_marks_the_key_not_verified(self):
         doc = json.loads(KEY_BYTES)
         doc["cases"][0]["prompt"] += " please"
-        report = _ingest(("key.json", json.dumps(doc).encode()), allow_digest_mismatch=True)
+        report = ingest_bytes(("key.json", json.dumps(doc).encode()), allow_digest_mismatch=True)
         key = CorpusKey.objects.get()
         assert not key.verified and key.declared_digest == "b519a10571ab2192"
         assert report.keys[0]["verified"] is False
@@ -106,8 +95,8 @@ class TestKeys:
         assert r.status_code == 200 and CorpusKey.objects.get().verified is False
 
     def test_a_key_is_stored_with_its_cases_once(self):
-        _ingest(("corpus-key.json", KEY_BYTES))
-        report = _ingest(("copy.json", KEY_BYTES))
+        ingest_bytes(("corpus-key.json", KEY_BYTES))
+        report = ingest_bytes(("copy.json", KEY_BYTES))
         assert CorpusKey.objects.count() == 1 and report.keys[0]["created"] is False
         assert list(KeyCase.objects.values_list("case_id", flat=True))[:2] == ["MT-002", "MT-003"]
         ms014 = KeyCase.objects.get(case_id="MS-014")
@@ -136,20 +125,20 @@ def _file(name, data):
 
 class TestScoring:
     def test_a_shard_is_scored_when_its_key_is_already_stored(self):
-        _ingest(("key.json", KEY_BYTES))
-        report = _ingest(("modeleval-f.jsonl", fixture_for_sample_key()))
+        ingest_bytes(("key.json", KEY_BYTES))
+        report = ingest_bytes(("modeleval-f.jsonl", fixture_for_sample_key()))
         assert report.stored[0]["scored_against"] == "b519a10571ab2192"
         scoring = Scoring.objects.get()
         assert not scoring.stale and scoring.verdict_count == 2
 
     def test_a_key_arriving_scores_the_runs_that_carry_its_digest(self):
-        _ingest(("modeleval-f.jsonl", fixture_for_sample_key()))
+        ingest_bytes(("modeleval-f.jsonl", fixture_for_sample_key()))
         assert not Scoring.objects.exists()
-        report = _ingest(("key.json", KEY_BYTES))
+        report = ingest_bytes(("key.json", KEY_BYTES))
         assert report.keys[0]["rescored_runs"] == [Run.objects.get().pk]
 
     def test_the_stored_rows_are_the_rows_of_spec_f(self):
-        _ingest(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
+        ingest_bytes(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
         rows = {r.model: r for r in score_rows(Scoring.objects.get())}
         perfect, wrong = rows["fake:perfect"], rows["fake:wrong-args"]
         assert [p for _, p in perfect.columns] == [
@@ -183,7 +172,7 @@ class TestScoring:
         assert (wrong.figures["input_tokens"], wrong.figures["turns"]) == (2600, 2)
 
     def test_the_fixture_rows_are_refused_upstream_for_incomplete_provenance(self):
-        _ingest(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
+        ingest_bytes(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
         groups = score_groups(Scoring.objects.get())
         (group,) = groups
         assert [r.refusal[0] for r in group.rows] == ["fake-provider"] * 0 + [
@@ -197,18 +186,18 @@ class TestScoring:
         )
 
     def test_a_filtered_run_is_refused_first(self):
-        _ingest(("key.json", KEY_BYTES))
+        ingest_bytes(("key.json", KEY_BYTES))
         data = fixture_for_sample_key().replace(
             b'"repeat":1}}\n', b'"repeat":1,"filter":"TestX"}}\n'
         )
-        _ingest(("modeleval-f.jsonl", data))
+        ingest_bytes(("modeleval-f.jsonl", data))
         rows = score_groups(Scoring.objects.get())[0].rows
         assert rows[0].refusal == ("filtered-run", "the run was filtered with -run 'TestX'")
 
     def test_scoring_against_another_key_is_fenced_as_stale(self, client, viewer):
         viewer.user_permissions.add(Permission.objects.get(codename="add_scoring"))
-        _ingest(("modeleval-f.jsonl", FIXTURE_SHARD.read_bytes()))
-        _ingest(("key.json", KEY_BYTES))
+        ingest_bytes(("modeleval-f.jsonl", FIXTURE_SHARD.read_bytes()))
+        ingest_bytes(("key.json", KEY_BYTES))
         run = Run.objects.get()
         html = client.get(f"/runs/{run.pk}/").content.decode()
         assert "No stored corpus key has this run's digest" in html
@@ -222,14 +211,14 @@ class TestScoring:
         assert md.startswith("> **Stale corpus**")
 
     def test_scoring_by_hand_needs_the_permission(self, client, viewer):
-        _ingest(("modeleval-f.jsonl", FIXTURE_SHARD.read_bytes()), ("key.json", KEY_BYTES))
+        ingest_bytes(("modeleval-f.jsonl", FIXTURE_SHARD.read_bytes()), ("key.json", KEY_BYTES))
         r = client.post(f"/runs/{Run.objects.get().pk}/score/", {"key": CorpusKey.objects.get().pk})
         assert r.status_code == 403 and not Scoring.objects.exists()
 
     def test_an_unscoreable_run_says_why_and_stores_no_verdict(self):
         # Only a row upstream would publish is scored, so the run's provenance is complete.
-        _ingest(("key.json", KEY_BYTES))
-        _ingest(("modeleval-z.jsonl", published_shard(line("attempt", case="ZZ-999"))))
+        ingest_bytes(("key.json", KEY_BYTES))
+        ingest_bytes(("modeleval-z.jsonl", published_shard(line("attempt", case="ZZ-999"))))
         scoring = Scoring.objects.get()
         assert scoring.verdict_count == 0 and "names case 'ZZ-999'" in scoring.error
         assert not Verdict.objects.exists()
@@ -237,10 +226,10 @@ class TestScoring:
     def test_an_unscoreable_attempt_in_a_row_upstream_refuses_is_left_out_not_fatal(self):
         # A sessionless attempt with no surface forms a row of its own with no session, which
         # the provenance rule refuses before scoring; the run's good row is scored and kept.
-        _ingest(("key.json", KEY_BYTES))
+        ingest_bytes(("key.json", KEY_BYTES))
         lonely = line("attempt", id="a2", case="MS-001", surface="", session="")
         lonely["attempt"].update(ended_by="skipped", reason="needs a runner")
-        _ingest(("modeleval-z.jsonl", published_shard(line("attempt"), lonely)))
+        ingest_bytes(("modeleval-z.jsonl", published_shard(line("attempt"), lonely)))
         scoring = Scoring.objects.get()
         assert scoring.verdict_count == 1, scoring.error
         assert "1 attempt(s) could not be scored" in scoring.error
@@ -248,8 +237,8 @@ class TestScoring:
         assert row.row_key.startswith("model=fake:perfect surface=dynamic mode=default")
 
     def _rows(self, *lines):
-        _ingest(("key.json", KEY_BYTES))
-        _ingest(("modeleval-r.jsonl", published_shard(*lines)))
+        ingest_bytes(("key.json", KEY_BYTES))
+        ingest_bytes(("modeleval-r.jsonl", published_shard(*lines)))
         scoring = Scoring.objects.get()
         assert not scoring.error, scoring.error
         return {r.row_key: r for g in score_groups(scoring) for r in g.rows}
@@ -289,7 +278,7 @@ class TestScoring:
         assert row.refusal == ("incomplete-provenance", "surface is empty")
 
     def test_attempts_naming_retired_cases_are_not_scored(self):
-        _ingest(("key.json", KEY_BYTES))
+        ingest_bytes(("key.json", KEY_BYTES))
         data = encode(
             [
                 line("attempt", case="MT-201"),
@@ -298,7 +287,7 @@ class TestScoring:
                 line("run", corpus_digest="b519a10571ab2192"),
             ]
         )
-        _ingest(("modeleval-r.jsonl", data))
+        ingest_bytes(("modeleval-r.jsonl", data))
         scoring = Scoring.objects.get()
         assert scoring.verdict_count == 1 and "retired" in scoring.error
 
@@ -306,7 +295,7 @@ class TestScoring:
 class TestPages:
     @pytest.fixture
     def scored(self):
-        _ingest(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
+        ingest_bytes(("key.json", KEY_BYTES), ("modeleval-f.jsonl", fixture_for_sample_key()))
         return Run.objects.get()
 
     def test_the_run_page_shows_scores_with_ratios_rates_and_links(self, client, viewer, scored):
@@ -360,7 +349,7 @@ class TestPages:
         doc["cases"][0]["steps"][0]["args"][0]["truth"] = {
             "literal": "eval-group/some-other-project"
         }
-        _ingest(("key-v2.json", json.dumps(doc).encode()), allow_digest_mismatch=True)
+        ingest_bytes(("key-v2.json", json.dumps(doc).encode()), allow_digest_mismatch=True)
         call_command(
             "rescore", "--run", str(scored.pk), "--key", str(CorpusKey.objects.latest("id").pk)
         )

@@ -21,7 +21,7 @@ from records.models import (
     Upload,
     Verdict,
 )
-from tests.builders import SAMPLE_KEY
+from tests.builders import SAMPLE_KEY, ingest_bytes
 
 pytestmark = pytest.mark.django_db
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
@@ -154,10 +154,6 @@ def test_no_output_renders_untrusted_text_as_html(client, django_user_model, tmp
     assert doc["Content-Type"] == "application/json"
 
 
-def _ingest(*items: tuple[str, bytes]):
-    return ingest([bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"))
-
-
 @pytest.mark.parametrize("parser", ["in line", "second process"])
 def test_a_fault_inside_the_reader_refuses_that_file_and_the_files_after_it_are_stored(
     parser, settings, monkeypatch
@@ -174,7 +170,7 @@ def test_a_fault_inside_the_reader_refuses_that_file_and_the_files_after_it_are_
 
     monkeypatch.setattr(shard_rows, "iter_lines", faulty)
     other = GOOD.replace(b"run-fixture-dynamic", b"run-after")
-    report = _ingest(
+    report = ingest_bytes(
         ("modeleval-faulty.jsonl", GOOD),
         ("modeleval-good.jsonl", other),
     )
@@ -196,7 +192,7 @@ def test_a_fault_while_expanding_an_archive_refuses_it_and_the_inputs_after_it_a
         yield  # a generator, like the real one
 
     monkeypatch.setattr(ingest_module, "_zip_members", broken)
-    report = _ingest(("artifact.zip", b"PK"), ("modeleval-good.jsonl", GOOD))
+    report = ingest_bytes(("artifact.zip", b"PK"), ("modeleval-good.jsonl", GOOD))
     assert report.refused[0]["file"] == "artifact.zip"
     assert "unexpected KeyError" in report.refused[0]["message"]
     assert [s["file"] for s in report.stored] == ["modeleval-good.jsonl"]
@@ -233,7 +229,7 @@ def test_an_archive_over_the_member_limit_is_refused_before_anything_of_it_is_st
             for i in range(50):
                 t.addfile(tarfile.TarInfo(f"e{i}"), io.BytesIO(b""))
         data = buf.getvalue()
-    report = _ingest((f"artifact.{kind}", data))
+    report = ingest_bytes((f"artifact.{kind}", data))
     (refused,) = report.refused
     assert "at most 50 are read (EVALDASH_MAX_ARCHIVE_MEMBERS)" in refused["message"]
     assert not report.stored and not Run.objects.exists()
@@ -249,7 +245,7 @@ def test_a_zip_whose_directory_is_too_large_is_refused_from_its_end_record_unrea
     monkeypatch.setattr(
         zipfile.ZipFile, "_RealGetContents", lambda self: pytest.fail("directory was read")
     )
-    report = _ingest(("artifact.zip", _many_entries_zip(3000)))
+    report = ingest_bytes(("artifact.zip", _many_entries_zip(3000)))
     assert "holds 3,000 entries" in report.refused[0]["message"]
 
 
@@ -258,7 +254,7 @@ def test_a_long_digit_run_in_an_argument_is_scored_without_backtracking():
     # it, the value is no number and the shard is stored and scored at once.
     data = (HOSTILE / "modeleval-long-number-argument.jsonl").read_bytes()
     data = data.replace(b'"fixture-corpus"', b'"b519a10571ab2192"')
-    report = _ingest(("key.json", SAMPLE_KEY.read_bytes()), ("modeleval-long.jsonl", data))
+    report = ingest_bytes(("key.json", SAMPLE_KEY.read_bytes()), ("modeleval-long.jsonl", data))
     assert report.ok, report.refused
     assert report.stored[0]["scored_against"] == "b519a10571ab2192"
     assert Verdict.objects.filter(attempt__run__run_id="run-long-number").exists()

@@ -15,14 +15,7 @@ from records.ingest import bytes_input, ingest
 from records.models import Attempt, Run, Upload
 from tests.builders import FIXTURE_SHARD, encode, line
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def viewer(client, django_user_model):
-    user = django_user_model.objects.create_user("viewer", password="pw-123456789")
-    client.force_login(user)
-    return user
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("viewer")]
 
 
 class TestAccess:
