@@ -12,7 +12,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from records.ingest import bytes_input, ingest
-from records.models import Attempt, Run, Upload
+from records.models import ENDINGS, Attempt, Run, Upload
 from tests.builders import FIXTURE_SHARD, encode, line
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("viewer")]
@@ -203,15 +203,7 @@ class TestRunPage:
         r = client.get(f"/runs/{run.pk}/")
         html = r.content.decode()
         assert "retrieved on 2026-09-16" in html and "dynamic/default" in html
-        for ending in (
-            "completed",
-            "over_budget",
-            "malformed",
-            "no_tool_call",
-            "provider_error",
-            "harness_error",
-            "skipped",
-        ):
+        for ending in ENDINGS:
             assert f">{ending}</th>" in html
         assert 'id="cost-chart-data"' in html
 

@@ -13,12 +13,12 @@ from django.http import (
     JsonResponse,
 )
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
 from evaldash.middleware import accepts_uploads
 from records.conformance.formats import ambiguities
 from records.models import (
+    ApiToken,
     ConformanceResult,
     ConformanceRun,
     ConformanceSuite,
@@ -29,7 +29,7 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export
-from records.views.uploads import _api_token
+from records.views.uploads import token_upload
 
 
 def _latest_runs() -> list[ConformanceRun]:
@@ -185,13 +185,8 @@ def conformance_suite(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-@accepts_uploads
-@csrf_exempt  # token-authenticated, no cookies involved
-@require_POST
-def api_conformance(request: HttpRequest) -> HttpResponse:
-    token, failure = _api_token(request)
-    if failure:
-        return failure
+@token_upload
+def api_conformance(request: HttpRequest, token: ApiToken) -> HttpResponse:
     return _conformance_post(request, Upload.objects.create(source=Upload.Source.API, token=token))
 
 

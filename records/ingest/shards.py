@@ -45,6 +45,13 @@ from records.models import (
     Verify,
 )
 
+PRICE_FIELDS = (
+    "input_per_million_usd",
+    "output_per_million_usd",
+    "cache_write_per_million_usd",
+    "cache_read_per_million_usd",
+)
+
 
 def _sha256(stream: IO[bytes]) -> str:
     digest = hashlib.sha256()
@@ -221,18 +228,9 @@ def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, i
                 model=prov.get("model", ""),
                 options=prov.get("options", {}),
                 priced=price is not None,
-                input_per_million_usd=(price or {}).get(
-                    "input_per_million_usd", 0.0 if price else None
-                ),
-                output_per_million_usd=(price or {}).get(
-                    "output_per_million_usd", 0.0 if price else None
-                ),
-                cache_write_per_million_usd=(price or {}).get(
-                    "cache_write_per_million_usd", 0.0 if price else None
-                ),
-                cache_read_per_million_usd=(price or {}).get(
-                    "cache_read_per_million_usd", 0.0 if price else None
-                ),
+                # An unpriced model has no figures (unknown, never zero); a priced one, 0 for
+                # a figure its price leaves out.
+                **{f: (price or {}).get(f, 0.0 if price else None) for f in PRICE_FIELDS},
                 retrieved_on=(price or {}).get("retrieved_on", ""),
             )
         )

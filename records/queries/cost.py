@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
+from typing import Any
 
 from records.formats.shard_rows import SUMMARY_COLUMNS
 from records.models import ENDINGS, Provider, Run, SurfaceSummary
 
 Price = tuple[float, float, float, float]  # input, output, cache write, cache read; per million
+
+
+def _plus(a: Any, b: Any) -> Any:
+    """Two figures of one kind added field by field."""
+    return type(a)(*(x + y for x, y in zip(astuple(a), astuple(b), strict=True)))
 
 
 @dataclass(frozen=True)
@@ -24,12 +30,7 @@ class Tokens:
     cache_read: int = 0
 
     def __add__(self, other: Tokens) -> Tokens:
-        return Tokens(
-            self.input + other.input,
-            self.output + other.output,
-            self.cache_created + other.cache_created,
-            self.cache_read + other.cache_read,
-        )
+        return _plus(self, other)
 
     @property
     def total(self) -> int:
@@ -66,12 +67,7 @@ class Cost:
         return self.input + self.output + self.cache_write + self.cache_read
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(
-            self.input + other.input,
-            self.output + other.output,
-            self.cache_write + other.cache_write,
-            self.cache_read + other.cache_read,
-        )
+        return _plus(self, other)
 
 
 def cost_of(tokens: Tokens, price: Price | None) -> Cost | None:

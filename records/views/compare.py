@@ -72,7 +72,9 @@ def compare(request: HttpRequest) -> HttpResponse:
                 scoring=scoring,
                 scatter=charts.cost_scatter(groups, run) if groups else None,
             )
-    template = "records/compare/page.html#result" if _partial(request) else "records/compare/page.html"
+    template = (
+        "records/compare/page.html#result" if _partial(request) else "records/compare/page.html"
+    )
     return render(request, template, context)
 
 

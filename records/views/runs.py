@@ -59,7 +59,9 @@ def runs(request: HttpRequest) -> HttpResponse:
         "rows": rows,
         "previous": previous_runs(run_list),
     }
-    template = "records/runs/list.html#runs-table" if _partial(request) else "records/runs/list.html"
+    template = (
+        "records/runs/list.html#runs-table" if _partial(request) else "records/runs/list.html"
+    )
     return render(request, template, context)
 
 

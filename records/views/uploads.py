@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -92,7 +93,11 @@ def upload(request: HttpRequest) -> HttpResponse:
             context["report"] = ingest(inputs, up, allow_digest_mismatch=_override(request))
             context["upload"] = up
             status = 200 if context["report"].ok else 422
-        template = "records/uploads/upload.html#report" if _partial(request) else "records/uploads/upload.html"
+        template = (
+            "records/uploads/upload.html#report"
+            if _partial(request)
+            else "records/uploads/upload.html"
+        )
         return render(request, template, context, status=status)
     context["recent"] = Upload.objects.select_related("user").order_by("-created_at")[:15]
     return render(request, "records/uploads/upload.html", context)
@@ -126,13 +131,28 @@ def _api_token(request: HttpRequest) -> tuple[ApiToken | None, HttpResponse | No
     return token, None
 
 
-@accepts_uploads
-@csrf_exempt  # token-authenticated, no cookies involved
-@require_POST
-def api_upload(request: HttpRequest) -> HttpResponse:
-    token, failure = _api_token(request)
-    if failure:
-        return failure
+def token_upload(
+    view: Callable[[HttpRequest, ApiToken], HttpResponse],
+) -> Callable[..., HttpResponse]:
+    """An upload API address: a POST authenticated by an upload token (no cookies, so no CSRF),
+    whose body may be as large as an upload; the view is given the live token."""
+
+    @accepts_uploads
+    @csrf_exempt
+    @require_POST
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest) -> HttpResponse:
+        token, failure = _api_token(request)
+        if failure:
+            return failure
+        assert token is not None
+        return view(request, token)
+
+    return wrapper
+
+
+@token_upload
+def api_upload(request: HttpRequest, token: ApiToken) -> HttpResponse:
     inputs = _uploaded_inputs(request)
     if not inputs:
         return JsonResponse({"error": "no file: send files as multipart field 'file'"}, status=400)
