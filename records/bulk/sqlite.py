@@ -3,8 +3,10 @@ commit's path."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
+from urllib.parse import quote
 
 from django.conf import settings
 from django.db import connection
@@ -56,8 +58,6 @@ class Checkpoints:
 
 
 def _checkpoint(path: str) -> None:
-    import sqlite3
-    from urllib.parse import quote
 
     # mode=rw: a database file that is gone (deleted meanwhile) is not created afresh.
     db = sqlite3.connect(

@@ -3,6 +3,7 @@ runs, suites, and runs posted by the page or the API."""
 
 from __future__ import annotations
 
+import json as _json
 from typing import Any
 
 from django.contrib.auth.decorators import login_required, permission_required
@@ -16,7 +17,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from evaldash.middleware import accepts_uploads
-from records.conformance.formats import ambiguities
+from records.conformance.formats import ConformanceError, ambiguities, template_of
+from records.conformance.store import RunMeta, store_run
 from records.models import (
     ApiToken,
     ConformanceResult,
@@ -98,7 +100,6 @@ def conformance_export(request: HttpRequest, fmt: str) -> HttpResponse:
 @require_GET
 @read_access
 def conformance_failures(request: HttpRequest) -> HttpResponse:
-    from records.conformance.formats import template_of
 
     groups: dict[str, list[tuple[ConformanceRun, ConformanceResult, str]]] = {}
     for run in _latest_runs():
@@ -191,8 +192,6 @@ def api_conformance(request: HttpRequest, token: ApiToken) -> HttpResponse:
 
 
 def _conformance_post(request: HttpRequest, upload: Upload) -> HttpResponse:
-    from records.conformance.formats import ConformanceError
-    from records.conformance.store import RunMeta, store_run
 
     f = request.FILES.get("output")
     data = f.read() if f else b""
@@ -217,7 +216,5 @@ def upload_conformance(request: HttpRequest) -> HttpResponse:
         request, Upload.objects.create(source=Upload.Source.WEB, user=request.user)
     )
     if response.status_code == 200:
-        import json as _json
-
         return redirect("records:conformance-run", pk=_json.loads(response.content)["run"])
     return response

@@ -25,9 +25,15 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection, reset_queries
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from records.devtools.synth import MODELS, ModelSpec, load_demo_key, widen_key, write_run
+from records.formats.corpus_key import key_to_json
+from records.ingest import ingest, inputs_from_paths
+from records.models import Attempt, Run, Upload
+from records.scores.run import score_run
+from records.scores.run import store_key as store
 
 CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
 
@@ -109,8 +115,6 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def ingest_paths(paths: list[Path]) -> dict[str, Any]:
-    from records.ingest import ingest, inputs_from_paths
-    from records.models import Upload
 
     size = sum(p.stat().st_size for p in paths)
     seconds, report = _timed(
@@ -127,9 +131,6 @@ def ingest_paths(paths: list[Path]) -> dict[str, Any]:
 
 
 def store_key(key: Any) -> Any:
-    from records.formats.corpus_key import key_to_json
-    from records.models import Upload
-    from records.scores.run import store_key as store
 
     stored, _ = store(
         orjson.dumps(key_to_json(key)), "bench-key.json", Upload.objects.create(source="cli")
@@ -169,7 +170,6 @@ def page_times(client: Any, urls: dict[str, str], repeat: int = 9) -> dict[str, 
 
 
 def _pages(client: Any, run_id: int, baseline_id: int) -> dict[str, dict[str, float]]:
-    from records.models import Attempt
 
     attempt = Attempt.objects.filter(run_id=run_id, call_count__gt=2).order_by("pk").first()
     urls = {
@@ -196,8 +196,6 @@ def _runs(
 def _ingest_and_score(paths: list[Path], key: Any) -> tuple[list[Any], dict]:
     """Ingest the runs (one ingest call), then store the key and score them; the figures are
     the ingest's, and the scoring of the first run with its own ingest time."""
-    from records.models import Run
-    from records.scores.run import score_run
 
     # The key is stored after the shards, so the ingest measured is the ingest alone (a shard
     # whose key is already stored is scored on arrival).
@@ -297,7 +295,6 @@ def _tree_memory_kb(root: int) -> tuple[int, dict[int, int]] | None:
 def run(
     *, small: int, large: int, artifact_mb: float, out: Path, say: Callable[[str], None]
 ) -> dict[str, Any]:
-    from django.test import Client
 
     report: dict[str, Any] = {
         "database": connection.vendor,

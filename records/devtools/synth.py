@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
@@ -51,7 +51,6 @@ def load_demo_key() -> KeyDocument:
 
 def widen_key(key: KeyDocument, cases: int) -> KeyDocument:
     """A key with `cases` cases cycled from `key`'s (new ids, same steps), digest recomputed."""
-    from dataclasses import replace
 
     out: list[Case] = []
     i = 0

@@ -19,6 +19,7 @@ prose there, G.3), because refusing real shards helps nobody.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -873,7 +874,6 @@ def read_shard(stream: IO[bytes], name: str) -> Shard:
 
 
 def read_shard_bytes(data: bytes | Iterable[bytes], name: str) -> Shard:
-    import io
 
     if not isinstance(data, bytes):
         data = b"".join(data)

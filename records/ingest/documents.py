@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+from records.conformance.store import looks_like_suite, store_suite
 from records.formats.corpus_key import CorpusKeyError
 from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
 from records.ingest.inputs import (
@@ -13,14 +14,14 @@ from records.ingest.inputs import (
 from records.models import (
     Upload,
 )
+from records.replays.store import ingest_document, looks_like_replay
+from records.scores.run import rescore_for_key, store_key
 
 MAX_KEY_BYTES = 64 * 1024 * 1024
 
 
 def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
     """A .json document: a corpus key, or a sealed corpus and/or its replay results."""
-    from records.replays.store import ingest_document, looks_like_replay
-    from records.scores.run import rescore_for_key, store_key
 
     with item.open() as fh:
         data = fh.read(MAX_KEY_BYTES + 1)
@@ -32,7 +33,6 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
         raise CorpusKeyError(item.name, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
     if NUL_ESCAPE in data and (where := nul_field(doc)):
         raise CorpusKeyError(item.name, NUL_MESSAGE, field=where)
-    from records.conformance.store import looks_like_suite, store_suite
 
     if looks_like_suite(doc):
         report.suites.append(store_suite(data, item.name, upload))

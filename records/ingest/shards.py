@@ -44,6 +44,7 @@ from records.models import (
     Upload,
     Verify,
 )
+from records.scores.run import score_if_key
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -376,7 +377,6 @@ def ingest_shard(
         progress(name, size, size)
     analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
     seconds = time.perf_counter() - started
-    from records.scores.run import score_if_key
 
     scoring = score_if_key(run)
     report.stored.append(

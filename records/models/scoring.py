@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import orjson
 from django.db import models
 from django.utils import timezone
 
+from records.formats.corpus_key import read_corpus_key
 from records.models.fields import WholeJSONField, _bulk_reference
 from records.models.intake import Upload
 from records.models.runs import Attempt, Run, Session
@@ -32,9 +34,6 @@ class CorpusKey(models.Model):
 
     def load(self):
         """The key as the scorer reads it."""
-        import orjson
-
-        from records.formats.corpus_key import read_corpus_key
 
         return read_corpus_key(
             orjson.dumps(self.document), self.name, allow_digest_mismatch=not self.verified

@@ -12,7 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from records.models import Provider, Run, Scoring, Verdict
+from django.db import connection
+
+from records.models import Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.cost import Tokens, cost_of
 from records.scorer.batch import ADDITIVE, TOKENS
 from records.scorer.score import RATIO_COLUMNS
@@ -195,9 +197,6 @@ def case_flips(
     scorings: counts per kind, and (with `detail`) the changes (not the cases that still pass),
     regressions first, at most `limit` per row. Two queries, whatever the number of rows or
     cases."""
-    from django.db import connection
-
-    from records.models import ScoreCase
 
     if not pairs:
         return {}, {}
@@ -251,7 +250,6 @@ def case_flips(
 
 def shared_cases(scoring_rows: list[tuple[Scoring, str]]) -> list[str]:
     """The cases every one of the given (scoring, row key) rows ran."""
-    from records.models import ScoreCase
 
     shared: set[str] | None = None
     for scoring, key in scoring_rows:

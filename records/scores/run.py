@@ -23,6 +23,7 @@ from records.models import (
     CorpusKey,
     KeyCase,
     Run,
+    ScoreCase,
     Scoring,
     Session,
     Upload,
@@ -359,7 +360,6 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scori
         )
         return scoring
     _store_rows(scoring)
-    from records.models import ScoreCase
 
     analyze_if_large(count, (Verdict, ScoreCase))
     notes = []

@@ -14,10 +14,12 @@ from django.db.models import Case, Count, IntegerField, Max, Sum, When
 from records.models import (
     Provider,
     Run,
+    ScoreCase,
     Scoring,
     Session,
     Verdict,
 )
+from records.models import ScoreRow as StoredRow
 from records.scorer.batch import ADDITIVE, TOKENS
 from records.scorer.score import (
     OUTCOMES,
@@ -26,7 +28,6 @@ from records.scorer.score import (
 
 def cases_on(scoring: Scoring, surface: str) -> Any:
     """Every case scored on a surface, as a query a paginator can count and slice."""
-    from records.models import ScoreCase
 
     keys = list(scoring.rows.filter(surface=surface).values_list("row_key", flat=True))
     return (
@@ -111,8 +112,6 @@ def score_rows(scoring: Scoring) -> list[TableRow]:
 
 def _store_rows(scoring: Scoring) -> None:
     """Sum the scoring's rows and its per-case counts once, in the database."""
-    from records.models import ScoreCase
-    from records.models import ScoreRow as StoredRow
 
     qn = connection.ops.quote_name
     with connection.cursor() as cur:
@@ -269,7 +268,6 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
     sessions = {s.pk: s for s in run.sessions.all()}
     providers = {p.spec: p for p in run.providers.all()}
     unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
-    from records.models import ScoreRow as StoredRow
 
     # Row keys an earlier run already produced (upstream's duplicate-row), in one query.
     claimed = set(

@@ -7,7 +7,9 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from records.queries.compare import COLUMNS, delta_points
 from records.queries.cost import usd as _usd
+from records.queries.trace import shown_json as shown
 from records.scorer.batch import TOKENS
 from records.scorer.score import COUNTED_APART
 
@@ -59,7 +61,6 @@ def ms(value: float | None) -> str:
 
 @register.filter
 def shown_json(value: Any) -> Any:
-    from records.queries.trace import shown_json as shown
 
     return shown(value)
 
@@ -85,7 +86,6 @@ def side_ratio(side: Any, column: str) -> tuple[int, int]:
 @register.filter
 def delta(base: Any, other: Any) -> dict[str, float | None]:
     """Points of difference per column between two compared sides."""
-    from records.queries.compare import COLUMNS, delta_points
 
     return {c: delta_points(base.ratio(c), other.ratio(c)) for c in COLUMNS}
 

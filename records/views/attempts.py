@@ -19,6 +19,7 @@ from records.models import (
     Verdict,
     Verify,
 )
+from records.queries.cost import Tokens, cost_of
 from records.queries.trace import trace
 from records.scores.run import latest_scoring
 from records.views.access import (
@@ -45,8 +46,6 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     turns = trace(attempt, price)
     total = None
     if price is not None:
-        from records.queries.cost import Tokens, cost_of
-
         total = cost_of(Tokens.of(attempt), price)
     scoring = latest_scoring(attempt.run)
     verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None

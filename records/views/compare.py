@@ -16,6 +16,7 @@ from django.views.decorators.vary import vary_on_headers
 from records.models import (
     Run,
 )
+from records.queries import compare as cmp
 from records.scores.run import latest_scoring
 from records.scores.tables import score_groups
 from records.views import charts
@@ -26,14 +27,13 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export
+from records.views.forms import CompareForm
 
 
 @require_GET
 @read_access
 @vary_on_headers("HX-Request")
 def compare(request: HttpRequest) -> HttpResponse:
-    from records.queries import compare as cmp
-    from records.views.forms import CompareForm
 
     run_choices = list(Run.objects.order_by("-started_at", "-id").values_list("pk", "run_id")[:200])
     form = CompareForm(request.GET or None, run_choices=run_choices)
@@ -81,8 +81,6 @@ def compare(request: HttpRequest) -> HttpResponse:
 @require_GET
 @read_access
 def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
-    from records.queries import compare as cmp
-    from records.views.forms import CompareForm
 
     run_choices = list(Run.objects.values_list("pk", "run_id"))
     form = CompareForm(request.GET, run_choices=run_choices)

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -198,7 +199,6 @@ def run_delete(request: HttpRequest, pk: int) -> HttpResponse:
         "attempts": run.attempt_count,
         "scorings": run.scorings.count(),
     }
-    from django.db import transaction
 
     with transaction.atomic():
         AuditEvent.objects.create(user=request.user, action="delete-run", detail=detail)

@@ -20,6 +20,7 @@ class Command(BaseCommand):
     def handle(
         self, *args, small: int, large: int, artifact_mb: float, out: str, keep_db: bool, **options
     ) -> None:
+        # Imported when the benchmark runs, not when `manage.py help` loads every command.
         from records.devtools import bench
 
         # A fresh database, made and destroyed the way the test runner does it.

@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
-from records.models import Upload
+from records.models import Run, Upload
 
 
 class Command(BaseCommand):
@@ -17,7 +17,6 @@ class Command(BaseCommand):
         parser.add_argument("--if-empty", action="store_true", help="only when no run is stored")
 
     def handle(self, *args, if_empty: bool = False, **options) -> None:
-        from records.models import Run
 
         if if_empty and Run.objects.exists():
             self.stdout.write("demo: runs already stored, nothing loaded")
