@@ -28,6 +28,10 @@ from typing import IO, Any
 
 import msgspec
 
+from records.formats.rows import (
+    AttemptRow,
+    position,
+)
 from records.formats.shard import ENDINGS, Joins, iter_lines
 
 BATCH_LINES = 2000
@@ -35,95 +39,17 @@ BATCH_LINES = 2000
 # or attempt lines only): the writer lets the parser read only so far ahead of the rows it took.
 BATCH_BYTES = 4 * 1024 * 1024
 
-# Column names as the models call them; the first of each child table is the attempt.
-ATTEMPT_COLUMNS = [
-    "key",
-    "line",
-    "case",
-    "model",
-    "surface",
-    "effective_surface",
-    "effective_mode",
-    "session_label",
-    "repeat",
-    "shown_tools",
-    "overflowed",
-    "tool_digest",
-    "facts",
-    "stimulus",
-    "ended_by",
-    "reason",
-    "turn_count",
-    "try_count",
-    "call_count",
-    "input_tokens",
-    "output_tokens",
-    "cache_created_tokens",
-    "cache_read_tokens",
-    "latency_ms",
-    "last_turn_has_tool_call",
-    "failed_checks",
-]
-TURN_COLUMNS = [
-    "attempt",
-    "line",
-    "index",
-    "try_number",
-    "request_digest",
-    "blocks",
-    "input_tokens",
-    "output_tokens",
-    "cache_created_tokens",
-    "cache_read_tokens",
-    "status",
-    "detail",
-    "latency_ms",
-    "has_tool_call",
-]
-CALL_COLUMNS = [
-    "attempt",
-    "line",
-    "turn",
-    "index",
-    "tool",
-    "arguments",
-    "requested_action",
-    "dispatched_action",
-    "dispatched_tool",
-    "refusal_reason",
-    "outcome",
-    "result",
-    "result_truncated",
-    "text",
-    "text_truncated",
-    "duration_ms",
-    "trace_id",
-    "requests",
-    "dispatch_observed",
-]
-VERIFY_COLUMNS = ["attempt", "line", "name", "passed", "detail"]
-SUMMARY_COLUMNS = [
-    "model",
-    "surface",
-    "mode",
-    "attempts",
-    *ENDINGS,
-    "turns",
-    "tries",
-    "calls",
-    "latency_ms",
-    "input_tokens",
-    "output_tokens",
-    "cache_created_tokens",
-    "cache_read_tokens",
-]
-
 _TABLES = {"turn": "turns", "call": "calls", "verify": "verifies"}
 
-# Positions in an attempt row (ATTEMPT_COLUMNS order); the eight summed totals start at
-# _A_TOTALS.
-_A_MODEL, _A_SURFACE, _A_EFF_SURFACE, _A_EFF_MODE, _A_LABEL = 3, 4, 5, 6, 7
-_A_ENDED_BY, _A_TOTALS = 14, 16
+# Positions in an attempt row (AttemptRow's order); its totals start at _A_TOTALS, the eight
+# summed ones first.
+_A_MODEL = position(AttemptRow, "model")
+_A_SURFACE = position(AttemptRow, "surface")
+_A_EFF_SURFACE = position(AttemptRow, "effective_surface")
+_A_EFF_MODE = position(AttemptRow, "effective_mode")
+_A_LABEL = position(AttemptRow, "session_label")
+_A_ENDED_BY = position(AttemptRow, "ended_by")
+_A_TOTALS = position(AttemptRow, "turn_count")
 _NO_TOTALS = (0, 0, 0, 0, 0, 0, 0, 0.0, None, 0)
 
 

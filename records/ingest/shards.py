@@ -18,13 +18,15 @@ from records.bulk import processes
 from records.bulk.readahead import CHUNK, Feed, Parser, WorkerError
 from records.bulk.sqlite import checkpoints
 from records.bulk.tables import RowRefused, Table, analyze_if_large, gc_paused, reserve_ids
-from records.formats.shard import ShardError
-from records.formats.shard_rows import (
+from records.formats.rows import (
     ATTEMPT_COLUMNS,
     CALL_COLUMNS,
     SUMMARY_COLUMNS,
     TURN_COLUMNS,
     VERIFY_COLUMNS,
+)
+from records.formats.shard import ShardError
+from records.formats.shard_rows import (
     ShardSummary,
     messages,
 )

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
-from records.formats.shard_rows import SUMMARY_COLUMNS
+from records.formats.rows import SUMMARY_COLUMNS
 from records.models import ENDINGS, Provider, Run, SurfaceSummary
 
 Price = tuple[float, float, float, float]  # input, output, cache write, cache read; per million

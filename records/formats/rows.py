@@ -1,0 +1,132 @@
+"""The rows a shard becomes, one declaration per table. Pure Python, no Django.
+
+Each layout is a msgspec `array_like` Struct: field names, order and types are written here and
+nowhere else. The column lists the writer inserts by, and the positions the row builder reads
+back, derive from these declarations; rows travel between the parser and the writer as plain
+arrays in this order (building them as lists, not Struct instances, is what keeps the parser
+fast: a test converts every kind of built row into its Struct, so the two cannot drift apart).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from records.formats.shard import ENDINGS
+
+
+class TurnRow(msgspec.Struct, array_like=True):
+    attempt: int  # the attempt's index in the shard; the writer puts the attempt's id here
+    line: int
+    index: int
+    try_number: int
+    request_digest: str
+    blocks: str  # JSON text
+    input_tokens: int
+    output_tokens: int
+    cache_created_tokens: int
+    cache_read_tokens: int
+    status: str
+    detail: str
+    latency_ms: float | None
+    has_tool_call: bool
+
+
+class CallRow(msgspec.Struct, array_like=True):
+    attempt: int  # as in TurnRow
+    line: int
+    turn: int
+    index: int
+    tool: str
+    arguments: str | None  # JSON text
+    requested_action: str
+    dispatched_action: str
+    dispatched_tool: str
+    refusal_reason: str
+    outcome: str
+    result: str | None  # JSON text
+    result_truncated: bool
+    text: str
+    text_truncated: bool
+    duration_ms: float | None
+    trace_id: str
+    requests: int | None
+    dispatch_observed: bool
+
+
+class VerifyRow(msgspec.Struct, array_like=True):
+    attempt: int  # as in TurnRow
+    line: int
+    name: str
+    passed: bool
+    detail: str
+
+
+class AttemptRow(msgspec.Struct, array_like=True):
+    """An attempt line with what the end of the shard settles: its session's surface and mode
+    (modelrecord C.1) and its totals over its turn, call and verify lines."""
+
+    key: str
+    line: int
+    case: str
+    model: str
+    surface: str
+    effective_surface: str
+    effective_mode: str
+    session_label: str
+    repeat: int
+    shown_tools: int | None
+    overflowed: bool | None
+    tool_digest: str
+    facts: str | None  # JSON text
+    stimulus: str
+    ended_by: str
+    reason: str
+    # The totals, in the order the builder adds them up.
+    turn_count: int
+    try_count: int
+    call_count: int
+    input_tokens: int
+    output_tokens: int
+    cache_created_tokens: int
+    cache_read_tokens: int
+    latency_ms: float
+    last_turn_has_tool_call: bool | None
+    failed_checks: int
+
+
+# Totals per (run, model, surface, mode): how the attempts ended, one count per ending.
+SummaryRow = msgspec.defstruct(
+    "SummaryRow",
+    [
+        ("model", str),
+        ("surface", str),
+        ("mode", str),
+        ("attempts", int),
+        *((ending, int) for ending in ENDINGS),
+        ("turns", int),
+        ("tries", int),
+        ("calls", int),
+        ("latency_ms", float),
+        ("input_tokens", int),
+        ("output_tokens", int),
+        ("cache_created_tokens", int),
+        ("cache_read_tokens", int),
+    ],
+    array_like=True,
+    module=__name__,
+)
+
+
+def columns(row: type[msgspec.Struct]) -> list[str]:
+    return list(row.__struct_fields__)
+
+
+def position(row: type[msgspec.Struct], name: str) -> int:
+    return row.__struct_fields__.index(name)
+
+
+TURN_COLUMNS = columns(TurnRow)
+CALL_COLUMNS = columns(CallRow)
+VERIFY_COLUMNS = columns(VerifyRow)
+ATTEMPT_COLUMNS = columns(AttemptRow)
+SUMMARY_COLUMNS = columns(SummaryRow)
