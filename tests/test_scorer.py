@@ -12,6 +12,7 @@ import pytest
 from records.formats.corpus_key import digest_of, read_corpus_key
 from records.formats.shard import read_shard_bytes
 from records.scorer.score import (
+    RATIO_COLUMNS,
     Aggregate,
     ArgVerdict,
     StepVerdict,
@@ -37,44 +38,34 @@ FACTS = {
 PROJECT = {"project_id": "eval-group/eval-project"}
 
 
+def _case(case_id: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A corpus-key case with these steps and nothing else to say."""
+    return {
+        "id": case_id,
+        "prompt": "p",
+        "recipe": "world",
+        "needs": {"tier": ""},
+        "surfaces": {"only": [], "reason": ""},
+        "steps": steps,
+    }
+
+
 def _key():
     doc = json.loads(SAMPLE_KEY.read_text())
     project = {"name": "project_id", "required": True, "truth": {"fact": "project_path"}}
     doc["cases"] += [
-        {
-            "id": "TST-PROT",
-            "prompt": "p",
-            "recipe": "world",
-            "needs": {"tier": ""},
-            "surfaces": {"only": [], "reason": ""},
-            "steps": [{"action": "environment.protected_get", "args": [project]}],
-        },
-        {
-            "id": "TST-ENV",
-            "prompt": "p",
-            "recipe": "world",
-            "needs": {"tier": ""},
-            "surfaces": {"only": [], "reason": ""},
-            "steps": [{"action": "environment.get", "args": [project]}],
-        },
-        {
-            "id": "TST-TWO",
-            "prompt": "p",
-            "recipe": "world",
-            "needs": {"tier": ""},
-            "surfaces": {"only": [], "reason": ""},
-            "steps": [
+        _case("TST-PROT", [{"action": "environment.protected_get", "args": [project]}]),
+        _case("TST-ENV", [{"action": "environment.get", "args": [project]}]),
+        _case(
+            "TST-TWO",
+            [
                 {"action": "project.get", "args": [project]},
                 {"action": "issue.list", "args": [project]},
             ],
-        },
-        {
-            "id": "TST-OPT",
-            "prompt": "p",
-            "recipe": "world",
-            "needs": {"tier": ""},
-            "surfaces": {"only": [], "reason": ""},
-            "steps": [
+        ),
+        _case(
+            "TST-OPT",
+            [
                 {"action": "project.get", "args": [project]},
                 {
                     "action": "project.list",
@@ -82,15 +73,8 @@ def _key():
                     "args": [{"name": "per_page", "required": False, "truth": {"literal": "10"}}],
                 },
             ],
-        },
-        {
-            "id": "TST-GONE",
-            "prompt": "p",
-            "recipe": "world",
-            "needs": {"tier": ""},
-            "surfaces": {"only": [], "reason": ""},
-            "steps": [{"action": "vulnerability.list"}],
-        },
+        ),
+        _case("TST-GONE", [{"action": "vulnerability.list"}]),
     ]
     for tier in doc["catalog"].values():
         tier["actions"].update(
@@ -330,15 +314,7 @@ def test_the_fixture_shard_scores_exactly_as_spec_f_derives():
         ),
     }
     for attempt, agg in rows.items():
-        cols = (
-            "clean",
-            "reached",
-            "accepted_first_time",
-            "argument_fidelity",
-            "confirmation",
-            "unaided",
-            "completion",
-        )
+        cols = RATIO_COLUMNS
         assert (
             tuple(ratio_text(*agg.ratios[c]) for c in cols) + (overhead_text(agg),)
             == expected[attempt]

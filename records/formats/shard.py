@@ -796,13 +796,9 @@ class Joins:
                 "the shard carries no run line, so the tier its attempts ran at is unknown",
                 field="run",
             )
-        missing = [
-            (ln, key, typ)
-            for key, (ln, typ) in self.attempt_refs.items()
-            if key not in self.attempts
-        ]
-        if missing:
-            ln, key, typ = min(missing)
+        dangling = _first_unknown(self.attempt_refs, self.attempts)
+        if dangling:
+            ln, key, typ = dangling
             raise ShardError(
                 self.name,
                 f"names attempt {key!r}, which no attempt line of this shard carries "
@@ -810,13 +806,9 @@ class Joins:
                 line=ln,
                 field=f"{typ}.attempt",
             )
-        unknown = [
-            (ln, label, key)
-            for label, (ln, key) in self.session_refs.items()
-            if label not in self.sessions
-        ]
-        if unknown:
-            ln, label, key = min(unknown)
+        dangling = _first_unknown(self.session_refs, self.sessions)
+        if dangling:
+            ln, label, key = dangling
             raise ShardError(
                 self.name,
                 f"attempt {key!r} names session {label!r}, which no session line of this "
@@ -824,6 +816,14 @@ class Joins:
                 line=ln,
                 field="attempt.session",
             )
+
+
+def _first_unknown(refs: dict[str, tuple[int, str]], known: Any) -> tuple[int, str, str] | None:
+    """The earliest reference (its line, the name it names, what named it) to a name `known`
+    lacks, or None."""
+    return min(
+        ((ln, name, by) for name, (ln, by) in refs.items() if name not in known), default=None
+    )
 
 
 @dataclass

@@ -55,6 +55,9 @@ PRICE_FIELDS = (
     "cache_read_per_million_usd",
 )
 
+# The session line's text fields, stored as written (empty where the line leaves one out).
+SESSION_TEXT_FIELDS = ("surface", "mode", "capabilities", "meta_param_schema", "tier_pin")
+
 
 def _sha256(stream: IO[bytes]) -> str:
     digest = hashlib.sha256()
@@ -226,9 +229,7 @@ def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, i
             Provider(
                 run=run,
                 position=pos,
-                spec=prov.get("spec", ""),
-                name=prov.get("name", ""),
-                model=prov.get("model", ""),
+                **{f: prov.get(f, "") for f in ("spec", "name", "model")},
                 options=prov.get("options", {}),
                 priced=price is not None,
                 # An unpriced model has no figures (unknown, never zero); a priced one, 0 for
@@ -242,11 +243,7 @@ def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, i
         Session(
             run=run,
             label=label,
-            surface=s.get("surface", ""),
-            mode=s.get("mode", ""),
-            capabilities=s.get("capabilities", ""),
-            meta_param_schema=s.get("meta_param_schema", ""),
-            tier_pin=s.get("tier_pin", ""),
+            **{f: s.get(f, "") for f in SESSION_TEXT_FIELDS},
             slice_size=s.get("slice_size"),
             token_scopes=s.get("token_scopes", []),
             served_tools=s.get("served_tools", 0),
