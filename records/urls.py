@@ -71,4 +71,5 @@ urlpatterns = [
     path("upload/", uploads.upload, name="upload"),
     path("uploads/<int:pk>/", uploads.upload_detail, name="upload-detail"),
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
+    path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
 ]

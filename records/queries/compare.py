@@ -14,6 +14,7 @@ from typing import Any
 
 from django.db import connection
 
+from records import stats
 from records.models import Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.cost import Tokens, cost_of
 from records.scorer.batch import ADDITIVE, TOKENS
@@ -68,16 +69,7 @@ class Side:
     price: tuple[float, float, float, float] | None
 
     def ratio(self, column: str) -> tuple[int, int]:
-        f = self.figures
-        return {
-            "clean": (f["clean"], f["counted"]),
-            "unaided": (f["unaided"], f["counted"]),
-            "completion": (f["completed"], f["counted"]),
-            "reached": (f["reached_n"], f["reached_d"]),
-            "accepted_first_time": (f["aft_n"], f["aft_d"]),
-            "argument_fidelity": (f["fidelity_n"], f["fidelity_d"]),
-            "confirmation": (f["confirmation_n"], f["confirmation_d"]),
-        }[column]
+        return ratio_of(self.figures, column)
 
     @property
     def tokens(self) -> Tokens:
@@ -100,6 +92,34 @@ class Side:
     def overhead(self) -> tuple[int, int]:
         f = self.figures
         return f["discovery"] + f["invalid_params"], f["steps"]
+
+
+def ratio_of(f: dict[str, int], column: str) -> tuple[int, int]:
+    """A column's (numerator, denominator) from summed figures (a row's or one case's)."""
+    return {
+        "clean": (f["clean"], f["counted"]),
+        "unaided": (f["unaided"], f["counted"]),
+        "completion": (f["completed"], f["counted"]),
+        "reached": (f["reached_n"], f["reached_d"]),
+        "accepted_first_time": (f["aft_n"], f["aft_d"]),
+        "argument_fidelity": (f["fidelity_n"], f["fidelity_d"]),
+        "confirmation": (f["confirmation_n"], f["confirmation_d"]),
+    }[column]
+
+
+def paired_tests(
+    a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
+) -> dict[str, stats.Paired]:
+    """Each column of two rows compared case by case over the cases both ran (`stats`)."""
+    cases = sorted(set(a) & set(b))
+    out = {}
+    for column in COLUMNS:
+        result = stats.compare(
+            [ratio_of(a[c], column) for c in cases], [ratio_of(b[c], column) for c in cases]
+        )
+        if result is not None:
+            out[column] = result
+    return out
 
 
 def rate(pair: tuple[int, int]) -> float | None:
@@ -274,6 +294,25 @@ class RowComparison:
     shared_cases: int = 0
     flips: list[CaseFlip] = field(default_factory=list)  # the changes shown (capped)
     kinds: dict[str, int] = field(default_factory=dict)  # every case, counted per kind
+    tests: dict[str, stats.Paired] = field(default_factory=dict)  # per column, case by case
+
+    @property
+    def evidence(self) -> str:
+        """ "regressed" if any column fell beyond noise, else "improved" if any rose, else
+        "within noise" (or "" when the rows were not compared case by case)."""
+        labels = {t.label for t in self.tests.values()}
+        for label in ("regressed", "improved", "within noise"):
+            if label in labels:
+                return label
+        return ""
+
+    @property
+    def shared(self) -> int:
+        return max((t.cases for t in self.tests.values()), default=0)
+
+    @property
+    def detectable(self) -> float | None:
+        return stats.detectable_difference(self.shared)
 
     @property
     def kind_counts(self) -> list[tuple[str, int]]:
@@ -303,6 +342,12 @@ class RowComparison:
             )
             for c, title in zip(COLUMNS, COLUMN_TITLES, strict=True)
         ]
+
+    def tested_columns(
+        self,
+    ) -> list[tuple[str, tuple[int, int], tuple[int, int], float | None, stats.Paired | None]]:
+        """`columns` with each column's case-by-case test, where there is one."""
+        return [(*col, self.tests.get(c)) for c, col in zip(COLUMNS, self.columns(), strict=True)]
 
     @property
     def cost_delta(self) -> float | None:
@@ -381,10 +426,17 @@ def compare_runs(
         if c.baseline and c.candidate and not c.refused
     ]
     counts, _ = case_flips(sa, sb, pairs, detail=False)
+    per_case_a = case_figures(sa, [a for a, _ in pairs])
+    per_case_b = case_figures(sb, [b for _, b in pairs])
     for c in out:
         if c.baseline and c.candidate and not c.refused:
             c.kinds = counts.get(c.baseline.row.row_key, {})
-    out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
+            c.tests = paired_tests(
+                per_case_a.get(c.baseline.row.row_key, {}),
+                per_case_b.get(c.candidate.row.row_key, {}),
+            )
+    # Regressions with evidence first, then the most cases that regressed.
+    out.sort(key=lambda c: (c.evidence != "regressed", -c.regressions, c.refused != "", c.identity))
     shown = out if page is None else out[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]
     keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
     _, changes = case_flips(sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit)

@@ -260,3 +260,11 @@ def uploader(context: Any, upload: Any) -> str:
         user = getattr(context.get("request"), "user", None)
         return str(upload.token) if user is not None and user.is_staff else "an upload token"
     return "—"
+
+
+@register.filter
+def points(value: float | None) -> str:
+    """A difference in rate as signed percentage points ("+3.2", "-15.0")."""
+    if value is None:
+        return "-"
+    return f"{100 * value:+.1f}"

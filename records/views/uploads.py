@@ -26,6 +26,7 @@ from records.models import (
     AuditEvent,
     Upload,
 )
+from records.queries.gate import GateError, gate, resolve
 from records.views.access import (
     _partial,
     read_access,
@@ -168,3 +169,20 @@ def audit(request: HttpRequest) -> HttpResponse:
     uploads = Upload.objects.select_related("user", "token").order_by("-created_at")[:100]
     events = AuditEvent.objects.select_related("user")[:100]
     return render(request, "records/uploads/audit.html", {"uploads": uploads, "events": events})
+
+
+@csrf_exempt  # token-authenticated, no cookies involved
+@require_GET
+def api_gate(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The CI gate (records.queries.gate) as JSON, for an upload token."""
+    _, failure = _api_token(request)
+    if failure:
+        return failure
+    try:
+        result = gate(
+            *resolve(run_id, request.GET.get("baseline") or "previous"),
+            request.GET.get("column") or "Clean",
+        )
+    except GateError as exc:
+        return JsonResponse({"error": str(exc)}, status=exc.status)
+    return JsonResponse(result.as_dict())

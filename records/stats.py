@@ -1,0 +1,144 @@
+"""Is a difference real? Intervals and paired tests for the rates evaldash shows. Pure Python on
+SciPy and NumPy, no Django.
+
+Every rate is `n / d` over attempts (or steps). Its 95% interval is Wilson's score interval
+(SciPy's `binomtest(...).proportion_ci(method="wilson")`). Two runs are compared over the cases
+both ran, pairing each case with itself: with one attempt per case, by the exact McNemar test on
+the cases that changed; with repeats, by a paired bootstrap over cases. Any resampling uses a
+fixed seed, so a page and its export never change between loads.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE
+SEED = 20261130
+RESAMPLES = 2000
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+
+    def points(self) -> str:
+        """As a page shows it: percentage points, rounded."""
+        return f"{100 * self.low:.0f}–{100 * self.high:.0f}%"
+
+
+def wilson(n: int, d: int) -> Interval | None:
+    """The 95% Wilson score interval of n / d; None when d is 0 (there is no rate)."""
+    if d <= 0:
+        return None
+    ci = stats.binomtest(n, d).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
+    return Interval(float(ci.low), float(ci.high))
+
+
+@dataclass(frozen=True)
+class Paired:
+    """A candidate against a baseline on the cases both ran."""
+
+    cases: int
+    baseline_rate: float
+    candidate_rate: float
+    delta: Interval  # candidate minus baseline, as rates
+    p_value: float
+    test: str  # "McNemar exact" or "paired bootstrap"
+    discordant: tuple[int, int] | None = None  # (baseline only, candidate only), for McNemar
+
+    @property
+    def difference(self) -> float:
+        return self.candidate_rate - self.baseline_rate
+
+    @property
+    def label(self) -> str:
+        if self.p_value < ALPHA and self.difference < 0:
+            return "regressed"
+        if self.p_value < ALPHA and self.difference > 0:
+            return "improved"
+        return "within noise"
+
+
+def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
+    """Two-sided exact McNemar p: the discordant cases as a fair coin's flips."""
+    n = baseline_only + candidate_only
+    if n == 0:
+        return 1.0
+    return float(stats.binomtest(min(baseline_only, candidate_only), n, 0.5).pvalue)
+
+
+def compare(
+    baseline: Sequence[tuple[int, int]], candidate: Sequence[tuple[int, int]]
+) -> Paired | None:
+    """Paired comparison of one column over shared cases: each item is a case's (n, d) on each
+    side, in the same case order. Cases with d = 0 on either side are left out."""
+    pairs = [(a, b) for a, b in zip(baseline, candidate, strict=True) if a[1] and b[1]]
+    if not pairs:
+        return None
+    ra = np.array([a[0] / a[1] for a, _ in pairs])
+    rb = np.array([b[0] / b[1] for _, b in pairs])
+    one_each = all(a[1] == 1 and b[1] == 1 for a, b in pairs)
+    delta = _bootstrap_delta(ra, rb)
+    if one_each:
+        only_a = int(np.sum((ra == 1) & (rb == 0)))
+        only_b = int(np.sum((ra == 0) & (rb == 1)))
+        return Paired(
+            len(pairs),
+            float(ra.mean()),
+            float(rb.mean()),
+            delta,
+            mcnemar_exact(only_a, only_b),
+            "McNemar exact",
+            (only_a, only_b),
+        )
+    return Paired(
+        len(pairs),
+        float(ra.mean()),
+        float(rb.mean()),
+        delta,
+        _bootstrap_p(ra, rb),
+        "paired bootstrap",
+    )
+
+
+def _resampled_differences(ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
+    rng = np.random.default_rng(SEED)
+    picks = rng.integers(0, len(ra), size=(RESAMPLES, len(ra)))
+    return (rb[picks] - ra[picks]).mean(axis=1)
+
+
+def _bootstrap_delta(ra: np.ndarray, rb: np.ndarray) -> Interval:
+    """The 95% percentile interval of the mean paired difference, cases resampled (seeded)."""
+    diffs = _resampled_differences(ra, rb)
+    low, high = np.quantile(diffs, [ALPHA / 2, 1 - ALPHA / 2])
+    return Interval(float(low), float(high))
+
+
+def _bootstrap_p(ra: np.ndarray, rb: np.ndarray) -> float:
+    """Two-sided p of a zero mean paired difference: the differences are centred at zero and
+    resampled; how often is a mean as far from zero as the one seen?"""
+    d = rb - ra
+    if not d.any():
+        return 1.0
+    centred = d - d.mean()
+    rng = np.random.default_rng(SEED)
+    picks = rng.integers(0, len(d), size=(RESAMPLES, len(d)))
+    means = centred[picks].mean(axis=1)
+    return float((np.sum(np.abs(means) >= abs(d.mean())) + 1) / (RESAMPLES + 1))
+
+
+def detectable_difference(cases: int, power: float = 0.8) -> float | None:
+    """The smallest difference in a rate (as a fraction) that this many paired cases would
+    detect with the given power at the 5% level, in the worst case (rates near one half, every
+    case able to change): a guide to what "within noise" can hide."""
+    if cases <= 0:
+        return None
+    z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(power)
+    return float(min(1.0, z * math.sqrt(0.5 / cases)))

@@ -1,0 +1,70 @@
+"""Intervals and paired tests against published values, and a seeded simulation that shows the
+labels are calibrated: noise is rarely called a regression, a real drop nearly always is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from records.stats import compare, detectable_difference, mcnemar_exact, wilson
+
+
+def test_the_wilson_interval_of_12_of_15_is_the_published_one():
+    # Wilson score interval, 95%: 12/15 = 0.800, interval 0.548 to 0.930.
+    ci = wilson(12, 15)
+    assert (round(ci.low, 3), round(ci.high, 3)) == (0.548, 0.930)
+    assert ci.points() == "55–93%"
+
+
+def test_an_empty_denominator_has_no_interval():
+    assert wilson(0, 0) is None
+
+
+def test_mcnemars_exact_p_for_1_against_9_discordant_cases_is_the_published_one():
+    # Two-sided exact binomial: 2 * P(X <= 1 | n=10, p=.5) = 2 * 11/1024 = 0.021484375.
+    assert mcnemar_exact(1, 9) == pytest.approx(0.021484375)
+    assert mcnemar_exact(9, 1) == mcnemar_exact(1, 9)
+    assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_one_attempt_per_case_is_compared_by_mcnemar_on_the_changed_cases():
+    baseline = [(1, 1)] * 10 + [(0, 1)] * 1 + [(1, 1)] * 9 + [(0, 1)] * 5
+    candidate = [(1, 1)] * 10 + [(1, 1)] * 1 + [(0, 1)] * 9 + [(0, 1)] * 5
+    result = compare(baseline, candidate)
+    assert result.test == "McNemar exact" and result.discordant == (9, 1)
+    assert result.p_value == pytest.approx(0.021484375)
+    assert result.label == "regressed" and result.delta.high < 0
+
+
+def test_the_comparison_is_the_same_on_every_load():
+    rng = np.random.default_rng(1)
+    base = [(int(x), 3) for x in rng.integers(0, 4, 40)]
+    cand = [(int(x), 3) for x in rng.integers(0, 4, 40)]
+    assert compare(base, cand) == compare(base, cand)
+    assert compare(base, cand).test == "paired bootstrap"
+
+
+def _trial(rng, n: int, drop: float) -> str:
+    """Two runs over n cases; each case has its own difficulty (as a corpus's cases do), the
+    candidate's chance on it `drop` below the baseline's."""
+    chance = rng.beta(2.8, 1.2, n)  # mean 0.7
+    base = [(int(x), 1) for x in rng.random(n) < chance]
+    cand = [(int(x), 1) for x in rng.random(n) < np.clip(chance - drop, 0, 1)]
+    return compare(base, cand).label
+
+
+def test_runs_from_one_distribution_are_rarely_called_regressed():
+    rng = np.random.default_rng(7)
+    labels = [_trial(rng, 200, 0.0) for _ in range(400)]
+    assert labels.count("regressed") / len(labels) <= 0.05
+
+
+def test_a_drop_of_15_points_over_200_cases_is_nearly_always_found():
+    rng = np.random.default_rng(8)
+    labels = [_trial(rng, 200, 0.15) for _ in range(300)]
+    assert labels.count("regressed") / len(labels) >= 0.85
+
+
+def test_the_detectable_difference_shrinks_with_more_cases():
+    assert detectable_difference(15) > detectable_difference(200) > 0
+    assert detectable_difference(0) is None
