@@ -210,3 +210,27 @@ def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_pat
     assert charts >= 3  # the cost chart, the bars per group, the cost-quality scatter
     page.screenshot(path=str(tmp_path / "markup.png"), full_page=True)
     assert page.problems == [], page.problems
+
+
+def test_a_rates_interval_reads_off_the_chart_hover_and_the_table_cell(page):
+    from records.models import Run
+    from records.stats import wilson
+
+    run = Run.objects.get(run_id="run-2026-11-23-f00dfa")
+    page.goto(page.base + f"/compare/?kind=models&run={run.pk}")
+    chart = page.locator("[data-plotly]").first
+    chart.locator(".main-svg").first.wait_for(timeout=15000)
+    chart.evaluate(HOVER_FIRST_VALUE)
+    hover = chart.locator(".hoverlayer")
+    hover.locator("text").first.wait_for(timeout=5000)
+    text = hover.text_content()
+    assert "95% interval" in text
+    # The interval in the hover is Wilson's for the N / D beside it.
+    n, d = (int(x) for x in text.split(": ", 1)[1].split(" (", 1)[0].split(" / "))
+    assert wilson(n, d).points() in text
+    page.goto(page.base + f"/runs/{run.pk}/")
+    cell = page.locator("td.num:has(span.ci)").first
+    ratio = cell.locator("a").inner_text()
+    n, d = (int(x) for x in ratio.split(" / "))
+    assert cell.locator("span.ci").inner_text() == wilson(n, d).points()
+    assert page.problems == [], page.problems

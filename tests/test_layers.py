@@ -70,6 +70,7 @@ READERS = [
     "records.replays.secretscreen",
     "records.replays.gojson",
     "records.conformance.formats",
+    "records.stats",
 ]
 
 

@@ -68,3 +68,26 @@ def test_a_drop_of_15_points_over_200_cases_is_nearly_always_found():
 def test_the_detectable_difference_shrinks_with_more_cases():
     assert detectable_difference(15) > detectable_difference(200) > 0
     assert detectable_difference(0) is None
+
+
+@pytest.mark.django_db
+def test_score_tables_and_exports_carry_each_rates_interval(client, viewer):
+    from records.models import Run
+    from tests.builders import FIXTURE_SHARD, SAMPLE_KEY, ingest_bytes
+
+    shard = FIXTURE_SHARD.read_bytes().replace(b'"fixture-corpus"', b'"b519a10571ab2192"')
+    ingest_bytes(("key.json", SAMPLE_KEY.read_bytes()), ("modeleval-f.jsonl", shard))
+    run = Run.objects.get()
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<span class="ci" title="95% interval (Wilson)">' in html
+    rows = client.get(f"/runs/{run.pk}/scores.json").json()["rows"]
+    clean = [
+        (r["clean_numerator"], r["clean_denominator"], r["clean_low"], r["clean_high"])
+        for r in rows
+    ]
+    for n, d, low, high in clean:
+        want = wilson(n, d)
+        assert (low, high) == ((round(want.low, 4), round(want.high, 4)) if want else (None, None))
+    plain = client.get(f"/runs/{run.pk}/scores.md").content.decode()
+    with_ci = client.get(f"/runs/{run.pk}/scores.md?intervals=1").content.decode()
+    assert "95% intervals" not in plain and "95% intervals (Clean" in with_ci

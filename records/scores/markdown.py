@@ -6,6 +6,7 @@ from records.models import (
     Run,
 )
 from records.scores.tables import COLUMN_TITLES, Group, TableRow
+from records.stats import wilson
 
 
 def _md_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
@@ -46,21 +47,28 @@ def _ratio(pair: tuple[int, int]) -> str:
     return "-" if d == 0 else f"{n} / {d}"
 
 
-def markdown(groups: list[Group], run: Run) -> str:
+def _intervals(r: TableRow) -> str:
+    """Each column's 95% Wilson interval, in column order (`-` where there is no rate)."""
+    return "; ".join((ci.points() if (ci := wilson(*p)) else "-") for _, p in r.columns)
+
+
+def markdown(groups: list[Group], run: Run, *, intervals: bool = False) -> str:
+    """Upstream's table format; with `intervals`, one more column holding each rate's 95%
+    interval, so the default stays byte for byte upstream's."""
     out = []
     for g in groups:
         out.append(g.caption.replace("<", "&lt;").replace(">", "&gt;").replace("\n", " "))
         out.append("")
-        out.append(
-            _md_table(
-                ["Model", *COLUMN_TITLES, "Overhead"],
-                [
-                    [f"`{_md_text(r.model)}`", *(_ratio(p) for _, p in r.columns), r.overhead]
-                    for r in g.rows
-                ],
-                right=set(range(1, 9)),
-            )
-        )
+        header = ["Model", *COLUMN_TITLES, "Overhead"]
+        rows = [
+            [f"`{_md_text(r.model)}`", *(_ratio(p) for _, p in r.columns), r.overhead]
+            for r in g.rows
+        ]
+        if intervals:
+            header.append("95% intervals (" + ", ".join(COLUMN_TITLES) + ")")
+            for row, r in zip(rows, g.rows, strict=True):
+                row.append(_intervals(r))
+        out.append(_md_table(header, rows, right=set(range(1, 9))))
         if g.opaque_meta:
             out += [
                 "",

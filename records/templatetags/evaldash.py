@@ -12,6 +12,7 @@ from records.queries.cost import usd as _usd
 from records.queries.trace import shown_json as shown
 from records.scorer.batch import TOKENS
 from records.scorer.score import COUNTED_APART
+from records.stats import wilson
 
 register = template.Library()
 
@@ -196,15 +197,18 @@ def score_row(r: Any) -> SafeString:
             cells.append(mark_safe('<td class="num">-</td>'))
             continue
         extra = {"completion": "&outcome=completed", "clean": "&clean=yes"}.get(name, "")
+        ci = wilson(*pair)
         cells.append(
             format_html(
                 '<td class="num"><a href="{}{}#attempts" title="{}">{}</a> '
-                '<span class="rate">{}</span></td>',
+                '<span class="rate">{}</span>'
+                '<span class="ci" title="95% interval (Wilson)">{}</span></td>',
                 mark_safe(link),  # noqa: S308
                 mark_safe(extra),  # noqa: S308
                 name,
                 ratio(pair),
                 rate(pair),
+                ci.points(),
             )
         )
     cells.append(_num(r.overhead))

@@ -14,6 +14,7 @@ from typing import Any
 from records.models import Run
 from records.queries.cost import RunFigures, Tokens, cost_of
 from records.scores.tables import COLUMN_TITLES
+from records.stats import wilson
 
 # Keys whose strings are this module's own markup, not data.
 _TEMPLATES = frozenset({"hovertemplate", "texttemplate"})
@@ -61,19 +62,38 @@ def cost_chart(figures: RunFigures) -> dict[str, Any]:
 
 
 def grouped_bars(group: Any) -> dict[str, Any]:
-    """One Plotly figure per cross-vendor group: a bar per model and column, N / D in the hover."""
+    """One Plotly figure per cross-vendor group: a bar per model and column, with its 95% Wilson
+    interval as an error bar; N / D and the interval in the hover."""
     data = []
     for r in group.rows:
         pairs = [p for _, p in r.columns]
+        rates = [round(100 * n / d, 2) if d else None for n, d in pairs]
+        cis = [wilson(n, d) for n, d in pairs]
         data.append(
             {
                 "type": "bar",
                 "name": r.model,
                 "x": COLUMN_TITLES,
-                "y": [round(100 * n / d, 2) if d else None for n, d in pairs],
-                "customdata": [[n, d] for n, d in pairs],
-                "hovertemplate": "%{x}: %{customdata[0]} / %{customdata[1]} (%{y:.1f}%)"
-                "<extra>%{fullData.name}</extra>",
+                "y": rates,
+                "error_y": {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [
+                        round(100 * c.high - y, 2) if c else None
+                        for c, y in zip(cis, rates, strict=True)
+                    ],
+                    "arrayminus": [
+                        round(y - 100 * c.low, 2) if c else None
+                        for c, y in zip(cis, rates, strict=True)
+                    ],
+                    "thickness": 1,
+                    "width": 3,
+                },
+                "customdata": [
+                    [n, d, c.points() if c else "-"] for (n, d), c in zip(pairs, cis, strict=True)
+                ],
+                "hovertemplate": "%{x}: %{customdata[0]} / %{customdata[1]} (%{y:.1f}%; "
+                "95% interval %{customdata[2]})<extra>%{fullData.name}</extra>",
             }
         )
     return escaped(

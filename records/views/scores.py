@@ -25,6 +25,7 @@ from records.scores.changes import verdict_changes
 from records.scores.markdown import markdown
 from records.scores.run import latest_scoring, score_run
 from records.scores.tables import case_matrix, cases_on, score_groups
+from records.stats import wilson
 from records.views.access import (
     _bad_request,
     _get_run_or_404,
@@ -59,7 +60,7 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
         return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
     groups = score_groups(scoring)
     if fmt == "md":
-        text = markdown(groups, run)
+        text = markdown(groups, run, intervals=request.GET.get("intervals") == "1")
         if scoring.stale:
             text = (
                 "> **Stale corpus**: scored against key "
@@ -88,6 +89,9 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
             }
             for name, (n, d) in r.columns:
                 row[f"{name}_numerator"], row[f"{name}_denominator"] = n, d
+                ci = wilson(n, d)  # the 95% interval; none where there is no rate
+                row[f"{name}_low"] = round(ci.low, 4) if ci else None
+                row[f"{name}_high"] = round(ci.high, 4) if ci else None
             for name in (
                 "discovery",
                 "invalid_params",
