@@ -10,6 +10,7 @@ fixed seed, so a page and its export never change between loads.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,12 +34,22 @@ class Interval:
         return f"{100 * self.low:.0f}–{100 * self.high:.0f}%"
 
 
+_Z = float(stats.norm.ppf(1 - ALPHA / 2))
+
+
 def wilson(n: int, d: int) -> Interval | None:
-    """The 95% Wilson score interval of n / d; None when d is 0 (there is no rate)."""
+    """The 95% Wilson score interval of n / d; None when d is 0 (there is no rate).
+
+    Written out rather than asked of SciPy's `binomtest(n, d).proportion_ci(method="wilson")`
+    on every call, which costs half a millisecond, and a score table holds hundreds of rates:
+    a test holds the two equal for every n / d up to 200."""
     if d <= 0:
         return None
-    ci = stats.binomtest(n, d).proportion_ci(confidence_level=CONFIDENCE, method="wilson")
-    return Interval(float(ci.low), float(ci.high))
+    p = n / d
+    centre = (p + _Z * _Z / (2 * d)) / (1 + _Z * _Z / d)
+    half = _Z * math.sqrt(p * (1 - p) / d + _Z * _Z / (4 * d * d)) / (1 + _Z * _Z / d)
+    # The bounds meet 0 and 1 exactly where SciPy's do.
+    return Interval(0.0 if n == 0 else centre - half, 1.0 if n == d else centre + half)
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,9 @@ def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
     n = baseline_only + candidate_only
     if n == 0:
         return 1.0
-    return float(stats.binomtest(min(baseline_only, candidate_only), n, 0.5).pvalue)
+    # binomtest(k, n, 0.5).pvalue, read off the binomial's CDF (a fair coin is symmetric, so
+    # the two tails are equal): ten times faster, and a test holds the two equal.
+    return float(min(1.0, 2 * stats.binom.cdf(min(baseline_only, candidate_only), n, 0.5)))
 
 
 def compare(
@@ -108,16 +121,22 @@ def compare(
     )
 
 
-def _resampled_differences(ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
+@functools.lru_cache(maxsize=32)
+def _counts(cases: int) -> np.ndarray:
+    """RESAMPLES bootstrap resamples of `cases` cases, as how often each case is drawn in each
+    (seeded: the same for every call). A resample's mean of any per-case values is then one row
+    of this matrix times those values, over `cases`."""
     rng = np.random.default_rng(SEED)
-    picks = rng.integers(0, len(ra), size=(RESAMPLES, len(ra)))
-    return (rb[picks] - ra[picks]).mean(axis=1)
+    return rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
+
+
+def _resampled_means(values: np.ndarray) -> np.ndarray:
+    return _counts(len(values)) @ values / len(values)
 
 
 def _bootstrap_delta(ra: np.ndarray, rb: np.ndarray) -> Interval:
     """The 95% percentile interval of the mean paired difference, cases resampled (seeded)."""
-    diffs = _resampled_differences(ra, rb)
-    low, high = np.quantile(diffs, [ALPHA / 2, 1 - ALPHA / 2])
+    low, high = np.quantile(_resampled_means(rb - ra), [ALPHA / 2, 1 - ALPHA / 2])
     return Interval(float(low), float(high))
 
 
@@ -127,11 +146,8 @@ def _bootstrap_p(ra: np.ndarray, rb: np.ndarray) -> float:
     d = rb - ra
     if not d.any():
         return 1.0
-    centred = d - d.mean()
-    rng = np.random.default_rng(SEED)
-    picks = rng.integers(0, len(d), size=(RESAMPLES, len(d)))
-    means = centred[picks].mean(axis=1)
-    return float((np.sum(np.abs(means) >= abs(d.mean())) + 1) / (RESAMPLES + 1))
+    means = _resampled_means(d - d.mean())
+    return float((np.sum(np.abs(means) >= abs(d.mean()) - 1e-12) + 1) / (RESAMPLES + 1))
 
 
 def detectable_difference(cases: int, power: float = 0.8) -> float | None:

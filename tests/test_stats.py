@@ -16,6 +16,17 @@ def test_the_wilson_interval_of_12_of_15_is_the_published_one():
     assert ci.points() == "55–93%"
 
 
+def test_the_wilson_interval_is_scipys_for_every_rate_up_to_200():
+    from scipy.stats import binomtest
+
+    for d in (*range(1, 41), 77, 150, 200):
+        for n in range(d + 1):
+            want = binomtest(n, d).proportion_ci(confidence_level=0.95, method="wilson")
+            got = wilson(n, d)
+            assert got.low == pytest.approx(want.low, abs=1e-12), (n, d)
+            assert got.high == pytest.approx(want.high, abs=1e-12), (n, d)
+
+
 def test_an_empty_denominator_has_no_interval():
     assert wilson(0, 0) is None
 
@@ -25,6 +36,14 @@ def test_mcnemars_exact_p_for_1_against_9_discordant_cases_is_the_published_one(
     assert mcnemar_exact(1, 9) == pytest.approx(0.021484375)
     assert mcnemar_exact(9, 1) == mcnemar_exact(1, 9)
     assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_the_mcnemar_p_is_scipys_exact_binomial_test():
+    from scipy.stats import binomtest
+
+    for n in range(1, 60):
+        for k in range(n + 1):
+            assert mcnemar_exact(k, n - k) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-9)
 
 
 def test_one_attempt_per_case_is_compared_by_mcnemar_on_the_changed_cases():

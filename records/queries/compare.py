@@ -426,19 +426,28 @@ def compare_runs(
         if c.baseline and c.candidate and not c.refused
     ]
     counts, _ = case_flips(sa, sb, pairs, detail=False)
-    per_case_a = case_figures(sa, [a for a, _ in pairs])
-    per_case_b = case_figures(sb, [b for _, b in pairs])
     for c in out:
         if c.baseline and c.candidate and not c.refused:
             c.kinds = counts.get(c.baseline.row.row_key, {})
+    out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
+    first = 0 if page is None else (page - 1) * ROWS_PER_PAGE
+    shown = out[first:] if page is None else out[first : first + ROWS_PER_PAGE]
+    keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
+    # The case-by-case tests of the rows shown (every row when page is None, as for the gate
+    # and the exports), so a page costs the same however many rows two runs have; on it, rows
+    # that regressed with evidence come first.
+    per_case_a = case_figures(sa, keys)
+    per_case_b = case_figures(sb, [b for a, b in pairs if a in keys])
+    for c in shown:
+        if c.baseline and c.candidate and not c.refused:
             c.tests = paired_tests(
                 per_case_a.get(c.baseline.row.row_key, {}),
                 per_case_b.get(c.candidate.row.row_key, {}),
             )
-    # Regressions with evidence first, then the most cases that regressed.
-    out.sort(key=lambda c: (c.evidence != "regressed", -c.regressions, c.refused != "", c.identity))
-    shown = out if page is None else out[(page - 1) * ROWS_PER_PAGE : page * ROWS_PER_PAGE]
-    keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
+    shown.sort(
+        key=lambda c: (c.evidence != "regressed", -c.regressions, c.refused != "", c.identity)
+    )
+    out[first : first + len(shown)] = shown
     _, changes = case_flips(sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit)
     for c in shown:
         if c.baseline and c.candidate and not c.refused:
