@@ -12,6 +12,7 @@ from typing import Any
 
 from records.models import Run
 from records.queries.compare import COLUMNS, compare_runs
+from records.queries.runs import previous_runs
 from records.scores.tables import COLUMN_TITLES
 
 TITLES = dict(zip(COLUMN_TITLES, COLUMNS, strict=True))
@@ -34,16 +35,9 @@ def run_by_id(run_id: str) -> Run:
 
 
 def previous_comparable(run: Run) -> Run | None:
-    """The latest earlier run with the same corpus digest, models and surfaces."""
-    if not run.corpus_digest or run.started_at is None:
-        return None
-    earlier = Run.objects.filter(
-        corpus_digest=run.corpus_digest, started_at__lt=run.started_at
-    ).order_by("-started_at", "-id")
-    for other in earlier[:200]:
-        if other.models_seen == run.models_seen and other.surfaces_seen == run.surfaces_seen:
-            return other
-    return None
+    """The run "previous" means: the one the pages' "compare with previous" links to."""
+    pk = previous_runs([run]).get(run.pk)
+    return None if pk is None else Run.objects.get(pk=pk)
 
 
 @dataclass

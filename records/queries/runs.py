@@ -43,21 +43,28 @@ def attempts_for_list(run: Run, scoring: Any = None) -> QuerySet[Attempt]:
 
 
 def previous_runs(runs: list[Run]) -> dict[int, int]:
-    """For each run, the latest earlier run with the same corpus digest (one query)."""
+    """For each run, the latest earlier run of the same corpus digest, models and surfaces: the
+    run it is compared with by "compare with previous" and by the CI gate (one query)."""
     if not runs:
         return {}
     digests = {r.corpus_digest for r in runs if r.corpus_digest and r.started_at}
     candidates = list(
         Run.objects.filter(corpus_digest__in=digests, started_at__isnull=False)
         .order_by("corpus_digest", "-started_at", "-id")
-        .values_list("pk", "corpus_digest", "started_at")[:2000]
+        .values_list("pk", "corpus_digest", "started_at", "models_seen", "surfaces_seen")[:2000]
     )
     out = {}
     for run in runs:
         if not run.started_at:
             continue
-        for pk, digest, started in candidates:
-            if digest == run.corpus_digest and started < run.started_at and pk != run.pk:
+        for pk, digest, started, models, surfaces in candidates:
+            if (
+                digest == run.corpus_digest
+                and started < run.started_at
+                and pk != run.pk
+                and models == run.models_seen
+                and surfaces == run.surfaces_seen
+            ):
                 out[run.pk] = pk
                 break
     return out
