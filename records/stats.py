@@ -1,8 +1,8 @@
 """Is a difference real? Intervals and paired tests for the rates evaldash shows. Pure Python on
 SciPy and NumPy, no Django.
 
-Every rate is `n / d` over attempts (or steps). Its 95% interval is Wilson's score interval
-(SciPy's `binomtest(...).proportion_ci(method="wilson")`). Two runs are compared over the cases
+Every rate is `n / d` over attempts (or steps). Its 95% interval is Wilson's score interval,
+written out and held equal by a test to SciPy's `binomtest(...).proportion_ci(method="wilson")`. Two runs are compared over the cases
 both ran, pairing each case with itself: with one attempt per case, by the exact McNemar test on
 the cases that changed; with repeats, by a paired bootstrap over cases. Any resampling uses a
 fixed seed, so a page and its export never change between loads.
@@ -14,9 +14,9 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
@@ -34,7 +34,7 @@ class Interval:
         return f"{100 * self.low:.0f}–{100 * self.high:.0f}%"
 
 
-_Z = float(stats.norm.ppf(1 - ALPHA / 2))
+_Z = NormalDist().inv_cdf(1 - ALPHA / 2)
 
 
 def wilson(n: int, d: int) -> Interval | None:
@@ -82,6 +82,9 @@ def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
     n = baseline_only + candidate_only
     if n == 0:
         return 1.0
+    # Here, not at the top: SciPy takes half a second to import, and only comparisons need it.
+    from scipy import stats
+
     # binomtest(k, n, 0.5).pvalue, read off the binomial's CDF (a fair coin is symmetric, so
     # the two tails are equal): ten times faster, and a test holds the two equal.
     return float(min(1.0, 2 * stats.binom.cdf(min(baseline_only, candidate_only), n, 0.5)))
@@ -156,5 +159,5 @@ def detectable_difference(cases: int, power: float = 0.8) -> float | None:
     case able to change): a guide to what "within noise" can hide."""
     if cases <= 0:
         return None
-    z = stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(power)
+    z = _Z + NormalDist().inv_cdf(power)
     return float(min(1.0, z * math.sqrt(0.5 / cases)))
