@@ -2,10 +2,11 @@
 SciPy and NumPy, no Django.
 
 Every rate is `n / d` over attempts (or steps). Its 95% interval is Wilson's score interval,
-written out and held equal by a test to SciPy's `binomtest(...).proportion_ci(method="wilson")`. Two runs are compared over the cases
-both ran, pairing each case with itself: with one attempt per case, by the exact McNemar test on
-the cases that changed; with repeats, by a paired bootstrap over cases. Any resampling uses a
-fixed seed, so a page and its export never change between loads.
+written out and held equal by a test to SciPy's `binomtest(...).proportion_ci(method="wilson")`.
+Two runs are compared over the cases both ran, pairing each case with itself: with one attempt
+per case, by the exact McNemar test on the cases that changed; with repeats, by a paired
+bootstrap over cases. Any resampling uses a fixed seed, so a page and its export never change
+between loads.
 """
 
 from __future__ import annotations
