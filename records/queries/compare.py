@@ -311,8 +311,10 @@ class RowComparison:
         return max((t.cases for t in self.tests.values()), default=0)
 
     @property
-    def detectable(self) -> float | None:
-        return stats.detectable_difference(self.shared)
+    def detectable_points(self) -> int | None:
+        """The smallest difference these shared cases could show, in whole rate points."""
+        d = stats.detectable_difference(self.shared)
+        return None if d is None else round(100 * d)
 
     @property
     def kind_counts(self) -> list[tuple[str, int]]:
