@@ -289,6 +289,7 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
     import functools
 
     from records.models import Run
+    from records.scorer.score import CALL_COLUMNS
     from records.scores import run as scores
 
     assert _ingest("modeleval-a.jsonl", _synth()).stored
@@ -307,7 +308,7 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
             run, load_demo_key()
         ):
             seen += [a[0] for a in attempts]
-            calls += [(c[0], c[2]) for c in chunk_calls]
+            calls += [(c[0], c[1 + CALL_COLUMNS.index("line")]) for c in chunk_calls]
             facts += [f[0] for f in chunk_facts]
         assert sorted(seen) == sorted(ids)
         assert sorted(calls) == want_calls and want_calls

@@ -9,9 +9,14 @@ fast: a test converts every kind of built row into its Struct, so the two cannot
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 
 from records.formats.shard import ENDINGS
+
+# A JSON value carried as its text (stored as JSON).
+JsonText = Annotated[str, msgspec.Meta(description="JSON text")]
 
 
 class TurnRow(msgspec.Struct, array_like=True):
@@ -20,7 +25,7 @@ class TurnRow(msgspec.Struct, array_like=True):
     index: int
     try_number: int
     request_digest: str
-    blocks: str  # JSON text
+    blocks: JsonText
     input_tokens: int
     output_tokens: int
     cache_created_tokens: int
@@ -28,7 +33,7 @@ class TurnRow(msgspec.Struct, array_like=True):
     status: str
     detail: str
     latency_ms: float | None
-    has_tool_call: bool
+    has_tool_call: bool  # whether the turn carried a tool_call block (the scorer's C.4 test)
 
 
 class CallRow(msgspec.Struct, array_like=True):
@@ -37,13 +42,13 @@ class CallRow(msgspec.Struct, array_like=True):
     turn: int
     index: int
     tool: str
-    arguments: str | None  # JSON text
+    arguments: JsonText | None
     requested_action: str
     dispatched_action: str
     dispatched_tool: str
     refusal_reason: str
     outcome: str
-    result: str | None  # JSON text
+    result: JsonText | None
     result_truncated: bool
     text: str
     text_truncated: bool
@@ -77,7 +82,7 @@ class AttemptRow(msgspec.Struct, array_like=True):
     shown_tools: int | None
     overflowed: bool | None
     tool_digest: str
-    facts: str | None  # JSON text
+    facts: JsonText | None
     stimulus: str
     ended_by: str
     reason: str

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 from django.db import models
-from django.utils import timezone
 
+from records.models.fields import KeptFile
 from records.models.intake import Upload
 
 
-class ConformanceSuite(models.Model):
+class ConformanceSuite(KeptFile):
     """A conformance suite file (`cases.json`), as the loader accepted it."""
 
-    sha256 = models.CharField(max_length=64, unique=True)
     suite = models.TextField()
     document = models.JSONField()
     case_count = models.IntegerField()
-    name = models.TextField()
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="suites")
-    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -30,7 +27,7 @@ class ConformanceSuite(models.Model):
         return self.document.get("cases", [])
 
 
-class ConformanceRun(models.Model):
+class ConformanceRun(KeptFile):
     """One `taisce conformance` run, with what its output does not carry."""
 
     suite = models.ForeignKey(
@@ -45,10 +42,7 @@ class ConformanceRun(models.Model):
     error = models.TextField(blank=True)
     case_count = models.IntegerField(default=0)
     failed_count = models.IntegerField(default=0)
-    sha256 = models.CharField(max_length=64, unique=True)
-    name = models.TextField()
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="conformance_runs")
-    created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
         ordering = ["-ran_at", "-id"]

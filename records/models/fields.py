@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import typing
+from collections.abc import Iterable
 from typing import Any
 
+import msgspec
 from django.db import models
+from django.utils import timezone
+
+from records.formats.rows import JsonText
 
 
 class WholeJSONField(models.JSONField):
@@ -32,3 +38,98 @@ def _bulk_reference(to: Any, on_delete: Any, related_name: str, **options: Any) 
     return models.ForeignKey(
         to, on_delete=on_delete, related_name=related_name, db_constraint=False, **options
     )
+
+
+# --- Field groups more than one table carries: declared once, inherited as abstract models. ---
+
+
+class TokenUsage(models.Model):
+    """The four usage numbers a provider bills (modelrecord's usage block): a turn's as
+    reported, an attempt's and a summary's summed, a verdict's copied from its attempt."""
+
+    input_tokens = models.BigIntegerField(default=0)
+    output_tokens = models.BigIntegerField(default=0)
+    cache_created_tokens = models.BigIntegerField(default=0)
+    cache_read_tokens = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_created_tokens
+            + self.cache_read_tokens
+        )
+
+
+class KeptFile(models.Model):
+    """A file kept as it arrived: its name as uploaded, and the sha256 that makes a second
+    upload of the same bytes a no-op."""
+
+    name = models.TextField()
+    sha256 = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
+def counts(name: str, fields: Iterable[str]) -> type[models.Model]:
+    """An abstract model with one count (an integer, 0 by default) per name, for tables whose
+    count columns are a list declared elsewhere: the endings of an attempt, the additive
+    columns of a verdict."""
+    attrs: dict[str, Any] = {"__module__": __name__, "Meta": type("Meta", (), {"abstract": True})}
+    attrs.update({field: models.IntegerField(default=0) for field in fields})
+    return type(name, (models.Model,), attrs)
+
+
+def row_columns(
+    name: str,
+    row: type[msgspec.Struct],
+    *,
+    skip: Iterable[str] = (),
+    required: Iterable[str] = (),
+    zero: Iterable[str] = (),
+) -> type[models.Model]:
+    """An abstract model with one column per field of `row`, a layout of `records.formats.rows`,
+    so that a table and the rows written into it are spelled once. Text may be blank unless
+    `required`; a yes/no is false unless `required`; counts named in `zero` start at 0; a field
+    that may be None is nullable; JSON text is stored as JSON. `skip` names the fields the table
+    declares itself (its references, its token usage, columns that need a word of their own)."""
+    skip, required, zero = set(skip), set(required), set(zero)
+    attrs: dict[str, Any] = {"__module__": __name__, "Meta": type("Meta", (), {"abstract": True})}
+    for f in msgspec.structs.fields(row):
+        if f.name not in skip:
+            attrs[f.name] = _column(f.type, f.name in required, f.name in zero)
+    return type(name, (models.Model,), attrs)
+
+
+def _column(kind: Any, required: bool, zero: bool) -> models.Field:
+    optional = type(None) in typing.get_args(kind)
+    if optional:
+        (kind,) = (a for a in typing.get_args(kind) if a is not type(None))
+    if kind == JsonText:
+        return (
+            WholeJSONField(null=True, blank=True)
+            if optional
+            else WholeJSONField(default=list, blank=True)
+        )
+    options: dict[str, Any] = {"null": True, "blank": True} if optional else {}
+    if zero:
+        options["default"] = 0
+    if kind is str:
+        return models.TextField() if required else models.TextField(blank=True)
+    if kind is int:
+        return models.IntegerField(**options)
+    if kind is float:
+        return models.FloatField(**options)
+    if kind is bool:
+        return (
+            models.BooleanField(**options)
+            if optional or required
+            else models.BooleanField(default=False)
+        )
+    raise TypeError(f"no column kind for {kind!r}")

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from records.models.fields import KeptFile
+
 
 class Upload(models.Model):
     """One arrival: a CLI invocation, a browser upload or an API request."""
@@ -31,15 +33,12 @@ class Upload(models.Model):
         return f"upload {self.pk} ({self.source}, {self.created_at:%Y-%m-%d %H:%M})"
 
 
-class ShardFile(models.Model):
+class ShardFile(KeptFile):
     """A shard file as it arrived. Its sha256 makes ingestion idempotent."""
 
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="shards")
-    name = models.TextField()
-    sha256 = models.CharField(max_length=64, unique=True)
     size = models.BigIntegerField()
     lines = models.IntegerField()
-    created_at = models.DateTimeField(default=timezone.now)
     warnings = models.JSONField(default=list, blank=True)
     warning_count = models.IntegerField(default=0)
 

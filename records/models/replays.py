@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
+from records.models.fields import KeptFile
 from records.models.intake import Upload
 
 
@@ -26,14 +27,11 @@ class ObsCorpus(models.Model):
         return self.seal_id
 
 
-class ObsReplay(models.Model):
+class ObsReplay(KeptFile):
     """One replay of a sealed corpus: the report (as upstream encodes it) and what it rests on."""
 
     corpus = models.ForeignKey(ObsCorpus, on_delete=models.CASCADE, related_name="replays")
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="obs_replays")
-    name = models.TextField()
-    sha256 = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(default=timezone.now)
     overall = models.CharField(max_length=20)
     passed = models.IntegerField()
     failed = models.IntegerField()

@@ -1,17 +1,22 @@
 """The shard record types: a run, its providers and sessions, and each attempt with its turn,
 call and verify lines. A shard is stored whole or not at all (see `records.ingest`); raw JSON
 fields are stored as JSON, not re-modelled; per-attempt and per model-and-surface totals are
-computed once at ingest, so pages never add up a whole run in Python."""
+computed once at ingest, so pages never add up a whole run in Python. The attempt, turn, call
+and verify tables take their columns from the row layouts the ingest writes
+(`records.formats.rows`)."""
 
 from __future__ import annotations
 
 from django.db import models
 
-from records.models.fields import WholeJSONField, _bulk_reference
+from records.formats.rows import AttemptRow, CallRow, TurnRow, VerifyRow
+from records.formats.shard import ENDINGS
+from records.models.fields import TokenUsage, _bulk_reference, counts, row_columns
 from records.models.intake import ShardFile
+from records.scorer.batch import TOKENS
 
 
-class Run(models.Model):
+class Run(TokenUsage):
     """The run line of one shard (one shard, one run line, one process)."""
 
     shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
@@ -31,10 +36,6 @@ class Run(models.Model):
     line = models.IntegerField()
     # Totals over every attempt and every try, written once at ingest.
     attempt_count = models.IntegerField(default=0)
-    input_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    cache_created_tokens = models.BigIntegerField(default=0)
-    cache_read_tokens = models.BigIntegerField(default=0)
     models_seen = models.JSONField(default=list)
     cases_seen = models.JSONField(default=list)
     surfaces_seen = models.JSONField(default=list)
@@ -45,15 +46,6 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return self.run_id
-
-    @property
-    def total_tokens(self) -> int:
-        return (
-            self.input_tokens
-            + self.output_tokens
-            + self.cache_created_tokens
-            + self.cache_read_tokens
-        )
 
 
 class Provider(models.Model):
@@ -122,7 +114,16 @@ class Session(models.Model):
         return self.mode or "default"
 
 
-class Attempt(models.Model):
+class Attempt(
+    row_columns(
+        "AttemptColumns",
+        AttemptRow,
+        skip=(*TOKENS, "last_turn_has_tool_call", "failed_checks"),
+        required=("key", "case", "model", "ended_by"),
+        zero=("turn_count", "try_count", "call_count", "latency_ms"),
+    ),
+    TokenUsage,
+):
     # Without database constraints, as for turn, call and verify rows below: only the ingest
     # writes attempts, naming the run and the sessions it has just stored in the same
     # transaction, and deletes cascade through Django. A run's attempts and sessions go
@@ -130,32 +131,6 @@ class Attempt(models.Model):
     # query does): the session column has no index to keep up at every insert.
     run = _bulk_reference(Run, models.CASCADE, "attempts")
     session = _bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
-    key = models.TextField()
-    line = models.IntegerField()
-    case = models.TextField()
-    model = models.TextField()
-    surface = models.TextField(blank=True)
-    # The attempt's own surface, else its session's (modelrecord C.1); set at ingest.
-    effective_surface = models.TextField(blank=True)
-    effective_mode = models.TextField(blank=True)
-    session_label = models.TextField(blank=True)
-    repeat = models.IntegerField()
-    shown_tools = models.IntegerField(null=True, blank=True)
-    overflowed = models.BooleanField(null=True, blank=True)
-    tool_digest = models.TextField(blank=True)
-    facts = WholeJSONField(null=True, blank=True)
-    stimulus = models.TextField(blank=True)
-    ended_by = models.TextField()
-    reason = models.TextField(blank=True)
-    # Totals over the attempt's turn and call lines, written once at ingest.
-    turn_count = models.IntegerField(default=0)
-    try_count = models.IntegerField(default=0)
-    call_count = models.IntegerField(default=0)
-    input_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    cache_created_tokens = models.BigIntegerField(default=0)
-    cache_read_tokens = models.BigIntegerField(default=0)
-    latency_ms = models.FloatField(default=0)
     # What the scorer needs of the turn and verify lines, settled at ingest: whether the last
     # turn (the last try at the highest index) carried a tool_call block (None: no turn
     # lines), and how many checks failed.
@@ -189,24 +164,13 @@ class Attempt(models.Model):
 # commit).
 
 
-class Turn(models.Model):
+class Turn(
+    row_columns("TurnColumns", TurnRow, skip=("attempt", *TOKENS), required=("status",)),
+    TokenUsage,
+):
     """One provider request: every try is its own line (and is charged)."""
 
     attempt = _bulk_reference(Attempt, models.CASCADE, "turns")
-    line = models.IntegerField()
-    index = models.IntegerField()
-    try_number = models.IntegerField()
-    request_digest = models.TextField(blank=True)
-    blocks = WholeJSONField(default=list, blank=True)
-    input_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    cache_created_tokens = models.BigIntegerField(default=0)
-    cache_read_tokens = models.BigIntegerField(default=0)
-    status = models.TextField()
-    detail = models.TextField(blank=True)
-    latency_ms = models.FloatField(null=True, blank=True)
-    # Whether the turn carried a tool_call block: the scorer's "ended in text" test (C.4).
-    has_tool_call = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["attempt", "index", "line"]
@@ -216,26 +180,8 @@ class Turn(models.Model):
         return f"turn {self.index} try {self.try_number} of attempt {self.attempt_id}"
 
 
-class Call(models.Model):
+class Call(row_columns("CallColumns", CallRow, skip=("attempt",), required=("tool", "outcome"))):
     attempt = _bulk_reference(Attempt, models.CASCADE, "calls")
-    line = models.IntegerField()
-    turn = models.IntegerField()
-    index = models.IntegerField()
-    tool = models.TextField()
-    arguments = WholeJSONField(null=True, blank=True)
-    requested_action = models.TextField(blank=True)
-    dispatched_action = models.TextField(blank=True)
-    dispatched_tool = models.TextField(blank=True)
-    refusal_reason = models.TextField(blank=True)
-    outcome = models.TextField()
-    result = WholeJSONField(null=True, blank=True)
-    result_truncated = models.BooleanField(default=False)
-    text = models.TextField(blank=True)
-    text_truncated = models.BooleanField(default=False)
-    duration_ms = models.FloatField(null=True, blank=True)
-    trace_id = models.TextField(blank=True)
-    requests = models.IntegerField(null=True, blank=True)
-    dispatch_observed = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["attempt", "index", "line"]
@@ -253,12 +199,10 @@ class Call(models.Model):
         )
 
 
-class Verify(models.Model):
+class Verify(
+    row_columns("VerifyColumns", VerifyRow, skip=("attempt",), required=("name", "passed"))
+):
     attempt = _bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
-    line = models.IntegerField()
-    name = models.TextField()
-    passed = models.BooleanField()
-    detail = models.TextField(blank=True)
 
     class Meta:
         ordering = ["attempt", "line"]
@@ -267,7 +211,7 @@ class Verify(models.Model):
         return f"{self.name} (attempt {self.attempt_id})"
 
 
-class SurfaceSummary(models.Model):
+class SurfaceSummary(counts("EndingCounts", ENDINGS), TokenUsage):
     """Totals per (run, model, surface, mode), computed in the database at ingest."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summaries")
@@ -275,21 +219,10 @@ class SurfaceSummary(models.Model):
     surface = models.TextField(blank=True)
     mode = models.TextField(blank=True)
     attempts = models.IntegerField(default=0)
-    completed = models.IntegerField(default=0)
-    over_budget = models.IntegerField(default=0)
-    malformed = models.IntegerField(default=0)
-    no_tool_call = models.IntegerField(default=0)
-    provider_error = models.IntegerField(default=0)
-    harness_error = models.IntegerField(default=0)
-    skipped = models.IntegerField(default=0)
     turns = models.IntegerField(default=0)
     tries = models.IntegerField(default=0)
     calls = models.IntegerField(default=0)
     latency_ms = models.FloatField(default=0)
-    input_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    cache_created_tokens = models.BigIntegerField(default=0)
-    cache_read_tokens = models.BigIntegerField(default=0)
 
     class Meta:
         ordering = ["run", "model", "surface", "mode"]

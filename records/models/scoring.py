@@ -7,22 +7,20 @@ from django.db import models
 from django.utils import timezone
 
 from records.formats.corpus_key import read_corpus_key
-from records.models.fields import WholeJSONField, _bulk_reference
+from records.models.fields import KeptFile, TokenUsage, WholeJSONField, _bulk_reference, counts
 from records.models.intake import Upload
 from records.models.runs import Attempt, Run, Session
+from records.scorer.batch import COUNTS
 
 
-class CorpusKey(models.Model):
+class CorpusKey(KeptFile):
     """An uploaded `evaldash-corpus-key/1` file: the answers a run is scored against."""
 
     digest = models.CharField(max_length=16, db_index=True)
     declared_digest = models.TextField()
     verified = models.BooleanField(default=True)
-    sha256 = models.CharField(max_length=64, unique=True)
-    name = models.TextField()
     source = models.TextField(blank=True)
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="keys")
-    created_at = models.DateTimeField(default=timezone.now)
     case_count = models.IntegerField()
     document = models.JSONField()
 
@@ -82,7 +80,7 @@ class Scoring(models.Model):
         return f"run {self.run_id} against {self.key.digest}"
 
 
-class Verdict(models.Model):
+class Verdict(counts("VerdictCounts", COUNTS), TokenUsage):
     """One attempt's verdict, with its additive contribution to every C.8 column."""
 
     # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
@@ -102,30 +100,10 @@ class Verdict(models.Model):
     unaided = models.BooleanField(default=False)
     verified = models.BooleanField(default=True)
     counted = models.BooleanField(default=False)
-    discovery = models.IntegerField(default=0)
-    invalid_params = models.IntegerField(default=0)
-    steps = models.IntegerField(default=0)
-    reached_n = models.IntegerField(default=0)
-    reached_d = models.IntegerField(default=0)
-    aft_n = models.IntegerField(default=0)
-    aft_d = models.IntegerField(default=0)
-    fidelity_n = models.IntegerField(default=0)
-    fidelity_d = models.IntegerField(default=0)
-    confirmation_n = models.IntegerField(default=0)
-    confirmation_d = models.IntegerField(default=0)
-    declined_by_refusal = models.IntegerField(default=0)
-    declined_by_text = models.IntegerField(default=0)
-    confirmed_unaided = models.IntegerField(default=0)
-    confirmed_server_aided = models.IntegerField(default=0)
-    confirmed_never = models.IntegerField(default=0)
     # The attempt's session, tries and tokens, copied from it as scored, so that sums over
     # verdicts (score rows, per-case figures of a comparison) read no attempt row.
     session = _bulk_reference(Session, models.DO_NOTHING, "+", null=True)
     tries = models.IntegerField(default=0)
-    input_tokens = models.BigIntegerField(default=0)
-    output_tokens = models.BigIntegerField(default=0)
-    cache_created_tokens = models.BigIntegerField(default=0)
-    cache_read_tokens = models.BigIntegerField(default=0)
     detail = WholeJSONField(default=dict)
 
     class Meta:

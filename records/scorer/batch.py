@@ -32,9 +32,7 @@ _encode = msgspec.json.Encoder().encode
 #              last turn has a tool call, failed checks,
 #              session id, tries, input, output, cache created, cache read tokens)
 #   facts:    (attempt pk, JSON text)
-#   calls:    (attempt pk, index, line, tool, arguments JSON, requested, dispatched action,
-#              dispatched tool, outcome, result JSON, result truncated, text, observed),
-#             in (attempt, index, line) order
+#   calls:    (attempt pk, *CALL_COLUMNS), JSON as text, in (attempt, index, line) order
 Chunk = tuple[list[tuple], list[tuple], list[tuple]]
 
 # The additive C.8 contributions of a verdict (sums of them are a row's ratios and overhead),
@@ -52,6 +50,16 @@ ADDITIVE = (
     "confirmation_n",
     "confirmation_d",
 )
+# How a verdict's steps that needed a confirmation went, one count per way.
+CONFIRMATIONS = (
+    "declined_by_refusal",
+    "declined_by_text",
+    "confirmed_unaided",
+    "confirmed_server_aided",
+    "confirmed_never",
+)
+# Every count a verdict carries.
+COUNTS = (*ADDITIVE, *CONFIRMATIONS)
 TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
 
 # The columns of a verdict row as `score_chunk` builds it (its scoring's id goes first).
@@ -67,12 +75,7 @@ VERDICT_FIELDS = (
     "unaided",
     "verified",
     "counted",
-    *ADDITIVE,
-    "declined_by_refusal",
-    "declined_by_text",
-    "confirmed_unaided",
-    "confirmed_server_aided",
-    "confirmed_never",
+    *COUNTS,
     "session",
     "tries",
     *TOKENS,
@@ -94,23 +97,14 @@ def score_chunk(
     attempts, facts_rows, call_rows = chunk
     facts = {pk: _json(text) for pk, text in facts_rows}
     calls: dict[int, list[CallInput]] = defaultdict(list)
-    for c in call_rows:
-        calls[c[0]].append(
-            CallInput(
-                index=c[1],
-                line=c[2],
-                tool=c[3],
-                arguments=_json(c[4]),
-                requested_action=c[5],
-                dispatched_action=c[6],
-                dispatched_tool=c[7],
-                outcome=c[8],
-                result=_json(c[9]),
-                result_truncated=bool(c[10]),
-                text=c[11],
-                observed=bool(c[12]),
-            )
-        )
+    for attempt_pk, *row in call_rows:
+        call = CallInput(*row)
+        # JSON arrives as text, and SQLite's booleans as 0 and 1.
+        call.arguments = _json(call.arguments)
+        call.result = _json(call.result)
+        call.result_truncated = bool(call.result_truncated)
+        call.dispatch_observed = bool(call.dispatch_observed)
+        calls[attempt_pk].append(call)
     out: list[tuple] = []
     retired = unknown = unscoreable = 0
     for attempt in attempts:

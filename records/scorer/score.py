@@ -16,9 +16,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import orjson
 
 from records.formats.corpus_key import Arg, Catalog, CatalogEntry, KeyDocument, Step
+from records.formats.shard import CallLine
 
 SCORER_VERSION = "modelscore-port/1"
 DISPATCHER_REFUSALS = frozenset(
@@ -53,20 +55,36 @@ class ScoringError(Exception):
     """An attempt that cannot be scored at all (an error, not a verdict: C.1)."""
 
 
-@dataclass
-class CallInput:
-    index: int
-    tool: str
-    arguments: Any = None  # decoded JSON, None when absent
-    requested_action: str = ""
-    dispatched_action: str = ""
-    dispatched_tool: str = ""
-    outcome: str = ""
-    result: Any = None
-    result_truncated: bool = False
-    text: str = ""
-    observed: bool = False
-    line: int = 0
+# What the scorer reads of a call line: its line number in the shard, then these fields of
+# `CallLine`, as the line declares them (JSON values decoded). The batch reader selects the
+# stored columns in this order and builds each call from the row as it comes.
+CALL_READ = (
+    "index",
+    "tool",
+    "arguments",
+    "requested_action",
+    "dispatched_action",
+    "dispatched_tool",
+    "outcome",
+    "result",
+    "result_truncated",
+    "text",
+    "dispatch_observed",
+)
+CallInput = msgspec.defstruct(
+    "CallInput",
+    [
+        ("line", int, 0),
+        *(
+            (f.name, f.type, f.default)
+            for f in msgspec.structs.fields(CallLine)
+            if f.name in CALL_READ
+        ),
+    ],
+    array_like=True,
+    module=__name__,
+)
+CALL_COLUMNS = CallInput.__struct_fields__
 
 
 @dataclass
@@ -250,7 +268,7 @@ class Event:
 
     @property
     def observed(self) -> bool:
-        return self.call.observed
+        return self.call.dispatch_observed
 
 
 def _is_true(v: Any) -> bool:
@@ -871,20 +889,7 @@ def attempt_inputs(shard: Any) -> list[AttemptInput]:
                 reason=p.get("reason", ""),
                 facts=p.get("facts") or {},
                 calls=[
-                    CallInput(
-                        index=c["index"],
-                        tool=c["tool"],
-                        arguments=c.get("arguments"),
-                        requested_action=c.get("requested_action", ""),
-                        dispatched_action=c.get("dispatched_action", ""),
-                        dispatched_tool=c.get("dispatched_tool", ""),
-                        outcome=c["outcome"],
-                        result=c.get("result"),
-                        result_truncated=c.get("result_truncated", False),
-                        text=c.get("text", ""),
-                        observed=c.get("dispatch_observed", False),
-                        line=line,
-                    )
+                    CallInput(line=line, **{name: c[name] for name in CALL_READ if name in c})
                     for line, c in rec.calls
                 ],
                 last_turn_has_tool_call=None

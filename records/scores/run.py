@@ -31,6 +31,7 @@ from records.models import (
 )
 from records.scorer.batch import VERDICT_FIELDS, Chunk, score_chunk
 from records.scorer.score import (
+    CALL_COLUMNS,
     SCORER_VERSION,
     ScoringError,
 )
@@ -248,12 +249,15 @@ def _chunks(
             )
             facts = cur.fetchall()
             # The text is read only for the meta decline test (C.2): skip it elsewhere.
+            read = {
+                "arguments": "CAST(arguments AS TEXT)",
+                "result": result,
+                "text": "CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END",
+            }
+            columns = ", ".join(read.get(name, qn(name)) for name in CALL_COLUMNS)
             cur.execute(
-                f"SELECT attempt_id, {qn('index')}, line, tool, CAST(arguments AS TEXT), "
-                f"requested_action, dispatched_action, dispatched_tool, outcome, "
-                f"{result}, result_truncated, "
-                f"CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END, "
-                f"dispatch_observed FROM {c_t} WHERE attempt_id >= %s AND attempt_id <= %s "
+                f"SELECT attempt_id, {columns} FROM {c_t} "
+                f"WHERE attempt_id >= %s AND attempt_id <= %s "
                 f"ORDER BY attempt_id, {qn('index')}, line",
                 [*reading, lo, hi],
             )
