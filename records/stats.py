@@ -103,26 +103,13 @@ def compare(
     rb = np.array([b[0] / b[1] for _, b in pairs])
     one_each = all(a[1] == 1 and b[1] == 1 for a, b in pairs)
     delta = _bootstrap_delta(ra, rb)
+    discordant = None
     if one_each:
-        only_a = int(np.sum((ra == 1) & (rb == 0)))
-        only_b = int(np.sum((ra == 0) & (rb == 1)))
-        return Paired(
-            len(pairs),
-            float(ra.mean()),
-            float(rb.mean()),
-            delta,
-            mcnemar_exact(only_a, only_b),
-            "McNemar exact",
-            (only_a, only_b),
-        )
-    return Paired(
-        len(pairs),
-        float(ra.mean()),
-        float(rb.mean()),
-        delta,
-        _bootstrap_p(ra, rb),
-        "paired bootstrap",
-    )
+        discordant = (int(np.sum((ra == 1) & (rb == 0))), int(np.sum((ra == 0) & (rb == 1))))
+        p, test = mcnemar_exact(*discordant), "McNemar exact"
+    else:
+        p, test = _bootstrap_p(ra, rb), "paired bootstrap"
+    return Paired(len(pairs), float(ra.mean()), float(rb.mean()), delta, p, test, discordant)
 
 
 @functools.lru_cache(maxsize=32)

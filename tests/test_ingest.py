@@ -12,19 +12,7 @@ from django.contrib.auth.models import Permission, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from records.models import (
-    ApiToken,
-    Attempt,
-    Call,
-    Provider,
-    Run,
-    Session,
-    ShardFile,
-    SurfaceSummary,
-    Turn,
-    Upload,
-    Verify,
-)
+from records import models as m
 from tests.builders import FIXTURE_SHARD, encode, ingest_bytes, line, shard
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +47,7 @@ def _tgz(entries: dict[str, bytes], *, extra: list[tarfile.TarInfo] | None = Non
 def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
     report = ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
     assert report.ok and len(report.stored) == 1
-    run = Run.objects.get()
+    run = m.Run.objects.get()
     assert (run.run_id, run.tier, run.corpus_digest, run.repeat) == (
         "run-fixture-dynamic",
         "ultimate",
@@ -67,9 +55,13 @@ def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
         1,
     )
     assert run.started_at.isoformat() == "2026-09-16T09:00:00+00:00"
-    assert Session.objects.get().surface == "dynamic"
-    assert Attempt.objects.count() == 2 and Turn.objects.count() == 5 and Call.objects.count() == 3
-    perfect = Attempt.objects.get(model="fake:perfect")
+    assert m.Session.objects.get().surface == "dynamic"
+    assert (
+        m.Attempt.objects.count() == 2
+        and m.Turn.objects.count() == 5
+        and m.Call.objects.count() == 3
+    )
+    perfect = m.Attempt.objects.get(model="fake:perfect")
     assert (perfect.turn_count, perfect.try_count, perfect.call_count) == (3, 3, 2)
     assert (perfect.input_tokens, perfect.output_tokens, perfect.cache_read_tokens) == (
         4600,
@@ -77,7 +69,7 @@ def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
         2700,
     )
     assert perfect.session.label == "dynamic-default" and perfect.effective_mode == "default"
-    call = Call.objects.get(attempt=perfect, index=2)
+    call = m.Call.objects.get(attempt=perfect, index=2)
     assert call.result == {
         "project": {
             "id": 42,
@@ -86,7 +78,7 @@ def test_the_fixture_shard_is_stored_with_every_record_and_its_totals():
         }
     }
     assert call.arguments["params"]["project_id"] == "eval-group/eval-project"
-    rows = {s.model: s for s in SurfaceSummary.objects.all()}
+    rows = {s.model: s for s in m.SurfaceSummary.objects.all()}
     assert rows["fake:wrong-args"].input_tokens == 2600 and rows["fake:wrong-args"].turns == 2
     assert run.attempt_count == 2 and run.input_tokens == 7200
 
@@ -95,7 +87,7 @@ def test_the_same_content_is_stored_once_and_reported_as_already_present():
     ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
     report = ingest_bytes(("modeleval-copy.jsonl", GOOD))
     assert report.stored == [] and report.present[0]["file"] == "modeleval-copy.jsonl"
-    assert ShardFile.objects.count() == 1 and Attempt.objects.count() == 2
+    assert m.ShardFile.objects.count() == 1 and m.Attempt.objects.count() == 2
 
 
 def test_a_bad_shard_stores_nothing_of_itself_and_the_good_shard_beside_it_is_stored():
@@ -110,7 +102,7 @@ def test_a_bad_shard_stores_nothing_of_itself_and_the_good_shard_beside_it_is_st
             "message": report.refused[0]["message"],
         }
     ]
-    assert Run.objects.count() == 1 and Attempt.objects.count() == 2
+    assert m.Run.objects.count() == 1 and m.Attempt.objects.count() == 2
 
 
 def test_an_error_on_the_last_line_leaves_no_row_of_the_shard_behind():
@@ -119,7 +111,17 @@ def test_an_error_on_the_last_line_leaves_no_row_of_the_shard_behind():
     big += [line("session"), '{"schema":1,"type":"run","run":{"run_id":"r","repeat":0}}']
     report = ingest_bytes(("modeleval-late.jsonl", encode(big)))
     assert report.refused[0]["line"] == 6002 and report.refused[0]["field"] == "run.repeat"
-    for model in (ShardFile, Run, Attempt, Turn, Call, Verify, Session, Provider, SurfaceSummary):
+    for model in (
+        m.ShardFile,
+        m.Run,
+        m.Attempt,
+        m.Turn,
+        m.Call,
+        m.Verify,
+        m.Session,
+        m.Provider,
+        m.SurfaceSummary,
+    ):
         assert not model.objects.exists(), model
 
 
@@ -128,7 +130,7 @@ def test_lines_that_come_before_their_attempt_line_are_joined_to_it():
         [line("turn"), line("call"), line("verify"), line("attempt"), line("session"), line("run")]
     )
     ingest_bytes(("modeleval-o.jsonl", data))
-    a = Attempt.objects.get()
+    a = m.Attempt.objects.get()
     assert (a.turns.count(), a.calls.count(), a.verifies.count()) == (1, 1, 1)
     assert (a.try_count, a.call_count) == (1, 1)
 
@@ -155,7 +157,7 @@ def test_providers_and_prices_are_stored_from_the_run_line():
         ],
     )
     ingest_bytes(("modeleval-p.jsonl", encode([line("attempt"), line("session"), run])))
-    priced, unpriced = Provider.objects.order_by("position")
+    priced, unpriced = m.Provider.objects.order_by("position")
     assert priced.price == (1.0, 5.0, 1.25, 0.1) and priced.retrieved_on == "2026-09-16"
     assert priced.options == {"temperature": "provider default"}
     assert unpriced.price is None
@@ -164,11 +166,11 @@ def test_providers_and_prices_are_stored_from_the_run_line():
 def test_sessionless_skips_join_the_single_candidate_with_their_model_and_surface():
     skip = line("attempt", id="a2", session="", ended_by="skipped", reason="needs ultimate")
     ingest_bytes(("modeleval-s.jsonl", shard(skip)))
-    a2 = Attempt.objects.get(key="a2")
+    a2 = m.Attempt.objects.get(key="a2")
     assert (
         a2.session is None and a2.effective_mode == "default" and a2.effective_surface == "dynamic"
     )
-    assert SurfaceSummary.objects.get().skipped == 1
+    assert m.SurfaceSummary.objects.get().skipped == 1
 
 
 def test_a_completed_attempt_with_a_reason_is_stored_with_a_warning_the_shard_keeps():
@@ -176,9 +178,9 @@ def test_a_completed_attempt_with_a_reason_is_stored_with_a_warning_the_shard_ke
         ("modeleval-w.jsonl", encode([line("attempt", reason="42."), line("session"), line("run")]))
     )
     assert report.stored[0]["warnings"] == 1
-    sf = ShardFile.objects.get()
+    sf = m.ShardFile.objects.get()
     assert sf.warning_count == 1 and sf.warnings[0]["field"] == "attempt.reason"
-    assert Attempt.objects.get().completed_with_reason
+    assert m.Attempt.objects.get().completed_with_reason
 
 
 class TestArchives:
@@ -195,7 +197,7 @@ class TestArchives:
 
     def test_a_tar_gz_artifact_stores_its_shards(self):
         report = ingest_bytes(("artifact.tar.gz", _tgz({"ee/modeleval-2.jsonl": GOOD})))
-        assert len(report.stored) == 1 and Run.objects.count() == 1
+        assert len(report.stored) == 1 and m.Run.objects.count() == 1
 
     @pytest.mark.parametrize(
         "name", ["../modeleval-1.jsonl", "/abs/modeleval-1.jsonl", "a/../../modeleval-1.jsonl"]
@@ -264,7 +266,7 @@ class TestCommand:
         archive.write_bytes(_tgz({"modeleval-3.jsonl": shard(line("attempt", id="a9"))}))
         call_command("ingest", str(other), str(archive), "--quiet")
         assert "2 shard(s) stored" in capsys.readouterr().out
-        assert Run.objects.count() == 3
+        assert m.Run.objects.count() == 3
 
     def test_it_fails_naming_what_it_refused(self, tmp_path: Path, capsys):
         bad = tmp_path / "modeleval-bad.jsonl"
@@ -288,13 +290,13 @@ class TestUploadPage:
         assert "modeleval-good.jsonl" in html and "run-fixture-dynamic" in html
         assert "modeleval-bad.jsonl" in html and "schema 3 is not 1" in html
         assert "<html" not in html  # the partial only
-        up = Upload.objects.get()
+        up = m.Upload.objects.get()
         assert up.user == uploader and up.source == "web" and len(up.summary["stored"]) == 1
 
     def test_uploading_needs_the_permission(self, client):
         client.force_login(User.objects.create_user("bo", password="pw-123456789"))
         r = client.post("/upload/", {"files": [SimpleUploadedFile("modeleval-1.jsonl", GOOD)]})
-        assert r.status_code == 403 and not Run.objects.exists()
+        assert r.status_code == 403 and not m.Run.objects.exists()
 
     def test_anonymous_users_are_sent_to_log_in(self, client):
         assert client.get("/upload/").status_code == 302
@@ -307,7 +309,7 @@ class TestApi:
         return client.post("/api/v1/uploads", data, headers=headers)
 
     def test_a_token_uploads_and_the_answer_says_what_was_stored(self, client):
-        token, raw = ApiToken.issue("ci")
+        token, raw = m.ApiToken.issue("ci")
         r = self.post(client, raw, ("artifact.zip", _zip({"modeleval-1.jsonl": GOOD})))
         assert r.status_code == 200
         body = r.json()
@@ -316,10 +318,10 @@ class TestApi:
         assert r.json()["already_present"][0]["file"] == "modeleval-1.jsonl"
         token.refresh_from_db()
         assert token.last_used_at is not None
-        assert Upload.objects.filter(token=token).count() == 2
+        assert m.Upload.objects.filter(token=token).count() == 2
 
     def test_refusals_come_back_as_422_with_file_line_and_field(self, client):
-        _, raw = ApiToken.issue("ci")
+        _, raw = m.ApiToken.issue("ci")
         r = self.post(client, raw, ("modeleval-1.jsonl", b"\n{\n"))
         assert r.status_code == 422
         assert r.json()["refused"][0] | {"message": ""} == {
@@ -330,35 +332,35 @@ class TestApi:
         }
 
     def test_a_wrong_token_gets_401_and_stores_nothing(self, client):
-        ApiToken.issue("ci")
+        m.ApiToken.issue("ci")
         assert self.post(client, "evd_wrong", ("modeleval-1.jsonl", GOOD)).status_code == 401
         assert self.post(client, None, ("modeleval-1.jsonl", GOOD)).status_code == 401
-        assert not Run.objects.exists() and not Upload.objects.exists()
+        assert not m.Run.objects.exists() and not m.Upload.objects.exists()
 
     def test_a_revoked_token_gets_403_and_stores_nothing(self, client):
         from django.utils import timezone
 
-        token, raw = ApiToken.issue("ci")
+        token, raw = m.ApiToken.issue("ci")
         token.revoked_at = timezone.now()
         token.save()
         assert self.post(client, raw, ("modeleval-1.jsonl", GOOD)).status_code == 403
-        assert not Run.objects.exists()
+        assert not m.Run.objects.exists()
 
     def test_tokens_are_stored_hashed(self):
-        token, raw = ApiToken.issue("ci")
+        token, raw = m.ApiToken.issue("ci")
         assert raw not in (token.digest, token.hint) and len(token.digest) == 64
-        assert ApiToken.authenticate(raw) == token
+        assert m.ApiToken.authenticate(raw) == token
 
     def test_the_upload_limit_answers_413(self, client, settings):
         settings.EVALDASH_MAX_UPLOAD_BYTES = 100
-        _, raw = ApiToken.issue("ci")
+        _, raw = m.ApiToken.issue("ci")
         assert self.post(client, raw, ("modeleval-1.jsonl", GOOD)).status_code == 413
 
     def test_the_create_token_command_prints_the_token_once(self, capsys):
         call_command("create_token", "ci-bot")
         out = capsys.readouterr().out
         raw = out.split()[-1]
-        assert ApiToken.authenticate(raw).name == "ci-bot"
+        assert m.ApiToken.authenticate(raw).name == "ci-bot"
 
 
 class TestAccessAndAudit:
@@ -366,17 +368,19 @@ class TestAccessAndAudit:
         from records.models import AuditEvent
 
         ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
-        run = Run.objects.get()
+        run = m.Run.objects.get()
         user = User.objects.create_user("del", password="pw-123456789")
         client.force_login(user)
         assert client.post(f"/runs/{run.pk}/delete/").status_code == 403
-        assert Run.objects.exists()
+        assert m.Run.objects.exists()
         user.user_permissions.add(Permission.objects.get(codename="delete_run"))
         user = User.objects.get(pk=user.pk)
         client.force_login(user)
         assert client.post(f"/runs/{run.pk}/delete/").status_code == 302
         assert (
-            not Run.objects.exists() and not Attempt.objects.exists() and not Turn.objects.exists()
+            not m.Run.objects.exists()
+            and not m.Attempt.objects.exists()
+            and not m.Turn.objects.exists()
         )
         event = AuditEvent.objects.get()
         assert (event.user, event.action, event.detail["run_id"]) == (
@@ -453,7 +457,7 @@ class TestAccessAndAudit:
         monkeypatch.setattr(tables.Table, "flush", failing)
         (refused,) = ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).refused
         assert "unexpected RuntimeError (the disk went away)" in refused["message"]
-        for model in (ShardFile, Run, Attempt, Turn, Call):
+        for model in (m.ShardFile, m.Run, m.Attempt, m.Turn, m.Call):
             assert not model.objects.exists()
         monkeypatch.setattr(tables.Table, "flush", real)
         assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
@@ -467,20 +471,20 @@ def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     if connection.vendor != "postgresql":
         pytest.skip("statistics are refreshed on PostgreSQL only")
     assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
-    analyze_if_large(10**6, (Attempt, Turn))
+    analyze_if_large(10**6, (m.Attempt, m.Turn))
     with connection.cursor() as cur:
         cur.execute(
             "SELECT tablename, attname FROM pg_stats WHERE tablename IN (%s, %s)",
-            [Attempt._meta.db_table, Turn._meta.db_table],
+            [m.Attempt._meta.db_table, m.Turn._meta.db_table],
         )
         sampled = set(cur.fetchall())
-        cur.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Turn._meta.db_table])
+        cur.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [m.Turn._meta.db_table])
         (turns,) = cur.fetchone()
-    assert {(Attempt._meta.db_table, "run_id"), (Attempt._meta.db_table, "case")} <= sampled
-    assert (Turn._meta.db_table, "attempt_id") in sampled
-    assert (Attempt._meta.db_table, "stimulus") not in sampled
-    assert (Turn._meta.db_table, "blocks") not in sampled
-    assert turns == Turn.objects.count()
+    assert {(m.Attempt._meta.db_table, "run_id"), (m.Attempt._meta.db_table, "case")} <= sampled
+    assert (m.Turn._meta.db_table, "attempt_id") in sampled
+    assert (m.Attempt._meta.db_table, "stimulus") not in sampled
+    assert (m.Turn._meta.db_table, "blocks") not in sampled
+    assert turns == m.Turn.objects.count()
 
 
 def test_on_postgresql_the_bulky_columns_are_compressed_with_lz4():
@@ -510,7 +514,7 @@ def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, s
     )
     report = ingest_bytes(("modeleval-big-index.jsonl", data))
     if connection.vendor == "sqlite":
-        assert report.stored and Turn.objects.get().index == 3_000_000_000
+        assert report.stored and m.Turn.objects.get().index == 3_000_000_000
         return
     (refused,) = report.refused
     assert refused["file"] == "modeleval-big-index.jsonl"
@@ -519,5 +523,5 @@ def test_a_value_postgresql_cannot_hold_refuses_the_shard_and_names_it(parser, s
     # Said as the shard's own line and field, not as the COPY row and column.
     assert (refused["line"], refused["field"]) == (2, "turn.index")
     assert "COPY" not in refused["message"]
-    assert not ShardFile.objects.exists() and not Attempt.objects.exists()
+    assert not m.ShardFile.objects.exists() and not m.Attempt.objects.exists()
     assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored

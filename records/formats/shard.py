@@ -49,6 +49,8 @@ TURN_STATUSES = ("ok", "rate_limited", "server_error", "request_error", "transpo
 BLOCK_KINDS = ("text", "thinking", "tool_call")
 CALL_OUTCOMES = ("ok", "tool_error", "protocol_error", "transport_error", "preview")
 SURFACES = ("dynamic", "meta", "individual")
+MODES = ("default", "read-only", "safe")  # a session's mode; none is the default
+TIERS = ("free", "ce", "premium", "ultimate")  # a run's tier ("ce" reads as free)
 # evaldash's own bound, not upstream's: identifiers are indexed, and a database index entry is
 # bounded (PostgreSQL b-tree entries hold about 2,700 bytes). Real ids are under 200 characters.
 MAX_ID_CHARS = 500
@@ -796,26 +798,29 @@ class Joins:
                 "the shard carries no run line, so the tier its attempts ran at is unknown",
                 field="run",
             )
-        dangling = _first_unknown(self.attempt_refs, self.attempts)
-        if dangling:
-            ln, key, typ = dangling
-            raise ShardError(
-                self.name,
-                f"names attempt {key!r}, which no attempt line of this shard carries "
+        # A name no line of the shard carries: the first such reference is refused.
+        for refs, known, message, at in (
+            (
+                self.attempt_refs,
+                self.attempts,
+                "names attempt {name!r}, which no attempt line of this shard carries "
                 "(is the shard truncated?)",
-                line=ln,
-                field=f"{typ}.attempt",
-            )
-        dangling = _first_unknown(self.session_refs, self.sessions)
-        if dangling:
-            ln, label, key = dangling
-            raise ShardError(
-                self.name,
-                f"attempt {key!r} names session {label!r}, which no session line of this "
+                "{by}.attempt",
+            ),
+            (
+                self.session_refs,
+                self.sessions,
+                "attempt {by!r} names session {name!r}, which no session line of this "
                 "shard carries",
-                line=ln,
-                field="attempt.session",
-            )
+                "attempt.session",
+            ),
+        ):
+            dangling = _first_unknown(refs, known)
+            if dangling:
+                ln, name, by = dangling
+                raise ShardError(
+                    self.name, message.format(name=name, by=by), line=ln, field=at.format(by=by)
+                )
 
 
 def _first_unknown(refs: dict[str, tuple[int, str]], known: Any) -> tuple[int, str, str] | None:

@@ -55,6 +55,15 @@ class Tokens:
         )  # type: ignore[attr-defined]
 
 
+# The four parts of a cost, as `Cost` names them, with their column titles.
+COST_PARTS = (
+    ("input", "Input"),
+    ("output", "Output"),
+    ("cache_write", "Cache write"),
+    ("cache_read", "Cache read"),
+)
+
+
 @dataclass(frozen=True)
 class Cost:
     input: float

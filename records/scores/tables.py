@@ -20,7 +20,7 @@ from records.models import (
     Verdict,
 )
 from records.models import ScoreRow as StoredRow
-from records.scorer.batch import ADDITIVE, TOKENS
+from records.scorer.batch import ADDITIVE, CONFIRMATIONS, TOKENS
 from records.scorer.score import (
     OUTCOMES,
 )
@@ -156,11 +156,7 @@ def _sum_rows(scoring: Scoring) -> list[TableRow]:
         .annotate(
             attempts=count_where("counted"),
             **verdict_sums(),
-            declined_by_refusal=Sum("declined_by_refusal"),
-            declined_by_text=Sum("declined_by_text"),
-            confirmed_unaided=Sum("confirmed_unaided"),
-            confirmed_server_aided=Sum("confirmed_server_aided"),
-            confirmed_never=Sum("confirmed_never"),
+            **{c: Sum(c) for c in CONFIRMATIONS},
             session_id=Max("session_id"),
             **{o: count_where("outcome", o) for o in OUTCOMES},
         )

@@ -8,6 +8,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from records.queries.compare import COLUMNS, delta_points
+from records.queries.cost import COST_PARTS
 from records.queries.cost import usd as _usd
 from records.queries.trace import shown_json as shown
 from records.scorer.batch import TOKENS
@@ -164,7 +165,7 @@ def cost_row(r: Any, strong: bool = False) -> SafeString:
     ]
     if r.cost:
         c = r.cost
-        cells += [_num(usd(v)) for v in (c.input, c.output, c.cache_write, c.cache_read)]
+        cells += [_num(usd(getattr(c, part))) for part, _ in COST_PARTS]
         cells.append(format_html('<td class="num"><strong>{}</strong></td>', usd(c.total)))
     else:
         why = r.unpriced_reason

@@ -34,6 +34,25 @@ def read_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse
     return wrapper
 
 
+def query_form(
+    form_class: type,
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    """Read the page's state from the query string (POST body for a POST) into `form_class`:
+    invalid input is a 400 naming the fields; the view gets the bound, valid form as `form`."""
+
+    def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            form = form_class(request.POST if request.method == "POST" else request.GET)
+            if not form.is_valid():
+                return _bad_request(form)
+            return view(request, *args, form=form, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
 def _get_run_or_404(pk: int) -> Run:
     return get_object_or_404(Run.objects.select_related("shard", "shard__upload"), pk=pk)
 

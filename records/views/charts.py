@@ -12,7 +12,7 @@ import html
 from typing import Any
 
 from records.models import Run
-from records.queries.cost import RunFigures, Tokens, cost_of
+from records.queries.cost import COST_PARTS, RunFigures, Tokens, cost_of
 from records.scores.tables import COLUMN_TITLES
 from records.stats import wilson
 
@@ -34,12 +34,6 @@ def escaped(figure: Any, key: str = "") -> Any:
 def cost_chart(figures: RunFigures) -> dict[str, Any]:
     """A Plotly figure: stacked bars of the four cost components per model (priced models)."""
     models = [m for m, r in figures.by_model.items() if r.cost is not None]
-    parts = [
-        ("input", "Input"),
-        ("output", "Output"),
-        ("cache_write", "Cache write"),
-        ("cache_read", "Cache read"),
-    ]
     data = [
         {
             "type": "bar",
@@ -48,7 +42,7 @@ def cost_chart(figures: RunFigures) -> dict[str, Any]:
             "y": [round(getattr(figures.by_model[m].cost, attr), 6) for m in models],
             "hovertemplate": "%{x}<br>" + label + ": $%{y:.4f}<extra></extra>",
         }
-        for attr, label in parts
+        for attr, label in COST_PARTS
     ]
     layout = {
         "barmode": "stack",

@@ -39,9 +39,9 @@ class _PageFilter(df.Filter):
 class RunFilter(df.FilterSet):
     # Model, surface and mode must hold of one summary row together, not of three apart.
     model = df.CharFilter(method=_unset, max_length=300)
-    surface = df.ChoiceFilter(choices=SURFACE_CHOICES[1:], method=_unset, empty_label="any surface")
-    mode = df.ChoiceFilter(choices=MODE_CHOICES[1:], method=_unset, empty_label="any mode")
-    tier = df.ChoiceFilter(choices=TIER_CHOICES[1:], empty_label="any tier")
+    surface = df.ChoiceFilter(choices=SURFACE_CHOICES, method=_unset, empty_label="any surface")
+    mode = df.ChoiceFilter(choices=MODE_CHOICES, method=_unset, empty_label="any mode")
+    tier = df.ChoiceFilter(choices=TIER_CHOICES, empty_label="any tier")
     commit = df.CharFilter(lookup_expr="startswith", max_length=100, help_text="prefix")
     corpus_digest = df.CharFilter(max_length=64)
     since = df.DateFilter(
@@ -91,7 +91,7 @@ class AttemptFilter(df.FilterSet):
         max_length=100, widget=forms.TextInput(attrs={"placeholder": "case id", "size": 12})
     )
     surface = df.ChoiceFilter(
-        field_name="effective_surface", choices=SURFACE_CHOICES[1:], empty_label="any surface"
+        field_name="effective_surface", choices=SURFACE_CHOICES, empty_label="any surface"
     )
     ended_by = df.ChoiceFilter(choices=[(e, e) for e in ENDINGS], empty_label="any ending")
     outcome = df.ChoiceFilter(

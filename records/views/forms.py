@@ -4,29 +4,15 @@ from __future__ import annotations
 
 from django import forms
 
-SURFACE_CHOICES = [
-    ("", "any surface"),
-    ("dynamic", "dynamic"),
-    ("meta", "meta"),
-    ("individual", "individual"),
-]
-MODE_CHOICES = [
-    ("", "any mode"),
-    ("default", "default"),
-    ("read-only", "read-only"),
-    ("safe", "safe"),
-]
-TIER_CHOICES = [
-    ("", "any tier"),
-    ("free", "free"),
-    ("ce", "ce"),
-    ("premium", "premium"),
-    ("ultimate", "ultimate"),
-]
+from records.formats.shard import MODES, SURFACES, TIERS
+
+SURFACE_CHOICES = [(s, s) for s in SURFACES]
+MODE_CHOICES = [(m, m) for m in MODES]
+TIER_CHOICES = [(t, t) for t in TIERS]
 
 
 class MatrixForm(forms.Form):
-    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES[1:])
+    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
     page = forms.IntegerField(required=False, min_value=1)
 
 

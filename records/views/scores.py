@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import Count, Q, QuerySet
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -27,8 +27,8 @@ from records.scores.run import latest_scoring, score_run
 from records.scores.tables import case_matrix, cases_on, score_groups
 from records.stats import wilson
 from records.views.access import (
-    _bad_request,
     _get_run_or_404,
+    query_form,
     read_access,
 )
 from records.views.exports import _export
@@ -40,12 +40,10 @@ MATRIX_CELLS = 800
 @require_POST
 @login_required
 @permission_required("records.add_scoring", raise_exception=True)
-def run_score(request: HttpRequest, pk: int) -> HttpResponse:
+@query_form(ScoreForm)
+def run_score(request: HttpRequest, pk: int, form: ScoreForm) -> HttpResponse:
     """Score (again) against a chosen key; a key of another digest is fenced as stale corpus."""
     run = _get_run_or_404(pk)
-    form = ScoreForm(request.POST)
-    if not form.is_valid():
-        return _bad_request(form)
     key = get_object_or_404(CorpusKey, pk=form.cleaned_data["key"])
     score_run(run, key)
     return redirect(reverse("records:run", args=[run.pk]) + "#scores")
@@ -115,11 +113,9 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
 
 @require_GET
 @read_access
-def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
+@query_form(MatrixForm)
+def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
     run = _get_run_or_404(pk)
-    form = MatrixForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(form)
     scoring = latest_scoring(run)
     surfaces = sorted(run.surfaces_seen)
     surface = form.cleaned_data.get("surface") or (surfaces[0] if surfaces else "dynamic")
@@ -156,11 +152,9 @@ def run_matrix(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @read_access
-def run_flips(request: HttpRequest, pk: int) -> HttpResponse:
+@query_form(FlipsForm)
+def run_flips(request: HttpRequest, pk: int, form: FlipsForm) -> HttpResponse:
     run = _get_run_or_404(pk)
-    form = FlipsForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(form)
     scorings = list(run.scorings.select_related("key").order_by("-created_at", "-id"))
     by_id = {s.pk: s for s in scorings}
     after = by_id.get(form.cleaned_data.get("after") or 0) or (scorings[0] if scorings else None)
@@ -192,17 +186,17 @@ def run_flips(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
+def _tally(rows: QuerySet, field: str) -> dict[Any, int]:
+    """How many of `rows` carry each value of `field`, counted in the database."""
+    return dict(rows.values_list(field).annotate(n=Count("id")).order_by())
+
+
 @require_GET
 @read_access
 def keys(request: HttpRequest) -> HttpResponse:
     items = list(CorpusKey.objects.select_related("upload").order_by("-created_at", "-id")[:200])
     digests = [k.digest for k in items]
-    runs_per_digest = dict(
-        Run.objects.filter(corpus_digest__in=digests)
-        .values_list("corpus_digest")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    runs_per_digest = _tally(Run.objects.filter(corpus_digest__in=digests), "corpus_digest")
     return render(
         request,
         "records/scores/keys.html",
@@ -220,12 +214,7 @@ def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
         .distinct()
         .order_by("-started_at")[:100]
     )
-    scored_cases = dict(
-        Verdict.objects.filter(scoring__key=key)
-        .values_list("case")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
+    scored_cases = _tally(Verdict.objects.filter(scoring__key=key), "case")
     return render(
         request,
         "records/scores/key.html",
