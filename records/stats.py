@@ -46,11 +46,42 @@ def wilson(n: int, d: int) -> Interval | None:
     a test holds the two equal for every n / d up to 200."""
     if d <= 0:
         return None
-    p = n / d
-    centre = (p + _Z * _Z / (2 * d)) / (1 + _Z * _Z / d)
-    half = _Z * math.sqrt(p * (1 - p) / d + _Z * _Z / (4 * d * d)) / (1 + _Z * _Z / d)
     # The bounds meet 0 and 1 exactly where SciPy's do.
-    return Interval(0.0 if n == 0 else centre - half, 1.0 if n == d else centre + half)
+    return _wilson_rate(n / d, d)
+
+
+def case_interval(per_case: Sequence[tuple[int, int]]) -> Interval | None:
+    """The 95% interval of a rate summed over cases, with the case as the unit: for a run whose
+    attempts repeat each case, attempts of one case are not independent, so plain Wilson over
+    attempts is too narrow. Wilson's interval on the effective sample size (Kish): the attempts
+    divided by the design effect, the rate's variance over cases (the ratio estimator's) against
+    the binomial variance over attempts, held between 1 (independent attempts) and the attempts
+    per case (each case one trial). With one attempt per case it is Wilson's interval exactly;
+    where every attempt agrees (a rate of 0 or 1) there is no variance to read, and the cases
+    count as the trials. None when no case has a denominator."""
+    pairs = [(n, d) for n, d in per_case if d]
+    if not pairs:
+        return None
+    n = np.array([p[0] for p in pairs], dtype=np.float64)
+    d = np.array([p[1] for p in pairs], dtype=np.float64)
+    cases, attempts = len(pairs), float(d.sum())
+    rate = float(n.sum()) / attempts
+    most = attempts / cases  # the design effect when each case is one trial
+    binomial = rate * (1 - rate) / attempts
+    if cases < 2 or binomial == 0:
+        effect = most
+    else:
+        over_cases = cases / (cases - 1) * float(np.sum((n - rate * d) ** 2)) / attempts**2
+        effect = min(most, max(1.0, over_cases / binomial))
+    effective = attempts / effect
+    return _wilson_rate(rate, effective)
+
+
+def _wilson_rate(p: float, size: float) -> Interval:
+    """Wilson's score interval for a rate `p` over `size` trials (a size need not be whole)."""
+    centre = (p + _Z * _Z / (2 * size)) / (1 + _Z * _Z / size)
+    half = _Z * math.sqrt(p * (1 - p) / size + _Z * _Z / (4 * size * size)) / (1 + _Z * _Z / size)
+    return Interval(0.0 if p == 0 else centre - half, 1.0 if p == 1 else centre + half)
 
 
 @dataclass(frozen=True)

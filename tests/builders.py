@@ -108,3 +108,24 @@ def ingest_bytes(*items: tuple[str, bytes], **options: Any) -> Any:
     return ingest(
         [bytes_input(n, d) for n, d in items], Upload.objects.create(source="cli"), **options
     )
+
+
+def demo_key() -> bytes:
+    """The demo corpus key (the one `synth_run` answers), as an uploaded key file."""
+    from records.devtools.synth import load_demo_key
+    from records.formats.corpus_key import key_to_json
+
+    return json.dumps(key_to_json(load_demo_key())).encode()
+
+
+def synth_run(run_id: str = "run-synth", seed: int = 7, **options: Any) -> bytes:
+    """A generated shard of the demo corpus (`records.devtools.synth.write_run` options)."""
+    import io
+    from datetime import datetime
+
+    from records.devtools.synth import load_demo_key, write_run
+
+    buf = io.BytesIO()
+    options.setdefault("started_at", datetime(2026, 11, seed % 27 + 1, 9))
+    write_run(buf, load_demo_key(), run_id=run_id, commit=f"{seed:040x}", seed=seed, **options)
+    return buf.getvalue()

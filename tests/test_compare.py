@@ -114,3 +114,38 @@ def test_comparisons_live_in_the_url_update_in_place_and_export(client, viewer, 
     assert "regressed" in md and md.startswith("Comparison of")
     assert client.get(f"/compare/?kind=runs&baseline={base}&candidate={base}").status_code == 400
     assert client.get("/compare/?kind=nonsense").status_code == 400
+
+
+def test_surfaces_side_by_side_are_tested_case_by_case_against_the_first(client, viewer, demo):
+    from records import stats
+    from records.models import Verdict
+    from records.scores.run import latest_scoring
+
+    run = demo["run-2026-11-16-a1b2c3"]
+    scoring = latest_scoring(run)
+    groups = compare_surfaces(run)
+    tested = 0
+    for g in groups:
+        assert len(g.tests) == len(g.sides) - 1
+        for side, tests in zip(g.sides[1:], g.tests, strict=True):
+            # Completion per case, read straight from the verdicts, paired over shared cases.
+            def per_case(row_key):
+                out = {}
+                for case, outcome, counted in Verdict.objects.filter(
+                    scoring=scoring, row_key=row_key
+                ).values_list("case", "outcome", "counted"):
+                    n, d = out.get(case, (0, 0))
+                    out[case] = (n + (counted and outcome == "completed"), d + counted)
+                return out
+
+            a, b = per_case(g.sides[0].row.row_key), per_case(side.row.row_key)
+            shared = sorted(set(a) & set(b))
+            want = stats.compare([a[c] for c in shared], [b[c] for c in shared])
+            got = tests.get("completion")
+            assert (got is None) == (want is None)
+            if got:
+                tested += 1
+                assert (got.cases, got.p_value, got.label) == (want.cases, want.p_value, want.label)
+    assert tested
+    html = client.get(f"/compare/?kind=surfaces&run={run.pk}").content.decode()
+    assert "Δ " in html and 'class="evidence e-within-noise"' in html

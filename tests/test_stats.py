@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from records.stats import compare, detectable_difference, mcnemar_exact, wilson
+from records.stats import case_interval, compare, detectable_difference, mcnemar_exact, wilson
 
 
 def test_the_wilson_interval_of_12_of_15_is_the_published_one():
@@ -29,6 +29,32 @@ def test_the_wilson_interval_is_scipys_for_every_rate_up_to_200():
 
 def test_an_empty_denominator_has_no_interval():
     assert wilson(0, 0) is None
+
+
+def test_with_one_attempt_per_case_the_case_interval_is_wilsons():
+    per_case = [(1, 1)] * 12 + [(0, 1)] * 3
+    assert case_interval(per_case) == wilson(12, 15)
+
+
+def test_where_every_repeat_agrees_the_cases_are_the_trials():
+    # 10 cases, 3 attempts each, every one passed: as sure as 10 of 10, not 30 of 30.
+    assert case_interval([(3, 3)] * 10) == wilson(10, 10)
+    assert case_interval([(0, 3)] * 10) == wilson(0, 10)
+
+
+def test_intervals_over_repeated_cases_hold_their_95_percent():
+    """Cases with their own difficulty, each tried 3 times: attempts of one case agree more
+    than chance, so Wilson over attempts covers the true rate too rarely; the case interval
+    covers it about 95% of the time (seeded)."""
+    rng = np.random.default_rng(7)
+    trials, covered, covered_wilson = 500, 0, 0
+    for _ in range(trials):
+        passed = rng.binomial(3, rng.beta(0.5, 0.5, size=60))
+        ci, w = case_interval([(int(x), 3) for x in passed]), wilson(int(passed.sum()), 180)
+        covered += ci.low <= 0.5 <= ci.high
+        covered_wilson += w.low <= 0.5 <= w.high
+    assert 0.92 <= covered / trials <= 0.98
+    assert covered_wilson / trials < 0.9
 
 
 def test_mcnemars_exact_p_for_1_against_9_discordant_cases_is_the_published_one():
@@ -110,3 +136,33 @@ def test_score_tables_and_exports_carry_each_rates_interval(client, viewer):
     plain = client.get(f"/runs/{run.pk}/scores.md").content.decode()
     with_ci = client.get(f"/runs/{run.pk}/scores.md?intervals=1").content.decode()
     assert "95% intervals" not in plain and "95% intervals (Clean" in with_ci
+
+
+def test_a_run_that_repeats_cases_takes_the_case_as_the_unit(client, viewer):
+    from records.devtools.synth import MODELS
+    from records.models import Run, ScoreCase
+    from records.stats import case_interval
+    from tests.builders import demo_key, ingest_bytes, synth_run
+
+    ingest_bytes(
+        ("key.json", demo_key()), ("modeleval-r.jsonl", synth_run(repeat=3, models=MODELS[:2]))
+    )
+    run = Run.objects.get()
+    html = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'title="95% interval (Wilson, cases as the unit)"' in html
+    assert "pass^3" in html and "pass@3" in html
+    rows = client.get(f"/runs/{run.pk}/scores.json").json()["rows"]
+    assert rows
+    for r in rows:
+        n, d = r["completion_numerator"], r["completion_denominator"]
+        per_case = ScoreCase.objects.filter(row_key=r["row_key"]).values_list(
+            "completed", "counted"
+        )
+        want = case_interval(list(per_case))
+        assert (r["completion_low"], r["completion_high"]) == (
+            round(want.low, 4),
+            round(want.high, 4),
+        )
+        # Never narrower than Wilson over attempts treated as independent.
+        w = wilson(n, d)
+        assert want.high - want.low >= w.high - w.low - 1e-12

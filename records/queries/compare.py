@@ -15,33 +15,20 @@ from typing import Any
 from django.db import connection
 
 from records import stats
-from records.models import Provider, Run, ScoreCase, Scoring, Verdict
+from records.models import Provider, Run, ScoreCase, Scoring
 from records.queries.cost import Tokens, cost_of
-from records.scorer.batch import ADDITIVE, TOKENS
 from records.scorer.score import RATIO_COLUMNS
 from records.scores.run import latest_scoring
-from records.scores.tables import COLUMN_TITLES, TableRow, count_where, score_rows, verdict_sums
+from records.scores.tables import (
+    COLUMN_TITLES,
+    SUMMED,
+    TableRow,
+    case_figures,
+    ratio_of,
+    score_rows,
+)
 
 COLUMNS = RATIO_COLUMNS
-SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]
-
-
-def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
-    """{row key: {case: additive figures}} for the given rows, summed in the database."""
-    out: dict[str, dict[str, dict[str, int]]] = {}
-    qs = (
-        Verdict.objects.filter(scoring=scoring, row_key__in=list(row_keys))
-        .values("row_key", "case")
-        .annotate(
-            counted=count_where("counted"),
-            completed=count_where("outcome", "completed"),
-            **verdict_sums(),
-        )
-        .order_by()
-    )
-    for r in qs:
-        out.setdefault(r["row_key"], {})[r["case"]] = {k: r[k] or 0 for k in SUMMED}
-    return out
 
 
 def _row_figures(row: TableRow) -> dict[str, int]:
@@ -92,19 +79,6 @@ class Side:
     def overhead(self) -> tuple[int, int]:
         f = self.figures
         return f["discovery"] + f["invalid_params"], f["steps"]
-
-
-def ratio_of(f: dict[str, int], column: str) -> tuple[int, int]:
-    """A column's (numerator, denominator) from summed figures (a row's or one case's)."""
-    return {
-        "clean": (f["clean"], f["counted"]),
-        "unaided": (f["unaided"], f["counted"]),
-        "completion": (f["completed"], f["counted"]),
-        "reached": (f["reached_n"], f["reached_d"]),
-        "accepted_first_time": (f["aft_n"], f["aft_d"]),
-        "argument_fidelity": (f["fidelity_n"], f["fidelity_d"]),
-        "confirmation": (f["confirmation_n"], f["confirmation_d"]),
-    }[column]
 
 
 def paired_tests(
@@ -467,6 +441,25 @@ class SurfaceGroup:
     shared_only: bool = False
     shared_cases: int = 0
     note: str = ""
+    # For each side after the first: its columns tested case by case against the first side's,
+    # over the cases both surfaces ran (`stats`).
+    tests: list[dict[str, stats.Paired]] = field(default_factory=list)
+
+    @property
+    def table(
+        self,
+    ) -> list[tuple[str, list[tuple[tuple[int, int], float | None, stats.Paired | None]]]]:
+        """Per column (titled): each side's ratio, and after the first side its difference in
+        points from the first and its case-by-case test."""
+        out = []
+        for column, title in zip(COLUMNS, COLUMN_TITLES, strict=True):
+            first = self.sides[0].ratio(column)
+            cells = [(first, None, None)]
+            for side, tests in zip(self.sides[1:], self.tests, strict=True):
+                pair = side.ratio(column)
+                cells.append((pair, delta_points(first, pair), tests.get(column)))
+            out.append((title, cells))
+        return out
 
 
 def compare_surfaces(run: Run) -> list[SurfaceGroup]:
@@ -515,4 +508,8 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
                 f"{len(shared)} case(s) every surface ran are compared"
             )
         out.append(group)
+    per_case = case_figures(scoring, [s.row.row_key for g in out for s in g.sides])
+    for g in out:
+        first = per_case.get(g.sides[0].row.row_key, {})
+        g.tests = [paired_tests(first, per_case.get(s.row.row_key, {})) for s in g.sides[1:]]
     return out

@@ -6,7 +6,6 @@ from records.models import (
     Run,
 )
 from records.scores.tables import COLUMN_TITLES, Group, TableRow
-from records.stats import wilson
 
 
 def _md_table(header: list[str], rows: list[list[str]], right: set[int]) -> str:
@@ -48,8 +47,8 @@ def _ratio(pair: tuple[int, int]) -> str:
 
 
 def _intervals(r: TableRow) -> str:
-    """Each column's 95% Wilson interval, in column order (`-` where there is no rate)."""
-    return "; ".join((ci.points() if (ci := wilson(*p)) else "-") for _, p in r.columns)
+    """Each column's 95% interval, in column order (`-` where there is no rate)."""
+    return "; ".join(ci.points() if ci else "-" for _, _, ci in r.columns_with_intervals)
 
 
 def markdown(groups: list[Group], run: Run, *, intervals: bool = False) -> str:

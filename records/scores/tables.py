@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, Count, IntegerField, Max, Sum, When
+from django.db.models import Case, Count, F, IntegerField, Max, Sum, When
 
+from records import stats
 from records.models import (
     Provider,
     Run,
@@ -56,6 +57,60 @@ def verdict_sums() -> dict[str, Any]:
     }
 
 
+SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]
+
+
+def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """{row key: {case: additive figures}} for the given rows, summed in the database: what
+    per-case intervals and paired tests read."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    qs = (
+        Verdict.objects.filter(scoring=scoring, row_key__in=list(row_keys))
+        .values("row_key", "case")
+        .annotate(
+            counted=count_where("counted"),
+            completed=count_where("outcome", "completed"),
+            **verdict_sums(),
+        )
+        .order_by()
+    )
+    for r in qs:
+        out.setdefault(r["row_key"], {})[r["case"]] = {k: r[k] or 0 for k in SUMMED}
+    return out
+
+
+def ratio_of(f: dict[str, int], column: str) -> tuple[int, int]:
+    """A column's (numerator, denominator) from summed figures (a row's or one case's)."""
+    return {
+        "clean": (f["clean"], f["counted"]),
+        "unaided": (f["unaided"], f["counted"]),
+        "completion": (f["completed"], f["counted"]),
+        "reached": (f["reached_n"], f["reached_d"]),
+        "accepted_first_time": (f["aft_n"], f["aft_d"]),
+        "argument_fidelity": (f["fidelity_n"], f["fidelity_d"]),
+        "confirmation": (f["confirmation_n"], f["confirmation_d"]),
+    }[column]
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """pass^k and pass@k of a row whose attempts repeat cases: of the cases with a counted
+    attempt, how many completed every counted attempt, and how many completed at least one."""
+
+    k: int
+    cases: int
+    every: int
+    any: int
+
+    @property
+    def measures(self) -> list[tuple[str, tuple[int, int], stats.Interval | None]]:
+        """pass^k and pass@k as (title, (cases, of cases), 95% interval over cases)."""
+        return [
+            (f"pass^{self.k}", (self.every, self.cases), stats.wilson(self.every, self.cases)),
+            (f"pass@{self.k}", (self.any, self.cases), stats.wilson(self.any, self.cases)),
+        ]
+
+
 @dataclass
 class TableRow:
     row_key: str
@@ -67,9 +122,29 @@ class TableRow:
     case_count: int = 0
     coverage: str = ""
     refusal: tuple[str, str] | None = None
+    # Where attempts repeat cases (set by `score_rows`): each column's interval with the case as
+    # the unit, and pass^k / pass@k. None: one attempt per case, Wilson's interval over attempts.
+    case_intervals: dict[str, stats.Interval | None] | None = None
+    repeats: Repeats | None = None
 
     def ratio(self, name: str) -> tuple[int, int]:
         return self.figures[f"{name}_n"], self.figures[f"{name}_d"]
+
+    def interval(self, column: str) -> stats.Interval | None:
+        """The column's 95% interval, as every page, chart and export shows it."""
+        if self.case_intervals is not None:
+            return self.case_intervals.get(column)
+        return stats.wilson(*dict(self.columns)[column])
+
+    @property
+    def interval_method(self) -> str:
+        return "Wilson, cases as the unit" if self.case_intervals is not None else "Wilson"
+
+    @property
+    def columns_with_intervals(
+        self,
+    ) -> list[tuple[str, tuple[int, int], stats.Interval | None]]:
+        return [(name, pair, self.interval(name)) for name, pair in self.columns]
 
     @property
     def columns(self) -> list[tuple[str, tuple[int, int]]]:
@@ -96,8 +171,9 @@ class TableRow:
 
 
 def score_rows(scoring: Scoring) -> list[TableRow]:
-    """The scoring's rows, as summed when it was stored."""
-    return [
+    """The scoring's rows, as summed when it was stored; where the run repeats cases, with each
+    column's interval over cases and pass^k / pass@k (two more queries)."""
+    rows = [
         TableRow(
             r.row_key,
             r.model,
@@ -108,6 +184,34 @@ def score_rows(scoring: Scoring) -> list[TableRow]:
         )
         for r in scoring.rows.order_by("row_key")
     ]
+    repeat = Run.objects.filter(scorings=scoring).values_list("repeat", flat=True).first() or 1
+    if repeat > 1 and rows:
+        per_case = case_figures(scoring, [r.row_key for r in rows])
+        repeats = {
+            r["row_key"]: Repeats(repeat, r["cases"], r["every"] or 0, r["any"] or 0)
+            for r in ScoreCase.objects.filter(scoring=scoring, counted__gt=0)
+            .values("row_key")
+            .annotate(
+                cases=Count("id"),
+                every=Sum(
+                    Case(
+                        When(completed=F("counted"), then=1), default=0, output_field=IntegerField()
+                    )
+                ),
+                any=Sum(
+                    Case(When(completed__gt=0, then=1), default=0, output_field=IntegerField())
+                ),
+            )
+            .order_by()
+        }
+        for row in rows:
+            cases = per_case.get(row.row_key, {}).values()
+            row.case_intervals = {
+                column: stats.case_interval([ratio_of(f, column) for f in cases])
+                for column, _ in row.columns
+            }
+            row.repeats = repeats.get(row.row_key)
+    return rows
 
 
 def _store_rows(scoring: Scoring) -> None:

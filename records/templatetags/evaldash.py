@@ -7,13 +7,11 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from records.queries.compare import COLUMNS, delta_points
 from records.queries.cost import COST_PARTS
 from records.queries.cost import usd as _usd
 from records.queries.trace import shown_json as shown
 from records.scorer.batch import TOKENS
 from records.scorer.score import COUNTED_APART
-from records.stats import wilson
 
 register = template.Library()
 
@@ -73,23 +71,6 @@ def get(mapping: Any, key: str) -> Any:
         return mapping.get(key)
     except AttributeError:
         return None
-
-
-@register.filter
-def make_list_words(value: str) -> list[str]:
-    return value.split()
-
-
-@register.filter
-def side_ratio(side: Any, column: str) -> tuple[int, int]:
-    return side.ratio(column)
-
-
-@register.filter
-def delta(base: Any, other: Any) -> dict[str, float | None]:
-    """Points of difference per column between two compared sides."""
-
-    return {c: delta_points(base.ratio(c), other.ratio(c)) for c in COLUMNS}
 
 
 # --- table rows rendered in Python ----------------------------------------------------------------
@@ -193,23 +174,23 @@ def score_row(r: Any) -> SafeString:
             r.model,
         )
     ]
-    for name, pair in r.columns:
+    for name, pair, ci in r.columns_with_intervals:
         if not pair[1]:
             cells.append(mark_safe('<td class="num">-</td>'))
             continue
         extra = {"completion": "&outcome=completed", "clean": "&clean=yes"}.get(name, "")
-        ci = wilson(*pair)
         cells.append(
             format_html(
                 '<td class="num"><a href="{}{}#attempts" title="{}">{}</a> '
                 '<span class="rate">{}</span>'
-                '<span class="ci" title="95% interval (Wilson)">{}</span></td>',
+                '<span class="ci" title="95% interval ({})">{}</span></td>',
                 mark_safe(link),  # noqa: S308
                 mark_safe(extra),  # noqa: S308
                 name,
                 ratio(pair),
                 rate(pair),
-                ci.points(),
+                r.interval_method,
+                ci.points() if ci else "-",
             )
         )
     cells.append(_num(r.overhead))

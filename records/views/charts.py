@@ -14,7 +14,6 @@ from typing import Any
 from records.models import Run
 from records.queries.cost import COST_PARTS, RunFigures, Tokens, cost_of
 from records.scores.tables import COLUMN_TITLES
-from records.stats import wilson
 
 # Keys whose strings are this module's own markup, not data.
 _TEMPLATES = frozenset({"hovertemplate", "texttemplate"})
@@ -60,9 +59,9 @@ def grouped_bars(group: Any) -> dict[str, Any]:
     interval as an error bar; N / D and the interval in the hover."""
     data = []
     for r in group.rows:
-        pairs = [p for _, p in r.columns]
+        pairs = [p for _, p, _ in r.columns_with_intervals]
         rates = [round(100 * n / d, 2) if d else None for n, d in pairs]
-        cis = [wilson(n, d) for n, d in pairs]
+        cis = [ci for _, _, ci in r.columns_with_intervals]
         data.append(
             {
                 "type": "bar",

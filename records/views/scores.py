@@ -25,7 +25,6 @@ from records.scores.changes import verdict_changes
 from records.scores.markdown import markdown
 from records.scores.run import latest_scoring, score_run
 from records.scores.tables import case_matrix, cases_on, score_groups
-from records.stats import wilson
 from records.views.access import (
     _get_run_or_404,
     query_form,
@@ -85,9 +84,9 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
                 "refusal": r.refusal[0] if r.refusal else "",
                 "refusal_reason": r.refusal[1] if r.refusal else "",
             }
-            for name, (n, d) in r.columns:
+            for name, (n, d), ci in r.columns_with_intervals:
                 row[f"{name}_numerator"], row[f"{name}_denominator"] = n, d
-                ci = wilson(n, d)  # the 95% interval; none where there is no rate
+                # the 95% interval (none where there is no rate)
                 row[f"{name}_low"] = round(ci.low, 4) if ci else None
                 row[f"{name}_high"] = round(ci.high, 4) if ci else None
             for name in (
