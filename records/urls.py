@@ -4,7 +4,7 @@ from django.urls import path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, compare, runs, scores, uploads
+from records.views import attempts, compare, history, runs, scores, uploads
 
 
 class ExportFormat:
@@ -42,6 +42,7 @@ urlpatterns = [
     path("compare/", compare.compare, name="compare"),
     path("compare.<fmt:fmt>", compare.compare_export, name="compare-export"),
     path("compare.md", compare.compare_export, {"fmt": "md"}, name="compare-md"),
+    path("history/", history.row_history, name="history"),
     path("keys/", scores.keys, name="keys"),
     path("keys/<int:pk>/", scores.key_detail, name="key"),
     path("attempts/<int:pk>/", attempts.attempt_detail, name="attempt"),

@@ -1,9 +1,14 @@
-"""Fixtures the test modules share: a logged-in reader and a logged-in uploader."""
+"""Fixtures the test modules share: a logged-in reader, a logged-in uploader, and the demo's
+three runs with their key."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Permission
+
+from records.devtools.synth import DEMO_KEY, demo_runs
+from records.ingest import ingest, inputs_from_paths
+from records.models import Run, Upload
 
 
 @pytest.fixture
@@ -21,3 +26,12 @@ def uploader(client, django_user_model):
     user.user_permissions.add(Permission.objects.get(codename="add_upload"))
     client.force_login(user)
     return user
+
+
+@pytest.fixture
+def demo(tmp_path, db):
+    """The demo's key and three runs (the second regresses one model on meta), by run id."""
+    ingest(
+        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
+    )
+    return {r.run_id: r for r in Run.objects.all()}

@@ -193,6 +193,8 @@ def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_pat
     charts = 0
     for url in (f"/runs/{run.pk}/", f"/compare/?kind=models&run={run.pk}"):
         page.goto(page.base + url)
+        # Charts in a closed <details> are drawn when it opens: open them all.
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
         drawn = page.locator("[data-plotly]")
         assert drawn.count() > 0, url
         for i in range(drawn.count()):
@@ -207,30 +209,36 @@ def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_pat
             assert chart.locator("a").count() == 0, url
             assert chart.locator("text[style*='red'], tspan[style*='red']").count() == 0, url
             charts += 1
-    assert charts >= 3  # the cost chart, the bars per group, the cost-quality scatter
+    # the cost chart, the ranked intervals and bars per group, the cost-quality scatter
+    assert charts >= 4
     page.screenshot(path=str(tmp_path / "markup.png"), full_page=True)
     assert page.problems == [], page.problems
 
 
 def test_a_rates_interval_reads_off_the_chart_hover_and_the_table_cell(page):
     from records.models import Run
-    from records.stats import wilson
+    from records.scores.run import latest_scoring
+    from records.scores.tables import score_groups
 
     run = Run.objects.get(run_id="run-2026-11-23-f00dfa")
+    # The demo repeats each case twice: intervals take the case as the unit.
+    groups = score_groups(latest_scoring(run))
+    clean = {r.model: dict(r.columns)["clean"] for r in groups[0].rows}
+    best = min(groups[0].rows, key=lambda r: (-clean[r.model][0] / clean[r.model][1], r.model))
     page.goto(page.base + f"/compare/?kind=models&run={run.pk}")
-    chart = page.locator("[data-plotly]").first
+    chart = page.locator("[data-plotly]").first  # the first group's ranking by Clean
     chart.locator(".main-svg").first.wait_for(timeout=15000)
     chart.evaluate(HOVER_FIRST_VALUE)
     hover = chart.locator(".hoverlayer")
     hover.locator("text").first.wait_for(timeout=5000)
     text = hover.text_content()
-    assert "95% interval" in text
-    # The interval in the hover is Wilson's for the N / D beside it.
-    n, d = (int(x) for x in text.split(": ", 1)[1].split(" (", 1)[0].split(" / "))
-    assert wilson(n, d).points() in text
+    n, d = dict(best.columns)["clean"]
+    assert best.model in text and f"Clean {n} / {d}" in text
+    assert f"95% interval {best.interval('clean').points()}" in text
     page.goto(page.base + f"/runs/{run.pk}/")
+    first = groups[0].rows[0]
     cell = page.locator("td.num:has(span.ci)").first
-    ratio = cell.locator("a").inner_text()
-    n, d = (int(x) for x in ratio.split(" / "))
-    assert cell.locator("span.ci").inner_text() == wilson(n, d).points()
+    n, d = dict(first.columns)["clean"]
+    assert cell.locator("a").inner_text() == f"{n} / {d}"
+    assert cell.locator("span.ci").inner_text() == first.interval("clean").points()
     assert page.problems == [], page.problems

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from records.devtools.synth import DEMO_KEY, demo_runs
-from records.ingest import ingest, inputs_from_paths
-from records.models import CorpusKey, Run, Upload
+from records.models import CorpusKey, Run
 from records.queries.compare import case_flips, compare_runs, compare_surfaces
 from records.scores.run import score_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def demo(tmp_path):
-    ingest(
-        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
-    )
-    return {r.run_id: r for r in Run.objects.all()}
 
 
 def test_the_demo_regression_shows_first_with_its_cases(demo):
@@ -149,3 +139,54 @@ def test_surfaces_side_by_side_are_tested_case_by_case_against_the_first(client,
     assert tested
     html = client.get(f"/compare/?kind=surfaces&run={run.pk}").content.decode()
     assert "Δ " in html and 'class="evidence e-within-noise"' in html
+
+
+def test_models_are_ranked_best_first_and_a_sentence_says_which_pairs_differ(client, viewer, demo):
+    from records.queries.compare import rank_models
+    from records.scores.run import latest_scoring
+    from records.scores.tables import score_groups
+
+    run = demo["run-2026-11-23-f00dfa"]
+    scoring = latest_scoring(run)
+    groups = score_groups(scoring)
+    rankings = rank_models(scoring, groups, "Completion")
+    assert len(rankings) == len(groups)
+    told_apart = 0
+    for r in rankings:
+        rates = [n / d for _, (n, d), _ in r.ranked]
+        assert rates == sorted(rates, reverse=True)
+        n = len(r.ranked)
+        assert len(r.apart) + r.together == n * (n - 1) // 2
+        for higher, lower, test in r.apart:
+            assert test.p_value < 0.05 and test.difference > 0
+            assert f"{higher} above {lower}" in r.sentence
+        told_apart += len(r.apart)
+    # The regressed model on meta is told apart from the best one there.
+    meta = next(
+        r for r, g in zip(rankings, groups, strict=True) if "surface=meta" in g.rows[0].row_key
+    )
+    assert meta.ranked[-1][0].model == "openai:gpt-5.4-nano"
+    assert any(lo == "openai:gpt-5.4-nano" for _, lo, _ in meta.apart)
+    page = client.get(f"/compare/?kind=models&run={run.pk}&column=Completion")
+    html = page.content.decode()
+    assert "Ranked by Completion, with 95% intervals" in html
+    assert meta.sentence.replace("'", "&#x27;") in html
+    ranked_fig = page.context["groups"][0][4]
+    assert ranked_fig["data"][0]["y"] == [r.model for r, _, _ in rankings[0].ranked]
+    assert client.get(f"/compare/?kind=models&run={run.pk}&column=Nope").status_code == 400
+
+
+def test_the_ranking_sentence_names_what_can_and_cannot_be_told_apart():
+    from records.queries.compare import Ranking
+    from records.stats import compare
+
+    test = compare([(0, 1)] * 20, [(1, 1)] * 20)
+    one = Ranking("Clean", [("a", (1, 1), None)], [], 0, 1, [])
+    assert "nothing to rank" in one.sentence
+    none = Ranking("Clean", [("a", (9, 10), None), ("b", (8, 10), None)], [], 1, 10, [])
+    assert none.sentence.startswith("No pair of the 2 models can be told apart")
+    rows = [("a", (20, 20), None), ("b", (0, 20), None)]
+    assert Ranking("Clean", rows, [("a", "b", test)], 0, 20, []).sentence.startswith(
+        "Every pair of the 2 models can be told apart at this sample size (20 cases shared): "
+        "a above b"
+    )

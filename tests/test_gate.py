@@ -5,20 +5,11 @@ from __future__ import annotations
 import pytest
 from django.core.management import call_command
 
-from records.devtools.synth import DEMO_KEY, demo_runs
-from records.ingest import ingest, inputs_from_paths
-from records.models import ApiToken, Upload
+from records.models import ApiToken
 from records.queries.gate import gate, previous_comparable, resolve
 
 pytestmark = pytest.mark.django_db
 REGRESSED, BEFORE = "run-2026-11-23-f00dfa", "run-2026-11-16-a1b2c3"
-
-
-@pytest.fixture
-def demo(tmp_path):
-    ingest(
-        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
-    )
 
 
 def test_previous_is_the_latest_earlier_run_of_the_same_corpus_models_and_surfaces(demo):

@@ -11,11 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from records.models import Run
-from records.queries.compare import COLUMNS, compare_runs
+from records.queries.compare import COLUMN_BY_TITLE, compare_runs
 from records.queries.runs import previous_runs
 from records.scores.tables import COLUMN_TITLES
-
-TITLES = dict(zip(COLUMN_TITLES, COLUMNS, strict=True))
 
 
 class GateError(Exception):
@@ -92,7 +90,7 @@ class GateResult:
 
 
 def gate(run: Run, baseline: Run | None, column_title: str) -> GateResult:
-    column = TITLES.get(column_title)
+    column = COLUMN_BY_TITLE.get(column_title)
     if column is None:
         raise GateError(f"no column {column_title!r}; one of {', '.join(COLUMN_TITLES)}", 400)
     if baseline is None:

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from django import template
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from records.queries.compare import parse_row_key
 from records.queries.cost import COST_PARTS
 from records.queries.cost import usd as _usd
 from records.queries.trace import shown_json as shown
@@ -167,11 +169,27 @@ def cost_row(r: Any, strong: bool = False) -> SafeString:
 def score_row(r: Any) -> SafeString:
     """A row of a score table: each ratio linked to the attempts behind it."""
     link = _attempts_link(r)
+    key = parse_row_key(r.row_key)
+    trend = (
+        reverse("records:history")
+        + "?"
+        + urlencode(
+            {
+                "digest": key.get("corpus", ""),
+                "model": r.model,
+                "surface": r.surface,
+                "mode": key.get("mode", ""),
+            }
+        )
+    )
     cells = [
         format_html(
-            '<td><a href="{}#attempts"><code>{}</code></a></td>',
+            '<td><a href="{}#attempts"><code>{}</code></a> '
+            '<a class="trend" href="{}" title="This row over the runs of its corpus">history</a>'
+            "</td>",
             mark_safe(link),  # noqa: S308
             r.model,
+            trend,
         )
     ]
     for name, pair, ci in r.columns_with_intervals:

@@ -106,9 +106,10 @@ def grouped_bars(group: Any) -> dict[str, Any]:
 def cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
     """Cost per attempt against Completion and Clean, one point per priced row."""
     prices = {p.spec: p.price for p in run.providers.all()}
-    points: dict[str, tuple[list, list, list, list]] = {
-        "Completion": ([], [], [], []),
-        "Clean": ([], [], [], []),
+    # Per column: x, y, label, hover data, and the interval's reach above and below y.
+    points: dict[str, tuple[list, list, list, list, list, list]] = {
+        "Completion": ([], [], [], [], [], []),
+        "Clean": ([], [], [], [], [], []),
     }
     for g in groups:
         for r in g.rows:
@@ -124,12 +125,19 @@ def cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
             )
             if cost is None or not f["total"] or not f["attempts"]:
                 continue  # unpriced rows have no place on a cost axis
-            for name, n in (("Completion", f["completed"]), ("Clean", f["clean"])):
-                xs, ys, texts, custom = points[name]
+            for name, column, n in (
+                ("Completion", "completion", f["completed"]),
+                ("Clean", "clean", f["clean"]),
+            ):
+                xs, ys, texts, custom, above, below = points[name]
+                y = round(100 * n / f["attempts"], 2)
+                ci = r.interval(column)
                 xs.append(round(cost.total / f["total"], 6))
-                ys.append(round(100 * n / f["attempts"], 2))
+                ys.append(y)
                 texts.append(f"{r.model} ({r.surface})")
-                custom.append([n, f["attempts"]])
+                custom.append([n, f["attempts"], ci.points() if ci else "-"])
+                above.append(round(100 * ci.high - y, 2) if ci else 0)
+                below.append(round(y - 100 * ci.low, 2) if ci else 0)
     data = [
         {
             "type": "scatter",
@@ -139,11 +147,20 @@ def cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
             "y": ys,
             "text": texts,
             "customdata": custom,
+            "error_y": {
+                "type": "data",
+                "symmetric": False,
+                "array": above,
+                "arrayminus": below,
+                "thickness": 1,
+                "width": 3,
+            },
             "hovertemplate": "%{text}<br>$%{x:.5f} per attempt<br>"
             + name
-            + " %{customdata[0]} / %{customdata[1]} (%{y:.1f}%)<extra></extra>",
+            + " %{customdata[0]} / %{customdata[1]} (%{y:.1f}%; 95% interval "
+            "%{customdata[2]})<extra></extra>",
         }
-        for name, (xs, ys, texts, custom) in points.items()
+        for name, (xs, ys, texts, custom, above, below) in points.items()
     ]
     return escaped(
         {
@@ -153,6 +170,121 @@ def cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
                 "xaxis": {"title": {"text": "USD per attempt"}},
                 "yaxis": {"title": {"text": "rate (%)"}, "range": [0, 105]},
                 "margin": {"t": 24, "r": 16, "b": 56, "l": 56},
+                "legend": {"orientation": "h"},
+            },
+        }
+    )
+
+
+def ranked_intervals(ranking: Any) -> dict[str, Any]:
+    """A ranked interval plot: one row per model, best at the top, its rate on the column as a
+    point with its 95% interval as a bar across it; N / D and the interval in the hover."""
+    ranked = ranking.ranked
+    rates = [round(100 * n / d, 2) for _, (n, d), _ in ranked]
+    return escaped(
+        {
+            "data": [
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": ranking.title,
+                    "x": rates,
+                    "y": [r.model for r, _, _ in ranked],
+                    "error_x": {
+                        "type": "data",
+                        "symmetric": False,
+                        "array": [
+                            round(100 * ci.high - x, 2) if ci else 0
+                            for (_, _, ci), x in zip(ranked, rates, strict=True)
+                        ],
+                        "arrayminus": [
+                            round(x - 100 * ci.low, 2) if ci else 0
+                            for (_, _, ci), x in zip(ranked, rates, strict=True)
+                        ],
+                        "thickness": 2,
+                        "width": 6,
+                    },
+                    "marker": {"size": 10},
+                    "customdata": [[n, d, ci.points() if ci else "-"] for _, (n, d), ci in ranked],
+                    "hovertemplate": "%{y}<br>"
+                    + ranking.title
+                    + " %{customdata[0]} / %{customdata[1]} (%{x:.1f}%)<br>"
+                    "95% interval %{customdata[2]}<extra></extra>",
+                }
+            ],
+            "layout": {
+                "height": 80 + 36 * len(ranked),
+                "xaxis": {"title": {"text": f"{ranking.title} (%)"}, "range": [0, 101]},
+                # Categories run bottom-up: reversed, the best model is on top.
+                "yaxis": {"autorange": "reversed", "automargin": True},
+                "margin": {"t": 12, "r": 16, "b": 48, "l": 16},
+                "showlegend": False,
+            },
+        }
+    )
+
+
+def history_chart(h: Any) -> dict[str, Any]:
+    """A row's score over runs: the rate per run with its 95% interval as a band, the first run
+    that fell by more than noise marked."""
+    points = [p for p in h.points if p.ratio[1]]
+    xs = [p.when.isoformat() if p.when else p.run.run_id for p in points]
+    ys = [round(100 * p.ratio[0] / p.ratio[1], 2) for p in points]
+    lows = [round(100 * p.interval.low, 2) if p.interval else None for p in points]
+    highs = [round(100 * p.interval.high, 2) if p.interval else None for p in points]
+    band = {"type": "scatter", "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip"}
+    data = [
+        {**band, "x": xs, "y": highs, "name": "95% interval", "showlegend": False},
+        {
+            **band,
+            "x": xs,
+            "y": lows,
+            "name": "95% interval",
+            "fill": "tonexty",
+            "fillcolor": "rgba(37, 99, 235, 0.15)",
+        },
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": h.title,
+            "x": xs,
+            "y": ys,
+            "customdata": [
+                [
+                    p.run.run_id,
+                    p.run.commit[:12] or "-",
+                    p.ratio[0],
+                    p.ratio[1],
+                    p.interval.points() if p.interval else "-",
+                ]
+                for p in points
+            ],
+            "hovertemplate": "%{customdata[0]} (commit %{customdata[1]})<br>"
+            + h.title
+            + " %{customdata[2]} / %{customdata[3]} (%{y:.1f}%)<br>"
+            "95% interval %{customdata[4]}<extra></extra>",
+        },
+    ]
+    drop = [(x, y) for x, y, p in zip(xs, ys, points, strict=True) if p.first_drop]
+    if drop:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "name": "first drop beyond noise",
+                "x": [drop[0][0]],
+                "y": [drop[0][1]],
+                "marker": {"size": 16, "symbol": "x", "color": "#b91c1c"},
+                "hoverinfo": "skip",
+            }
+        )
+    return escaped(
+        {
+            "data": data,
+            "layout": {
+                "height": 360,
+                "yaxis": {"title": {"text": f"{h.title} (%)"}, "range": [0, 101]},
+                "margin": {"t": 16, "r": 16, "b": 56, "l": 56},
                 "legend": {"orientation": "h"},
             },
         }

@@ -18,7 +18,7 @@ from records.models import (
 )
 from records.queries import compare as cmp
 from records.scores.run import latest_scoring
-from records.scores.tables import score_groups
+from records.scores.tables import COLUMN_TITLES, score_groups
 from records.views import charts
 from records.views.access import (
     _bad_request,
@@ -67,8 +67,22 @@ def compare(request: HttpRequest) -> HttpResponse:
         else:
             scoring = latest_scoring(run)
             groups = score_groups(scoring) if scoring and scoring.verdict_count else []
+            column = data.get("column") or COLUMN_TITLES[0]
+            rankings = cmp.rank_models(scoring, groups, column) if groups else []
             context.update(
-                groups=[(g, charts.grouped_bars(g), f"bars-{i}") for i, g in enumerate(groups)],
+                groups=[
+                    (
+                        g,
+                        charts.grouped_bars(g),
+                        f"bars-{i}",
+                        r,
+                        charts.ranked_intervals(r),
+                        f"ranked-{i}",
+                    )
+                    for i, (g, r) in enumerate(zip(groups, rankings, strict=True))
+                ],
+                column=column,
+                columns=COLUMN_TITLES,
                 scoring=scoring,
                 scatter=charts.cost_scatter(groups, run) if groups else None,
             )

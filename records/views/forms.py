@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from records.formats.shard import MODES, SURFACES, TIERS
+from records.scores.tables import COLUMN_TITLES
 
 SURFACE_CHOICES = [(s, s) for s in SURFACES]
 MODE_CHOICES = [(m, m) for m in MODES]
@@ -36,6 +37,7 @@ class CompareForm(forms.Form):
     candidate = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
     run = forms.IntegerField(required=False, min_value=1)
     page = forms.IntegerField(required=False, min_value=1)
+    column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])
 
     def __init__(self, *args, run_choices=(), **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -52,3 +54,11 @@ class CompareForm(forms.Form):
         ):
             raise forms.ValidationError("the baseline is also a candidate")
         return data
+
+
+class HistoryForm(forms.Form):
+    digest = forms.CharField(required=False, max_length=64)
+    model = forms.CharField(required=False, max_length=500)
+    surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
+    mode = forms.CharField(required=False, max_length=100)
+    column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])

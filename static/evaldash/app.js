@@ -6,7 +6,8 @@
     if (!window.Plotly) return;
     root.querySelectorAll("[data-plotly]").forEach(function (el) {
       var src = document.getElementById(el.dataset.plotly);
-      if (!src || el.dataset.drawn) return;
+      // A chart in a closed <details> has no width yet: it is drawn when opened.
+      if (!src || el.dataset.drawn || el.closest("details:not([open])")) return;
       var fig = JSON.parse(src.textContent);
       window.Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true });
       el.dataset.drawn = "1";
@@ -59,6 +60,9 @@
     wireUpload();
   });
   document.addEventListener("htmx:afterSettle", function (e) { loadPlotlyThenDraw(); });
+  document.addEventListener("toggle", function (e) {
+    if (e.target.open) loadPlotlyThenDraw();
+  }, true);
   // Error answers (400 for a bad filter, 422 for a refused upload) still carry a page to show.
   document.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.xhr.status === 422) { e.detail.shouldSwap = true; e.detail.isError = false; }

@@ -1,0 +1,133 @@
+"""A row's history: one model on one surface over the runs of one corpus digest, each run's score
+on a column with its interval, and the first run where it fell by more than noise."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from records import stats
+from records.models import Run, ScoreRow, Scoring, Verdict
+from records.queries.compare import COLUMN_BY_TITLE, parse_row_key
+from records.scores.tables import SUMMED, count_where, ratio_of, verdict_sums
+
+RUNS_SHOWN = 60
+
+
+@dataclass
+class Point:
+    run: Run
+    row_key: str
+    ratio: tuple[int, int]
+    interval: stats.Interval | None
+    previous: Run | None = None
+    test: stats.Paired | None = None  # against the previous point's run, over shared cases
+    first_drop: bool = False
+
+    @property
+    def when(self) -> datetime | None:
+        return self.run.started_at
+
+
+@dataclass
+class History:
+    digest: str
+    model: str
+    surface: str
+    mode: str
+    title: str  # the column, as titled on the pages
+    points: list[Point] = field(default_factory=list)
+    modes: list[str] = field(default_factory=list)  # the modes this model ran on this surface
+    more_runs: int = 0  # earlier runs of the digest left off the page
+
+    @property
+    def first_drop(self) -> Point | None:
+        return next((p for p in self.points if p.first_drop), None)
+
+
+def rows_of_digest(digest: str) -> list[tuple[str, str, str, int]]:
+    """(model, surface, mode, runs) for every row the digest's scored runs hold."""
+    seen: dict[tuple[str, str, str], set[int]] = {}
+    for row_key, run_pk in ScoreRow.objects.filter(
+        scoring__run__corpus_digest=digest, scoring__verdict_count__gt=0
+    ).values_list("row_key", "scoring__run"):
+        k = parse_row_key(row_key)
+        seen.setdefault((k.get("model", ""), k.get("surface", ""), k.get("mode", "")), set()).add(
+            run_pk
+        )
+    return sorted((*key, len(runs)) for key, runs in seen.items())
+
+
+def history(digest: str, model: str, surface: str, mode: str | None, title: str) -> History:
+    """The history of (model, surface, mode) on the column titled `title`, over the latest
+    RUNS_SHOWN scored runs of `digest`, oldest first. Four queries, however many runs."""
+    column = COLUMN_BY_TITLE[title]
+    out = History(digest, model, surface, mode or "", title)
+    runs = list(
+        Run.objects.filter(corpus_digest=digest, scorings__verdict_count__gt=0)
+        .distinct()
+        .order_by("-started_at", "-id")
+    )
+    out.more_runs = max(0, len(runs) - RUNS_SHOWN)
+    runs = runs[:RUNS_SHOWN][::-1]
+    latest: dict[int, Scoring] = {}
+    for s in Scoring.objects.filter(run__in=runs, verdict_count__gt=0).order_by(
+        "run", "-created_at", "-id"
+    ):
+        latest.setdefault(s.run_id, s)
+    # Each run's row for the model and surface (in the chosen mode; else the first mode seen).
+    rows: dict[int, str] = {}
+    modes: set[str] = set()
+    for scoring_id, row_key in ScoreRow.objects.filter(
+        scoring__in=latest.values(), model=model, surface=surface
+    ).values_list("scoring", "row_key"):
+        row_mode = parse_row_key(row_key).get("mode", "")
+        modes.add(row_mode)
+        if mode is None or row_mode == mode:
+            rows.setdefault(scoring_id, row_key)
+    out.modes = sorted(modes)
+    if mode is None and out.modes:
+        out.mode = out.modes[0]
+        rows = {s: k for s, k in rows.items() if parse_row_key(k).get("mode", "") == out.mode}
+    # Per-case figures of every run's row, in one query.
+    per_case: dict[int, dict[str, dict[str, int]]] = {}
+    for r in (
+        Verdict.objects.filter(scoring__in=list(rows), row_key__in=set(rows.values()))
+        .values("scoring", "row_key", "case")
+        .annotate(
+            counted=count_where("counted"),
+            completed=count_where("outcome", "completed"),
+            **verdict_sums(),
+        )
+        .order_by()
+    ):
+        if rows.get(r["scoring"]) == r["row_key"]:
+            per_case.setdefault(r["scoring"], {})[r["case"]] = {k: r[k] or 0 for k in SUMMED}
+    previous: Point | None = None
+    previous_cases: dict[str, dict[str, int]] = {}
+    for run in runs:
+        scoring = latest.get(run.pk)
+        if scoring is None or scoring.pk not in rows:
+            continue
+        cases = per_case.get(scoring.pk, {})
+        pairs = [ratio_of(f, column) for f in cases.values()]
+        ratio = (sum(n for n, _ in pairs), sum(d for _, d in pairs))
+        # The interval as the run's own pages show it: the case as the unit where cases repeat.
+        interval = stats.case_interval(pairs) if run.repeat > 1 else stats.wilson(*ratio)
+        point = Point(run, rows[scoring.pk], ratio, interval)
+        if previous is not None:
+            shared = sorted(set(previous_cases) & set(cases))
+            point.previous = previous.run
+            point.test = stats.compare(
+                [ratio_of(previous_cases[c], column) for c in shared],
+                [ratio_of(cases[c], column) for c in shared],
+            )
+            if (
+                point.test
+                and point.test.label == "regressed"
+                and not any(p.first_drop for p in out.points)
+            ):
+                point.first_drop = True
+        out.points.append(point)
+        previous, previous_cases = point, cases
+    return out

@@ -1,0 +1,74 @@
+"""A row's history over the runs of one corpus digest: its points, intervals and first drop."""
+
+from __future__ import annotations
+
+import pytest
+
+from records import stats
+from records.models import Verdict
+from records.queries.history import history
+from records.scores.run import latest_scoring
+
+pytestmark = pytest.mark.django_db
+NANO, BEFORE, REGRESSED, AFTER = (
+    "openai:gpt-5.4-nano",
+    "run-2026-11-16-a1b2c3",
+    "run-2026-11-23-f00dfa",
+    "run-2026-11-24-ee1234",
+)
+
+
+def _per_case(run, model, surface):
+    out = {}
+    for case, outcome, counted in Verdict.objects.filter(
+        scoring=latest_scoring(run), model=model, surface=surface
+    ).values_list("case", "outcome", "counted"):
+        n, d = out.get(case, (0, 0))
+        out[case] = (n + (counted and outcome == "completed"), d + counted)
+    return out
+
+
+def test_the_first_drop_beyond_noise_is_marked_with_its_comparison(demo):
+    h = history(demo[BEFORE].corpus_digest, NANO, "meta", None, "Completion")
+    assert [p.run.run_id for p in h.points] == [BEFORE, REGRESSED, AFTER]
+    assert h.mode == "default"
+    first, drop, after = h.points
+    assert first.test is None and drop.previous == demo[BEFORE]
+    # Each point is the run's own figure, its interval taking the case as the unit (repeat 2).
+    cases = _per_case(demo[REGRESSED], NANO, "meta")
+    assert drop.ratio == (sum(n for n, _ in cases.values()), sum(d for _, d in cases.values()))
+    assert drop.interval == stats.case_interval(list(cases.values()))
+    # The drop is the paired test over the cases both runs share, and it is marked once.
+    before = _per_case(demo[BEFORE], NANO, "meta")
+    shared = sorted(set(before) & set(cases))
+    want = stats.compare([before[c] for c in shared], [cases[c] for c in shared])
+    assert (drop.test.p_value, drop.test.label) == (want.p_value, want.label)
+    assert drop.test.label == "regressed" and drop.first_drop and h.first_drop is drop
+    assert not after.first_drop
+
+
+def test_a_row_that_never_fell_has_no_drop(demo):
+    h = history(
+        demo[BEFORE].corpus_digest, "anthropic:claude-haiku-4-5-20251001", "dynamic", None, "Clean"
+    )
+    assert len(h.points) == 3 and h.first_drop is None
+
+
+def test_the_history_page_lives_in_the_url(client, viewer, demo):
+    digest = demo[BEFORE].corpus_digest
+    assert digest in client.get("/history/").content.decode()
+    rows = client.get(f"/history/?digest={digest}").content.decode()
+    assert "Pick a row" in rows and NANO in rows
+    q = f"digest={digest}&model={NANO}&surface=meta&column=Completion"
+    page = client.get(f"/history/?{q}")
+    html = page.content.decode()
+    assert "First drop beyond noise" in html
+    base, cand = demo[BEFORE].pk, demo[REGRESSED].pk
+    assert f"/compare/?kind=runs&baseline={base}&candidate={cand}" in html
+    fig = page.context["chart"]
+    assert fig["data"][2]["customdata"][1][0] == REGRESSED
+    assert fig["data"][3]["name"] == "first drop beyond noise"
+    assert client.get(f"/history/?{q}&column=Nope").status_code == 400
+    # The run page's score rows link here.
+    run_page = client.get(f"/runs/{cand}/").content.decode()
+    assert f"/history/?digest={digest}&amp;model=openai%3Agpt-5.4-nano&amp;surface=meta" in run_page
