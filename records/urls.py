@@ -26,11 +26,19 @@ class RawField(ExportFormat):
 
 register_converter(RawField, "raw_field")
 
+
+class RunTab(ExportFormat):
+    regex = "scores|cost|attempts|sessions"
+
+
+register_converter(RunTab, "run_tab")
+
 app_name = "records"
 urlpatterns = [
     path("", runs.runs, name="runs"),
     path("runs.<fmt:fmt>", runs.runs_export, name="runs-export"),
     path("runs/<int:pk>/", runs.run_detail, name="run"),
+    path("runs/<int:pk>/<run_tab:tab>/", runs.run_detail, name="run-tab"),
     path("runs/<int:pk>/attempts.<fmt:fmt>", runs.run_attempts_export, name="run-attempts-export"),
     path("runs/<int:pk>/score/", scores.run_score, name="run-score"),
     path("runs/<int:pk>/delete/", runs.run_delete, name="run-delete"),

@@ -38,6 +38,10 @@ def _pages() -> dict[str, str]:
     pages = {
         "runs": "/",
         "run": f"/runs/{regressed.pk}/",
+        "run-scores": f"/runs/{regressed.pk}/scores/",
+        "run-cost": f"/runs/{regressed.pk}/cost/",
+        "run-attempts": f"/runs/{regressed.pk}/attempts/",
+        "run-sessions": f"/runs/{regressed.pk}/sessions/",
         "compare-runs": f"/compare/?kind=runs&baseline={first.pk}&candidate={regressed.pk}",
         "compare-models": f"/compare/?kind=models&run={regressed.pk}",
         "compare-surfaces": f"/compare/?kind=surfaces&run={regressed.pk}",

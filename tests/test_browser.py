@@ -65,6 +65,16 @@ def page(browser, live_server, settings, tmp_path):
     context.close()
 
 
+def settled(page) -> None:
+    """Wait until htmx has swapped and settled what it loaded."""
+    busy = page.locator(".htmx-request, .htmx-swapping, .htmx-settling")
+    for _ in range(200):  # locators, not evaluated script: the pages' CSP forbids eval
+        if busy.count() == 0:
+            break
+        page.wait_for_timeout(20)
+    page.wait_for_timeout(50)
+
+
 def test_a_person_filters_runs_opens_a_run_sees_the_chart_and_reads_a_trace(page):
     page.goto(page.base + "/")
     assert page.locator("#runs-table tbody tr").count() == 3
@@ -77,9 +87,15 @@ def test_a_person_filters_runs_opens_a_run_sees_the_chart_and_reads_a_trace(page
     assert rows.count() == 1 and "run-2026-11-23-f00dfa" in rows.first.inner_text()
 
     rows.first.locator("a").first.click()
+    page.wait_for_selector("section.board")  # the run opens on its overview
+    page.click("nav.run-tabs >> text=Cost")  # a tab loads in place, at its own address
+    page.wait_for_url("**/cost/")
     page.wait_for_selector("#cost-chart .main-svg", timeout=15000)  # Plotly drew the chart
     assert page.locator("#cost-chart .bars .point").count() > 0
 
+    page.click("nav.run-tabs >> text=Attempts")
+    page.wait_for_url("**/attempts/")
+    settled(page)
     page.select_option("form.filters select[name=ended_by]", "completed")
     page.wait_for_url("**ended_by=completed**")
     endings = page.locator("#attempt-list .ended-by").all_inner_texts()
@@ -191,7 +207,7 @@ def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_pat
     assert report.ok, report.refused
     run = Run.objects.get(run_id="run-markup")
     charts = 0
-    for url in (f"/runs/{run.pk}/", f"/compare/?kind=models&run={run.pk}"):
+    for url in (f"/runs/{run.pk}/cost/", f"/compare/?kind=models&run={run.pk}"):
         page.goto(page.base + url)
         # Charts in a closed <details> are drawn when it opens: open them all.
         page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
@@ -235,10 +251,10 @@ def test_a_rates_interval_reads_off_the_chart_hover_and_the_table_cell(page):
     n, d = dict(best.columns)["clean"]
     assert best.model in text and f"Clean {n} / {d}" in text
     assert f"95% interval {best.interval('clean').points()}" in text
-    page.goto(page.base + f"/runs/{run.pk}/")
+    page.goto(page.base + f"/runs/{run.pk}/scores/")
     first = groups[0].rows[0]
     cell = page.locator("td.num:has(span.ci)").first
     n, d = dict(first.columns)["clean"]
-    assert cell.locator("a").inner_text() == f"{n} / {d}"
+    assert cell.locator("a.hits").inner_text() == f"{n} / {d}"
     assert cell.locator("span.ci").inner_text() == first.interval("clean").points()
     assert page.problems == [], page.problems

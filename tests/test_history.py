@@ -70,5 +70,5 @@ def test_the_history_page_lives_in_the_url(client, viewer, demo):
     assert fig["data"][3]["name"] == "first drop beyond noise"
     assert client.get(f"/history/?{q}&column=Nope").status_code == 400
     # The run page's score rows link here.
-    run_page = client.get(f"/runs/{cand}/").content.decode()
+    run_page = client.get(f"/runs/{cand}/scores/").content.decode()
     assert f"/history/?digest={digest}&amp;model=openai%3Agpt-5.4-nano&amp;surface=meta" in run_page

@@ -273,7 +273,17 @@ class TestCommand:
         bad.write_bytes(b"{\n")
         with pytest.raises(CommandError):
             call_command("ingest", str(bad), "--quiet")
-        assert f"refused: {bad} line 1" in capsys.readouterr().err
+        assert "refused: modeleval-bad.jsonl line 1" in capsys.readouterr().err
+
+    def test_names_carry_no_path_of_this_machine(self, tmp_path: Path, client, viewer):
+        (tmp_path / "ee").mkdir()
+        (tmp_path / "ee" / "modeleval-2.jsonl").write_bytes(GOOD)
+        call_command("ingest", str(tmp_path), "--quiet")
+        shard = m.ShardFile.objects.get()
+        assert shard.name == "ee/modeleval-2.jsonl"
+        for url in (f"/runs/{shard.run.pk}/sessions/", f"/uploads/{shard.upload_id}/"):
+            html = client.get(url).content.decode()
+            assert "ee/modeleval-2.jsonl" in html and str(tmp_path) not in html, url
 
     def test_an_empty_directory_is_an_error(self, tmp_path: Path):
         with pytest.raises(CommandError):

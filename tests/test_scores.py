@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from urllib.parse import quote
 
 import pytest
 from django.contrib.auth.models import Permission
 from django.core.management import call_command
 
 from records.formats.corpus_key import CorpusKeyError, read_corpus_key
-from records.models import ApiToken, CorpusKey, KeyCase, Run, Scoring, Verdict
+from records.models import ApiToken, CorpusKey, KeyCase, Run, ScoreRow, Scoring, Verdict
 from records.scores.tables import coverage_caption, fnv1a64, score_groups, score_rows
 from tests.builders import (
     FIXTURE_SHARD,
@@ -205,7 +206,7 @@ class TestScoring:
         assert r.status_code == 302
         scoring = Scoring.objects.get()
         assert scoring.stale
-        html = client.get(f"/runs/{run.pk}/").content.decode()
+        html = client.get(f"/runs/{run.pk}/scores/").content.decode()
         assert "Stale corpus." in html and "stale-corpus" in html
         md = client.get(f"/runs/{run.pk}/scores.md").content.decode()
         assert md.startswith("> **Stale corpus**")
@@ -299,14 +300,21 @@ class TestPages:
         return Run.objects.get()
 
     def test_the_run_page_shows_scores_with_ratios_rates_and_links(self, client, viewer, scored):
-        html = client.get(f"/runs/{scored.pk}/").content.decode()
+        html = client.get(f"/runs/{scored.pk}/scores/").content.decode()
         assert "Compared as one table because" in html
-        assert "?model=fake%3Aperfect&surface=dynamic&outcome=completed#attempts" in html
+        row = ScoreRow.objects.get(model="fake:perfect").row_key
+        assert (
+            f"/runs/{scored.pk}/attempts/?row={quote(row, safe='/')}&column=completion&hit=yes"
+            in html
+        )
         assert '>1 / 1</a> <span class="rate">100%</span>' in html
         assert "incomplete-provenance" in html and "What each column means" in html
 
     def test_numbers_lead_to_the_attempts_behind_them(self, client, viewer, scored):
-        r = client.get(f"/runs/{scored.pk}/?outcome=failed", headers={"HX-Request": "true"})
+        r = client.get(
+            f"/runs/{scored.pk}/attempts/?outcome=failed",
+            headers={"HX-Request": "true", "HX-Target": "attempt-list"},
+        )
         body = r.content.decode()
         assert "MT-002/dynamic/2" in body and "MT-002/dynamic/1" not in body
 

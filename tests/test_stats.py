@@ -123,7 +123,7 @@ def test_score_tables_and_exports_carry_each_rates_interval(client, viewer):
     shard = FIXTURE_SHARD.read_bytes().replace(b'"fixture-corpus"', b'"b519a10571ab2192"')
     ingest_bytes(("key.json", SAMPLE_KEY.read_bytes()), ("modeleval-f.jsonl", shard))
     run = Run.objects.get()
-    html = client.get(f"/runs/{run.pk}/").content.decode()
+    html = client.get(f"/runs/{run.pk}/scores/").content.decode()
     assert '<span class="ci" title="95% interval (Wilson)">' in html
     rows = client.get(f"/runs/{run.pk}/scores.json").json()["rows"]
     clean = [
@@ -148,7 +148,7 @@ def test_a_run_that_repeats_cases_takes_the_case_as_the_unit(client, viewer):
         ("key.json", demo_key()), ("modeleval-r.jsonl", synth_run(repeat=3, models=MODELS[:2]))
     )
     run = Run.objects.get()
-    html = client.get(f"/runs/{run.pk}/").content.decode()
+    html = client.get(f"/runs/{run.pk}/scores/").content.decode()
     assert 'title="95% interval (Wilson, cases as the unit)"' in html
     assert "pass^3" in html and "pass@3" in html
     rows = client.get(f"/runs/{run.pk}/scores.json").json()["rows"]

@@ -200,16 +200,15 @@ class TestRuns:
 class TestRunPage:
     def test_it_shows_providers_prices_sessions_and_the_seven_endings(self, client):
         run = store(priced_shard())
-        r = client.get(f"/runs/{run.pk}/")
-        html = r.content.decode()
+        html = client.get(f"/runs/{run.pk}/sessions/").content.decode()
         assert "retrieved on 2026-09-16" in html and "dynamic/default" in html
         for ending in ENDINGS:
             assert f">{ending}</th>" in html
-        assert 'id="cost-chart-data"' in html
+        assert 'id="cost-chart-data"' in client.get(f"/runs/{run.pk}/cost/").content.decode()
 
     def test_cost_splits_four_ways_and_compares_with_no_cache(self, client):
         run = store(priced_shard())
-        row = client.get(f"/runs/{run.pk}/").context["figures"].by_model["m:priced"]
+        row = client.get(f"/runs/{run.pk}/cost/").context["figures"].by_model["m:priced"]
         assert row.cost.input == pytest.approx(0.001)
         assert row.cost.output == pytest.approx(0.001)
         assert row.cost.cache_write == pytest.approx(0.0005)
@@ -221,13 +220,17 @@ class TestRunPage:
 
     def test_an_unpriced_model_has_unknown_cost_and_the_page_says_why(self, client):
         run = store(FIXTURE_SHARD.read_bytes(), FIXTURE_SHARD.name)
-        r = client.get(f"/runs/{run.pk}/")
+        r = client.get(f"/runs/{run.pk}/cost/")
         assert r.context["figures"].by_model["fake:perfect"].cost is None
-        assert "unknown: the run line lists no provider with this spec" in r.content.decode()
+        html = r.content.decode()
+        assert "unknown: the run line lists no provider with this spec" in html
+        # No model is priced: no chart with empty axes, but the words "cost unknown".
+        assert r.context["chart"] is None and "data-plotly=" not in html
+        assert "Cost unknown." in html
 
     def test_the_chart_is_a_stacked_bar_of_the_four_components(self, client):
         run = store(priced_shard())
-        chart = client.get(f"/runs/{run.pk}/").context["chart"]
+        chart = client.get(f"/runs/{run.pk}/cost/").context["chart"]
         assert chart["layout"]["barmode"] == "stack"
         assert [t["name"] for t in chart["data"]] == [
             "Input",
@@ -239,20 +242,28 @@ class TestRunPage:
 
     def test_the_attempt_list_filters_in_place(self, client):
         run = store(FIXTURE_SHARD.read_bytes(), FIXTURE_SHARD.name)
-        r = client.get(f"/runs/{run.pk}/?model=fake:wrong-args", headers={"HX-Request": "true"})
+        r = client.get(
+            f"/runs/{run.pk}/attempts/?model=fake:wrong-args",
+            headers={"HX-Request": "true", "HX-Target": "attempt-list"},
+        )
         body = r.content.decode()
         assert body.lstrip().startswith('<section id="attempt-list">')
         assert "MT-002/dynamic/2" in body and "MT-002/dynamic/1" not in body
+        # An attempt-list address of before the tabs still leads there.
+        old = client.get(f"/runs/{run.pk}/?model=fake:wrong-args")
+        assert old.status_code == 302
+        assert old["Location"] == f"/runs/{run.pk}/attempts/?model=fake%3Awrong-args"
 
     def test_the_run_page_query_count_does_not_grow_with_attempts(self, client):
         small = store(priced_shard("s", n=2), "modeleval-s.jsonl")
         big = store(priced_shard("b", n=120), "modeleval-b.jsonl")
-        counts = []
-        for run in (small, big):
-            with CaptureQueriesContext(connection) as q:
-                assert client.get(f"/runs/{run.pk}/").status_code == 200
-            counts.append(len(q))
-        assert counts[0] == counts[1]
+        for tab in ("", "scores/", "cost/", "attempts/", "sessions/"):
+            counts = []
+            for run in (small, big):
+                with CaptureQueriesContext(connection) as q:
+                    assert client.get(f"/runs/{run.pk}/{tab}").status_code == 200
+                counts.append(len(q))
+            assert counts[0] == counts[1], tab
 
     def test_attempts_export_as_csv_and_json(self, client):
         run = store(FIXTURE_SHARD.read_bytes(), FIXTURE_SHARD.name)
@@ -391,6 +402,10 @@ class TestUntrustedText:
         for url in (
             "/",
             f"/runs/{hostile.pk}/",
+            f"/runs/{hostile.pk}/scores/",
+            f"/runs/{hostile.pk}/cost/",
+            f"/runs/{hostile.pk}/attempts/",
+            f"/runs/{hostile.pk}/sessions/",
             f"/attempts/{a.pk}/",
             f"/uploads/{hostile.shard.upload_id}/",
         ):
@@ -417,20 +432,25 @@ class TestUntrustedText:
         ratios = [f"{c}_{e}" for c in ("reached", "aft", "fidelity", "confirmation") for e in "nd"]
         row = TableRow(XSS, XSS, XSS, dict.fromkeys(counts + tuple(ratios), 1), refusal=(XSS, XSS))
         html = "".join(
-            [endings_row(r) + cost_row(r) + cost_row(r, strong=True) for r in figures.rows]
-            + [score_row(row), counted_apart_row(row)]
+            [endings_row({}, r) + cost_row(r) + cost_row(r, strong=True) for r in figures.rows]
+            + [score_row({}, row), counted_apart_row({}, row)]
         )
         assert XSS in str(figures.rows[0].model) and "<script>alert" not in html
         assert "<img src=x" not in html and "&lt;script&gt;alert(&quot;x&quot;)" in html
         assert "?model=%3Cscript%3Ealert%28%22x%22%29" in html  # links carry it encoded
+        assert "?row=%3Cscript%3Ealert%28%22x%22%29" in html
 
     def test_partials_escape_too(self, client, hostile):
-        for url in ("/?page=1", f"/runs/{hostile.pk}/?page=1"):
+        for url in (
+            "/?page=1",
+            f"/runs/{hostile.pk}/attempts/?page=1",
+            f"/runs/{hostile.pk}/cost/",
+        ):
             body = client.get(url, headers={"HX-Request": "true"}).content.decode()
             assert "<script>alert" not in body
 
     def test_the_chart_data_cannot_close_its_script_element(self, client, hostile):
-        html = client.get(f"/runs/{hostile.pk}/").content.decode()
+        html = client.get(f"/runs/{hostile.pk}/cost/").content.decode()
         start = html.index('id="cost-chart-data"')
         block = html[start : html.index("</script>", start)]
         assert "<script" not in block

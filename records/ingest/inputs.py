@@ -62,7 +62,10 @@ class IngestReport:
 
 
 def inputs_from_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Input | ShardError]:
-    """Files and directories named on a command line. Directories are walked recursively."""
+    """Files and directories named on a command line. Directories are walked recursively.
+
+    Each input is named as a page will show it, with no path of this machine in it: a file by
+    its own name, a file found in a directory by its path below that directory."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -73,20 +76,20 @@ def inputs_from_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Input
                     full = Path(dirpath) / fname
                     if is_shard_name(fname) or _archive_kind(fname):
                         found = True
-                        yield _file_input(full)
+                        yield _file_input(full, full.relative_to(path).as_posix())
             if not found:
                 yield ShardError(
-                    str(path),
+                    path.name or str(path),
                     "no shard found: the directory holds no modeleval-*.jsonl file or archive",
                 )
         elif path.is_file():
-            yield _file_input(path)
+            yield _file_input(path, path.name)
         else:
-            yield ShardError(str(path), "no such file or directory")
+            yield ShardError(path.name or str(path), "no such file or directory")
 
 
-def _file_input(path: Path) -> Input:
-    return Input(str(path), lambda: open(path, "rb"), path.stat().st_size)  # noqa: SIM115
+def _file_input(path: Path, name: str) -> Input:
+    return Input(name, lambda: open(path, "rb"), path.stat().st_size)  # noqa: SIM115
 
 
 def _archive_kind(name: str) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from records.models import Attempt, Run, Verdict
+from records.scores.tables import count_where, ratio_of, verdict_sums
 
 # The runs list's orders, by the name the query string gives them.
 RUN_SORTS = {
@@ -68,3 +69,14 @@ def previous_runs(runs: list[Run]) -> dict[int, int]:
                 out[run.pk] = pk
                 break
     return out
+
+
+def column_over(scoring: Any, attempts: QuerySet[Attempt], column: str) -> tuple[int, int]:
+    """A score column summed over the verdicts of the given attempts: a drilled-into list's
+    figure, to be read against the cell it came from (one query)."""
+    sums = Verdict.objects.filter(scoring=scoring, attempt__in=attempts.values("pk")).aggregate(
+        counted=count_where("counted"),
+        completed=count_where("outcome", "completed"),
+        **verdict_sums(),
+    )
+    return ratio_of({k: v or 0 for k, v in sums.items()}, column)

@@ -32,7 +32,7 @@ def pct(value: float | None) -> str:
 def ratio(pair: Any) -> str:
     """`N / D` for a (numerator, denominator) pair, `-` when D is 0 (never 0%)."""
     n, d = pair
-    return "-" if not d else f"{n} / {d}"
+    return "-" if not d else f"{n:,} / {d:,}"
 
 
 @register.filter
@@ -87,39 +87,44 @@ def _q(value: Any) -> str:
     return quote(str(value), safe="/")
 
 
-def _attempts_link(r: Any) -> str:
-    return f"?model={_q(r.model)}&surface={_q(r.surface)}"
+def _attempts_link(context: Any, r: Any) -> str:
+    """The run's attempts tab narrowed to a table row: a score row by its row key (exactly its
+    verdicts), a summary row by model and surface."""
+    base = context.get("attempts_url", "")
+    if hasattr(r, "row_key"):
+        return f"{base}?row={_q(r.row_key)}"
+    return f"{base}?model={_q(r.model)}&surface={_q(r.surface)}"
 
 
 def _num(value: Any) -> SafeString:
     if type(value) is int:  # nothing to escape
-        return mark_safe(f'<td class="num">{value}</td>')  # noqa: S308
+        return mark_safe(f'<td class="num">{value:,}</td>')  # noqa: S308
     return format_html('<td class="num">{}</td>', value)
 
 
-@register.simple_tag
-def endings_row(r: Any) -> SafeString:
+@register.simple_tag(takes_context=True)
+def endings_row(context: Any, r: Any) -> SafeString:
     """A row of "How attempts ended": counts linked to the attempts behind them."""
-    link = _attempts_link(r)
+    link = _attempts_link(context, r)
     cells = [
         format_html(
             '<td><code>{}</code></td><td>{}</td><td>{}</td><td class="num">'
-            '<a href="{}#attempts">{}</a></td>',
+            '<a href="{}">{}</a></td>',
             r.model,
             r.surface or "—",
             r.mode or "—",
             mark_safe(link),  # noqa: S308 (percent-encoded above)
-            r.summary.attempts,
+            intcomma(r.summary.attempts),
         )
     ]
     for ending, n in r.endings:
         if n:
             cells.append(
                 format_html(
-                    '<td class="num"><a href="{}&ended_by={}#attempts">{}</a></td>',
+                    '<td class="num"><a href="{}&ended_by={}">{}</a></td>',
                     mark_safe(link),  # noqa: S308
                     _q(ending),
-                    n,
+                    intcomma(n),
                 )
             )
         else:
@@ -165,10 +170,11 @@ def cost_row(r: Any, strong: bool = False) -> SafeString:
     return mark_safe(f'<tr class="total">{row}</tr>' if strong else f"<tr>{row}</tr>")  # noqa: S308
 
 
-@register.simple_tag
-def score_row(r: Any) -> SafeString:
-    """A row of a score table: each ratio linked to the attempts behind it."""
-    link = _attempts_link(r)
+@register.simple_tag(takes_context=True)
+def score_row(context: Any, r: Any) -> SafeString:
+    """A row of a score table: each ratio linked to the attempts behind its numerator, and
+    what the numerator lacks of the denominator linked to the attempts that missed it."""
+    link = _attempts_link(context, r)
     key = parse_row_key(r.row_key)
     trend = (
         reverse("records:history")
@@ -184,7 +190,7 @@ def score_row(r: Any) -> SafeString:
     )
     cells = [
         format_html(
-            '<td><a href="{}#attempts"><code>{}</code></a> '
+            '<td><a href="{}" title="Every attempt of this row"><code>{}</code></a> '
             '<a class="trend" href="{}" title="This row over the runs of its corpus">history</a>'
             "</td>",
             mark_safe(link),  # noqa: S308
@@ -196,19 +202,26 @@ def score_row(r: Any) -> SafeString:
         if not pair[1]:
             cells.append(mark_safe('<td class="num">-</td>'))
             continue
-        extra = {"completion": "&outcome=completed", "clean": "&clean=yes"}.get(name, "")
+        missed = pair[1] - pair[0]
+        drill = f"{link}&column={name}&hit="
         cells.append(
             format_html(
-                '<td class="num"><a href="{}{}#attempts" title="{}">{}</a> '
-                '<span class="rate">{}</span>'
-                '<span class="ci" title="95% interval ({})">{}</span></td>',
-                mark_safe(link),  # noqa: S308
-                mark_safe(extra),  # noqa: S308
-                name,
+                '<td class="num"><a class="hits" href="{}yes" title="The attempts behind {}">'
+                '{}</a> <span class="rate">{}</span>'
+                '<span class="ci" title="95% interval ({})">{}</span>{}</td>',
+                mark_safe(drill),  # noqa: S308 (percent-encoded above)
+                ratio(pair),
                 ratio(pair),
                 rate(pair),
                 r.interval_method,
                 ci.points() if ci else "-",
+                format_html(
+                    '<a class="misses" href="{}no" title="The attempts that missed">{} missed</a>',
+                    mark_safe(drill),  # noqa: S308
+                    intcomma(missed),
+                )
+                if missed
+                else "",
             )
         )
     cells.append(_num(r.overhead))
@@ -227,11 +240,11 @@ def score_row(r: Any) -> SafeString:
     return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
 
 
-@register.simple_tag
-def counted_apart_row(r: Any) -> SafeString:
+@register.simple_tag(takes_context=True)
+def counted_apart_row(context: Any, r: Any) -> SafeString:
     """A row of "Counted apart and tokens": outcomes kept out of the ratios, linked."""
     f = r.figures
-    link = _attempts_link(r)
+    link = _attempts_link(context, r)
     cells = [
         format_html("<td><code>{}</code></td>", r.model),
         _num(f["attempts"]),
@@ -242,7 +255,7 @@ def counted_apart_row(r: Any) -> SafeString:
         if n:
             cells.append(
                 format_html(
-                    '<td class="num"><a href="{}&outcome={}#attempts">{}</a></td>',
+                    '<td class="num"><a href="{}&outcome={}">{}</a></td>',
                     mark_safe(link),  # noqa: S308
                     outcome,
                     n,

@@ -62,3 +62,9 @@ class HistoryForm(forms.Form):
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
     mode = forms.CharField(required=False, max_length=100)
     column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])
+
+
+class ColumnForm(forms.Form):
+    """The score a page ranks by, as titled on the pages."""
+
+    column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])

@@ -13,7 +13,8 @@ from django.http import (
     HttpResponse,
 )
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
 from django.views.decorators.vary import vary_on_headers
 
 from records.models import (
@@ -23,10 +24,12 @@ from records.models import (
     CorpusKey,
     Run,
 )
+from records.queries.compare import COLUMN_BY_TITLE, COLUMNS
 from records.queries.cost import run_figures
-from records.queries.runs import attempts_for_list, previous_runs, runs_for_list
+from records.queries.overview import boards as overview_boards
+from records.queries.runs import attempts_for_list, column_over, previous_runs, runs_for_list
 from records.scores.run import key_for_run, latest_scoring
-from records.scores.tables import LEGEND, score_groups
+from records.scores.tables import COLUMN_TITLES, LEGEND, score_groups
 from records.views import charts
 from records.views.access import (
     _bad_request,
@@ -36,6 +39,7 @@ from records.views.access import (
 )
 from records.views.exports import _export
 from records.views.filters import AttemptFilter, RunFilter
+from records.views.forms import ColumnForm
 
 RUNS_PER_PAGE = 25
 
@@ -103,14 +107,88 @@ def runs_export(request: HttpRequest, fmt: str) -> HttpResponse:
     return _export(fmt, "runs", _runs_export_rows(qs.iterator(chunk_size=200)))
 
 
+# A run's page is one tab at a time, each at its own address; a tab's link loads it in place.
+RUN_TABS = [
+    ("overview", "Overview"),
+    ("scores", "Scores"),
+    ("cost", "Cost"),
+    ("attempts", "Attempts"),
+    ("sessions", "Sessions and provenance"),
+]
+
+
+def _tab_url(run: Run, tab: str) -> str:
+    if tab == "overview":
+        return reverse("records:run", args=[run.pk])
+    return reverse("records:run-tab", args=[run.pk, tab])
+
+
 @require_GET
 @read_access
 @vary_on_headers("HX-Request")
-def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResponse:
     run = _get_run_or_404(pk)
+    if tab == "overview" and request.GET.keys() & AttemptFilter.base_filters.keys():
+        # An attempt-list address of before the tabs: the list is its own tab now.
+        return redirect(_tab_url(run, "attempts") + "?" + request.GET.urlencode())
     scoring = latest_scoring(run)
     usable = scoring if scoring and scoring.verdict_count else None
-    attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run, usable), scoring=usable)
+    context: dict[str, Any] = {
+        "run": run,
+        "tab": tab,
+        "tabs": [(key, label, _tab_url(run, key)) for key, label in RUN_TABS],
+        "scoring": scoring,
+        "scored": usable is not None,
+        "attempts_url": _tab_url(run, "attempts"),
+    }
+    if tab == "attempts":
+        response = _attempts_tab(request, run, usable, context)
+        if response is not None:
+            return response
+    elif tab == "overview":
+        form = ColumnForm(request.GET)
+        if not form.is_valid():
+            return _bad_request(form)
+        column = form.cleaned_data.get("column") or COLUMN_TITLES[0]
+        context.update(column=column, column_key=COLUMN_BY_TITLE[column], columns=COLUMN_TITLES)
+        if usable:
+            context["boards"] = overview_boards(usable, score_groups(usable), column)
+        else:
+            context["figures"] = run_figures(run)
+            context["endings"] = ENDINGS
+    elif tab == "scores":
+        context.update(
+            groups=score_groups(usable) if usable else [],
+            matching_key=key_for_run(run),
+            keys=list(CorpusKey.objects.defer("document")[:50]),
+            legend=LEGEND,
+            scoring_count=run.scorings.count(),
+            can_score=request.user.has_perm("records.add_scoring"),
+        )
+    elif tab == "cost":
+        figures = run_figures(run)
+        context.update(
+            figures=figures,
+            chart=charts.cost_chart(figures) if figures.priced_models else None,
+        )
+    else:  # sessions and provenance
+        context.update(
+            figures=run_figures(run),
+            endings=ENDINGS,
+            providers=list(run.providers.all()),
+            sessions=list(run.sessions.all()),
+            can_delete=request.user.has_perm("records.delete_run"),
+        )
+    template = "records/runs/detail.html#tab" if _partial(request) else "records/runs/detail.html"
+    return render(request, template, context)
+
+
+def _attempts_tab(
+    request: HttpRequest, run: Run, scoring: Any, context: dict[str, Any]
+) -> HttpResponse | None:
+    """Fill the attempts tab's context; an answer of its own for a bad filter or for the list
+    alone (a filter changed in place)."""
+    attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run, scoring), scoring=scoring)
     if not attempts.is_valid():
         return _bad_request(attempts.form)
     form = attempts.form
@@ -118,34 +196,38 @@ def run_detail(request: HttpRequest, pk: int) -> HttpResponse:
     if not attempts.narrowed:
         # The whole list: its size was stored at ingest, so no page counts a run's attempts.
         paginator.__dict__["count"] = run.attempt_count
-    page = paginator.get_page(form.cleaned_data.get("page") or 1)
-    context: dict[str, Any] = {
-        "run": run,
-        "form": form,
-        "page": page,
-        "scoring": scoring,
-        "scored": usable is not None,
-    }
-    if _partial(request):
-        return render(request, "records/runs/detail.html#attempts", context)
-    figures = run_figures(run)
-    models = sorted(figures.by_model)
+    data = form.cleaned_data
+    column = data.get("column")
     context.update(
-        figures=figures,
-        providers=list(run.providers.all()),
-        sessions=list(run.sessions.all()),
-        endings=ENDINGS,
-        models=models,
-        chart=charts.cost_chart(figures),
-        groups=score_groups(usable) if usable else [],
-        matching_key=key_for_run(run),
-        keys=list(CorpusKey.objects.defer("document")[:50]),
-        legend=LEGEND,
-        scoring_count=run.scorings.count(),
-        can_score=request.user.has_perm("records.add_scoring"),
-        can_delete=request.user.has_perm("records.delete_run"),
+        form=form,
+        page=paginator.get_page(data.get("page") or 1),
+        models=sorted(run.models_seen),
+        drilled=_drilled(data),
+        column_sum=(
+            (
+                dict(zip(COLUMNS, COLUMN_TITLES, strict=True))[column],
+                column_over(scoring, attempts.qs, column),
+            )
+            if column and scoring
+            else None
+        ),
     )
-    return render(request, "records/runs/detail.html", context)
+    if _partial(request) and request.htmx.target == "attempt-list":
+        return render(request, "records/runs/_attempts.html#attempts", context)
+    return None
+
+
+def _drilled(data: dict[str, Any]) -> str:
+    """The score filters a drill link set, in words (they have no control of their own)."""
+    parts = []
+    if data.get("row"):
+        parts.append(f"row {data['row']}")
+    if data.get("column") and data.get("hit"):
+        title = dict(zip(COLUMNS, COLUMN_TITLES, strict=True))[data["column"]]
+        parts.append(
+            f"behind the {title} numerator" if data["hit"] == "yes" else f"that missed {title}"
+        )
+    return "; ".join(parts)
 
 
 def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
@@ -184,12 +266,19 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
     )
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 @permission_required("records.delete_run", raise_exception=True)
 def run_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    """Delete a run, its shard record and its scores; the deletion is recorded."""
+    """Delete a run, its shard record and its scores, once confirmed (GET asks, POST deletes);
+    the deletion is recorded."""
     run = _get_run_or_404(pk)
+    if request.method == "GET":
+        return render(
+            request,
+            "records/runs/delete.html",
+            {"run": run, "scorings": run.scorings.count(), "sessions": run.sessions.count()},
+        )
     detail = {
         "run": run.pk,
         "run_id": run.run_id,

@@ -60,6 +60,18 @@
     wireUpload();
   });
   document.addEventListener("htmx:afterSettle", function (e) { loadPlotlyThenDraw(); });
+  // A filter left empty is no filter: it stays out of the address (and the pushed history).
+  document.addEventListener("htmx:configRequest", function (e) {
+    if (e.detail.verb !== "get") return;
+    var params = e.detail.parameters;
+    var keys = typeof params.keys === "function" ? Array.from(params.keys()) : Object.keys(params);
+    keys.forEach(function (k) {
+      var v = typeof params.getAll === "function" ? params.getAll(k) : [params[k]];
+      if (v.every(function (x) { return x === "" || x === undefined; })) {
+        if (typeof params.delete === "function") params.delete(k); else delete params[k];
+      }
+    });
+  });
   document.addEventListener("toggle", function (e) {
     if (e.target.open) loadPlotlyThenDraw();
   }, true);
