@@ -12,9 +12,8 @@ from django.contrib.auth.views import redirect_to_login
 from django.http import (
     HttpRequest,
     HttpResponse,
-    HttpResponseBadRequest,
 )
-from django.shortcuts import get_object_or_404
+from django.shortcuts import get_object_or_404, render
 
 from records.models import (
     Attempt,
@@ -45,7 +44,7 @@ def query_form(
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             form = form_class(request.POST if request.method == "POST" else request.GET)
             if not form.is_valid():
-                return _bad_request(form)
+                return _bad_request(form, request)
             return view(request, *args, form=form, **kwargs)
 
         return wrapper
@@ -65,9 +64,15 @@ def _partial(request: HttpRequest) -> bool:
     return bool(request.htmx and not request.htmx.history_restore_request)
 
 
-def _bad_request(form: Any) -> HttpResponse:
+def _bad_request(form: Any, request: HttpRequest | None = None) -> HttpResponse:
+    """A 400 naming each field and what is wrong with it: in the site's frame for a page, and
+    in the `X-Error` header too, which the page's script shows beside the control that asked."""
     errors = "; ".join(
         f"{name}: {' '.join(msgs)}" if name != "__all__" else " ".join(msgs)
         for name, msgs in form.errors.items()
     )
-    return HttpResponseBadRequest(f"Invalid query: {errors}", content_type="text/plain")
+    message = f"Invalid query: {errors}"
+    response = render(request, "400.html", {"message": message}, status=400)
+    # A header holds one line of ASCII; the page's own copy keeps the message as it is.
+    response["X-Error"] = " ".join(message.split()).encode("ascii", "backslashreplace").decode()
+    return response

@@ -10,6 +10,7 @@ from django.http import (
     HttpResponse,
 )
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from records.models import (
@@ -27,6 +28,7 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export, _json_stream, _raw
+from records.views.filters import AttemptFilter
 
 
 def _price_for(attempt: Attempt) -> tuple[Any, str]:
@@ -49,6 +51,15 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         total = cost_of(Tokens.of(attempt), price)
     scoring = latest_scoring(attempt.run)
     verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
+    # The call the verdict turns on: the first step that did not complete, where a call reached it.
+    failing = next(
+        (
+            st
+            for st in (verdict.detail.get("steps", []) if verdict and verdict.detail else [])
+            if not st.get("complete") and st.get("reached")
+        ),
+        None,
+    )
     context = {
         "attempt": attempt,
         "run": attempt.run,
@@ -59,8 +70,32 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "price_note": price_note,
         "total_cost": total,
         "facts": sorted((attempt.facts or {}).items()),
+        "failing_step": failing,
+        "target_call": failing.get("call_index") if failing else None,
+        **_neighbours(request, attempt, scoring if verdict else None),
     }
     return render(request, "records/attempts/detail.html", context)
+
+
+def _neighbours(request: HttpRequest, attempt: Attempt, scoring: Any) -> dict[str, Any]:
+    """The attempts before and after this one in the list it was opened from (the run's attempt
+    list with the filters in this page's query string), and that list's address."""
+    run = attempt.run
+    listed = AttemptFilter(
+        request.GET, queryset=Attempt.objects.filter(run=run).order_by("line"), scoring=scoring
+    )
+    if not listed.is_valid():
+        return {}
+    qs = listed.qs.values_list("pk", flat=True)
+    query = request.GET.copy()
+    query.pop("page", None)
+    suffix = f"?{query.urlencode()}" if query else ""
+    return {
+        "previous_pk": qs.filter(line__lt=attempt.line).order_by("-line").first(),
+        "next_pk": qs.filter(line__gt=attempt.line).order_by("line").first(),
+        "list_query": suffix,
+        "list_url": reverse("records:run-tab", args=[run.pk, "attempts"]) + suffix,
+    }
 
 
 @require_GET

@@ -39,7 +39,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     form = CompareForm(request.GET or None, run_choices=run_choices)
     context: dict[str, Any] = {"form": form, "run_choices": run_choices}
     if request.GET and not form.is_valid():
-        return _bad_request(form)
+        return _bad_request(form, request)
     data = form.cleaned_data if request.GET else {"kind": "runs"}
     context["kind"] = data["kind"]
     if data["kind"] == "runs" and data.get("baseline") and data.get("candidate"):

@@ -53,7 +53,7 @@ ATTEMPTS_PER_PAGE = 50
 def runs(request: HttpRequest) -> HttpResponse:
     runs = RunFilter(request.GET, queryset=runs_for_list())
     if not runs.is_valid():
-        return _bad_request(runs.form)
+        return _bad_request(runs.form, request)
     form = runs.form
     page = Paginator(runs.qs, RUNS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
     run_list = list(page.object_list.prefetch_related("summaries", "providers"))
@@ -102,7 +102,7 @@ def _runs_export_rows(qs: Iterable[Run]) -> Iterable[dict[str, Any]]:
 def runs_export(request: HttpRequest, fmt: str) -> HttpResponse:
     runs = RunFilter(request.GET, queryset=runs_for_list())
     if not runs.is_valid():
-        return _bad_request(runs.form)
+        return _bad_request(runs.form, request)
     qs = runs.qs.prefetch_related("summaries", "providers")
     return _export(fmt, "runs", _runs_export_rows(qs.iterator(chunk_size=200)))
 
@@ -148,7 +148,7 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
     elif tab == "overview":
         form = ColumnForm(request.GET)
         if not form.is_valid():
-            return _bad_request(form)
+            return _bad_request(form, request)
         column = form.cleaned_data.get("column") or COLUMN_TITLES[0]
         context.update(column=column, column_key=COLUMN_BY_TITLE[column], columns=COLUMN_TITLES)
         if usable:
@@ -190,7 +190,7 @@ def _attempts_tab(
     alone (a filter changed in place)."""
     attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run, scoring), scoring=scoring)
     if not attempts.is_valid():
-        return _bad_request(attempts.form)
+        return _bad_request(attempts.form, request)
     form = attempts.form
     paginator = Paginator(attempts.qs, ATTEMPTS_PER_PAGE)
     if not attempts.narrowed:
@@ -259,7 +259,7 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
     run = _get_run_or_404(pk)
     attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run))
     if not attempts.is_valid():
-        return _bad_request(attempts.form)
+        return _bad_request(attempts.form, request)
     qs = attempts.qs
     return _export(
         fmt, f"run-{run.pk}-attempts", _attempt_export_rows(qs.iterator(chunk_size=1000))

@@ -75,6 +75,66 @@
   document.addEventListener("toggle", function (e) {
     if (e.target.open) loadPlotlyThenDraw();
   }, true);
+  // An error answer is shown where the person acted: beside the form (or link) that asked.
+  function errorBox(elt) {
+    var anchor = (elt && elt.closest && (elt.closest("form") || elt)) || document.querySelector("main");
+    var box = anchor.nextElementSibling;
+    if (!box || !box.classList.contains("request-error")) {
+      box = document.createElement("p");
+      box.className = "request-error";
+      box.setAttribute("role", "alert");
+      anchor.insertAdjacentElement("afterend", box);
+    }
+    return box;
+  }
+  document.addEventListener("htmx:responseError", function (e) {
+    var xhr = e.detail.xhr;
+    var said = xhr.getResponseHeader("X-Error");
+    var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
+    errorBox(e.detail.elt).textContent = said
+      ? said
+      : plain && xhr.responseText.trim()
+        ? xhr.responseText.trim()
+        : "The server answered " + xhr.status + (xhr.statusText ? " " + xhr.statusText : "") + ".";
+  });
+  document.addEventListener("htmx:sendError", function (e) {
+    errorBox(e.detail.elt).textContent = "The server could not be reached; nothing changed.";
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (!e.detail.successful) return;
+    var elt = e.detail.elt, anchor = elt && elt.closest && (elt.closest("form") || elt);
+    var box = anchor && anchor.nextElementSibling;
+    if (box && box.classList.contains("request-error")) box.remove();
+  });
+
+  // Controls follow the address: after Back or Forward restores a page, each filter shows what
+  // the list below it was filtered by (a restored snapshot keeps the controls as first drawn).
+  function followAddress() {
+    var params = new URLSearchParams(window.location.search);
+    document.querySelectorAll("form.filters").forEach(function (form) {
+      if ((form.getAttribute("method") || "get").toLowerCase() !== "get") return;
+      Array.prototype.forEach.call(form.elements, function (el) {
+        if (!el.name || el.type === "submit" || el.type === "button") return;
+        var values = params.getAll(el.name);
+        if (el.tagName === "SELECT") {
+          Array.prototype.forEach.call(el.options, function (o) {
+            o.selected = el.multiple ? values.indexOf(o.value) >= 0 : o.value === (values[0] || "");
+          });
+          if (!el.multiple && values.length === 0 && el.options.length) {
+            var empty = Array.prototype.find.call(el.options, function (o) { return o.value === ""; });
+            if (empty) empty.selected = true;
+          }
+        } else if (el.type === "checkbox" || el.type === "radio") {
+          el.checked = values.indexOf(el.value) >= 0;
+        } else {
+          el.value = values[0] || "";
+        }
+      });
+    });
+  }
+  document.addEventListener("htmx:historyRestore", followAddress);
+  window.addEventListener("pageshow", followAddress);
+
   // Error answers (400 for a bad filter, 422 for a refused upload) still carry a page to show.
   document.addEventListener("htmx:beforeSwap", function (e) {
     if (e.detail.xhr.status === 422) { e.detail.shouldSwap = true; e.detail.isError = false; }
