@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import dj_database_url
-import plotly
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -170,11 +169,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
-STATICFILES_DIRS = [
-    BASE_DIR / "static",
-    # plotly.js comes from the plotly package itself so the dashboard needs no CDN.
-    ("plotly", Path(plotly.__file__).parent / "package_data"),
-]
+# htmx comes with django-htmx, plotly.js's basic bundle with the project (static/vendor): no CDN.
+STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Hashed, compressed names once `collectstatic` has written its manifest; plain names

@@ -18,7 +18,7 @@
     if (!document.querySelector("[data-plotly]")) return;
     if (window.Plotly) { drawCharts(document); return; }
     var s = document.createElement("script");
-    s.src = document.body.dataset.plotlySrc || "/static/plotly/plotly.min.js";
+    s.src = document.body.dataset.plotlySrc;
     s.onload = function () { drawCharts(document); };
     document.head.appendChild(s);
   }
