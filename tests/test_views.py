@@ -183,7 +183,7 @@ class TestRuns:
             store(priced_shard(f"r{i}", model=f"m:{i}"), f"modeleval-{i}.jsonl")
         with CaptureQueriesContext(connection) as five:
             client.get("/")
-        assert len(one) == len(five) <= 8
+        assert len(one) == len(five) <= 10  # the page, its runs, headline scores, suggestions
 
     def test_runs_export_as_csv_and_json(self, client):
         store(priced_shard())
@@ -478,3 +478,27 @@ def test_every_page_carries_a_content_security_policy_without_inline_script(clie
     html = r.content.decode()
     assert "<script>" not in html  # every script is a file; data rides in json_script blocks
     assert r["X-Frame-Options"] == "DENY"
+
+
+def test_the_runs_list_filters_by_part_of_a_model_and_a_digest_prefix(client, viewer, demo):
+    assert len(client.get("/?model=gpt-5.4").context["rows"]) == 3
+    assert len(client.get("/?model=no-such-model").context["rows"]) == 0
+    digest = demo["run-2026-11-16-a1b2c3"].corpus_digest
+    assert len(client.get(f"/?corpus_digest={digest[:6]}").context["rows"]) == 3
+    assert len(client.get("/?corpus_digest=ffff").context["rows"]) == 0
+    page = client.get("/")
+    assert "openai:gpt-5.4-nano" in page.context["model_suggestions"]
+    html = page.content.decode()
+    # The headline: each run's best Clean, with the model and surface it belongs to.
+    from records.scores.run import latest_scoring
+    from records.scores.tables import score_rows
+
+    for run in demo.values():
+        best = max(
+            (r for r in score_rows(latest_scoring(run)) if r.figures["attempts"]),
+            key=lambda r: r.figures["clean"] / r.figures["attempts"],
+        )
+        model, surface, (n, d) = page.context["headlines"][run.pk]
+        assert n / d == best.figures["clean"] / best.figures["attempts"]
+    # The oldest run has nothing earlier to compare with, and says so.
+    assert html.count("no earlier run to compare") == 1

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from records.models import Attempt, Run, Verdict
+from records.models import Attempt, Run, ScoreRow, Scoring, SurfaceSummary, Verdict
 from records.scores.tables import count_where, ratio_of, verdict_sums
 
 # The runs list's orders, by the name the query string gives them.
@@ -80,3 +80,35 @@ def column_over(scoring: Any, attempts: QuerySet[Attempt], column: str) -> tuple
         **verdict_sums(),
     )
     return ratio_of({k: v or 0 for k, v in sums.items()}, column)
+
+
+def headlines(runs: list[Run]) -> dict[int, tuple[str, str, tuple[int, int]]]:
+    """Per run, its headline: the best Clean of its latest scoring (model, surface, (N, D)),
+    the row a reader looks for first (two queries for a page of runs)."""
+    latest: dict[int, int] = {}
+    for scoring_pk, run_pk in (
+        Scoring.objects.filter(run__in=runs, verdict_count__gt=0)
+        .order_by("run", "-created_at", "-id")
+        .values_list("pk", "run")
+    ):
+        latest.setdefault(run_pk, scoring_pk)
+    best: dict[int, tuple[str, str, tuple[int, int]]] = {}
+    run_of = {s: r for r, s in latest.items()}
+    for scoring_pk, model, surface, figures in ScoreRow.objects.filter(
+        scoring__in=latest.values()
+    ).values_list("scoring", "model", "surface", "figures"):
+        n, d = figures.get("clean") or 0, figures.get("attempts") or 0
+        if not d:
+            continue
+        run_pk = run_of[scoring_pk]
+        held = best.get(run_pk)
+        if held is None or (n / d, -d, model) > (held[2][0] / held[2][1], -held[2][1], held[0]):
+            best[run_pk] = (model, surface, (n, d))
+    return best
+
+
+def model_suggestions(limit: int = 300) -> list[str]:
+    """Model specs seen in any run, for the runs filter's suggestions."""
+    return list(
+        SurfaceSummary.objects.values_list("model", flat=True).distinct().order_by("model")[:limit]
+    )

@@ -45,7 +45,7 @@ class RunFilter(df.FilterSet):
     mode = df.ChoiceFilter(choices=MODE_CHOICES, method=_unset, empty_label="any mode")
     tier = df.ChoiceFilter(choices=TIER_CHOICES, empty_label="any tier")
     commit = df.CharFilter(lookup_expr="startswith", max_length=100, help_text="prefix")
-    corpus_digest = df.CharFilter(max_length=64)
+    corpus_digest = df.CharFilter(lookup_expr="startswith", max_length=64, help_text="prefix")
     since = df.DateFilter(
         field_name="started_at",
         lookup_expr="date__gte",
@@ -79,7 +79,9 @@ class RunFilter(df.FilterSet):
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         data = self.form.cleaned_data
         qs = super().filter_queryset(queryset)
-        summary = {name: data[name] for name in ("model", "surface", "mode") if data.get(name)}
+        summary = {name: data[name] for name in ("surface", "mode") if data.get(name)}
+        if data.get("model"):
+            summary["model__icontains"] = data["model"]  # any part of the spec
         if summary:
             qs = qs.filter(Exists(SurfaceSummary.objects.filter(run=OuterRef("pk"), **summary)))
         return qs.order_by(*RUN_SORTS[data.get("sort") or "-started"])

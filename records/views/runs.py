@@ -27,7 +27,14 @@ from records.models import (
 from records.queries.compare import COLUMN_BY_TITLE, COLUMNS
 from records.queries.cost import run_figures
 from records.queries.overview import boards as overview_boards
-from records.queries.runs import attempts_for_list, column_over, previous_runs, runs_for_list
+from records.queries.runs import (
+    attempts_for_list,
+    column_over,
+    headlines,
+    model_suggestions,
+    previous_runs,
+    runs_for_list,
+)
 from records.scores.run import key_for_run, latest_scoring
 from records.scores.tables import COLUMN_TITLES, LEGEND, score_groups
 from records.views import charts
@@ -63,6 +70,8 @@ def runs(request: HttpRequest) -> HttpResponse:
         "page": page,
         "rows": rows,
         "previous": previous_runs(run_list),
+        "headlines": headlines(run_list),
+        "model_suggestions": model_suggestions(),
     }
     template = (
         "records/runs/list.html#runs-table" if _partial(request) else "records/runs/list.html"
@@ -117,6 +126,10 @@ RUN_TABS = [
 ]
 
 
+# The attempt filters a run's address carried before the attempt list became a tab of its own.
+LEGACY_LIST_PARAMS = {"model", "surface", "case", "ended_by", "outcome", "clean", "page"}
+
+
 def _tab_url(run: Run, tab: str) -> str:
     if tab == "overview":
         return reverse("records:run", args=[run.pk])
@@ -128,7 +141,7 @@ def _tab_url(run: Run, tab: str) -> str:
 @vary_on_headers("HX-Request")
 def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResponse:
     run = _get_run_or_404(pk)
-    if tab == "overview" and request.GET.keys() & AttemptFilter.base_filters.keys():
+    if tab == "overview" and request.GET.keys() & LEGACY_LIST_PARAMS:
         # An attempt-list address of before the tabs: the list is its own tab now.
         return redirect(_tab_url(run, "attempts") + "?" + request.GET.urlencode())
     scoring = latest_scoring(run)

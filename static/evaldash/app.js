@@ -133,6 +133,21 @@
     });
   }
   document.addEventListener("htmx:historyRestore", followAddress);
+  // A filter form asks again only for a list it does not show yet: Enter in a field fires both
+  // "change" and "submit", and the second would add the same address to the history twice.
+  function entries(params) {
+    var out = [];
+    params.forEach(function (v, k) { if (v !== "") out.push(k + "=" + v); });
+    return out.sort().join("&");
+  }
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var form = e.detail.elt;
+    if (!form.matches || !form.matches("form.filters[hx-push-url]")) return;
+    var action = new URL(form.getAttribute("hx-get") || "", window.location.href).pathname;
+    if (action !== window.location.pathname) return;
+    var want = entries(new FormData(form));
+    if (want === entries(new URLSearchParams(window.location.search))) e.preventDefault();
+  });
   window.addEventListener("pageshow", followAddress);
 
   // Error answers (400 for a bad filter, 422 for a refused upload) still carry a page to show.

@@ -1,0 +1,99 @@
+"""A run's page: the overview, its tabs at their own addresses, and figures that drill down."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import check_layout, settled
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+RUN = "run-2026-11-23-f00dfa"
+
+
+def test_every_tab_reads_at_both_widths(page):
+    pk = page.runs[RUN].pk
+    for tab in ("", "scores/", "cost/", "attempts/", "sessions/"):
+        check_layout(page, f"/runs/{pk}/{tab}")
+    check_layout(page, f"/runs/{pk}/?column=Completion")
+
+
+def test_tabs_load_in_place_at_their_own_address(page):
+    pk = page.runs[RUN].pk
+    page.goto(page.base + f"/runs/{pk}/")
+    page.click("nav.run-tabs >> text=Scores")
+    page.wait_for_url(f"**/runs/{pk}/scores/")
+    settled(page)
+    assert page.locator("nav.run-tabs a.current").inner_text() == "Scores"
+    assert page.locator("table.scores").count() >= 1
+    page.go_back()
+    page.wait_for_url(f"**/runs/{pk}/")
+    settled(page)
+    assert page.locator("section.board").count() >= 1
+    assert page.problems == [], page.problems
+
+
+def test_each_score_cell_opens_the_attempts_behind_it_and_those_that_missed(page):
+    pk = page.runs[RUN].pk
+    page.goto(page.base + f"/runs/{pk}/scores/")
+    row = page.locator("table.scores tbody tr").first
+    cells = row.locator("td.num:has(a.hits)")
+    assert cells.count() >= 5  # every column with a rate, not only Clean and Completion
+    links = []
+    for i in range(cells.count()):
+        cell = cells.nth(i)
+        n, d = (int(x.replace(",", "")) for x in cell.locator("a.hits").inner_text().split(" / "))
+        miss = cell.locator("a.misses")
+        links.append(
+            (
+                cell.locator("a.hits").get_attribute("href"),
+                miss.get_attribute("href") if miss.count() else None,
+                n,
+                d,
+            )
+        )
+    for hits, misses, n, d in links:
+        page.goto(page.base + hits)
+        shown = _summed(page)
+        assert shown[0] == n, (hits, shown, n)
+        if any(c in hits for c in ("column=clean", "column=unaided", "column=completion")):
+            # One attempt per unit of the numerator: the list is exactly that long.
+            assert _count(page) == n, hits
+        if misses:
+            page.goto(page.base + misses)
+            got = _summed(page)
+            assert got[1] - got[0] == d - n, (misses, got, n, d)
+    assert page.problems == [], page.problems
+
+
+def _count(page) -> int:
+    return int(page.locator("#attempt-list .attempt-count").inner_text().replace(",", ""))
+
+
+def _summed(page) -> tuple[int, int]:
+    text = page.locator("#attempt-list .column-sum strong").inner_text()
+    n, d = (int(x.replace(",", "")) for x in text.split(" / "))
+    return n, d
+
+
+def test_deleting_a_run_asks_first(page, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    from records.models import Run
+
+    user = django_user_model.objects.create_user("keeper", password="pw-123456789-x")
+    user.user_permissions.add(Permission.objects.get(codename="delete_run"))
+    page.goto(page.base + "/login/")
+    page.fill("input[name=username]", "keeper")
+    page.fill("input[name=password]", "pw-123456789-x")
+    page.click("form.login-form button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    pk = page.runs[RUN].pk
+    page.goto(page.base + f"/runs/{pk}/sessions/")
+    page.click("a.button.danger")  # opens the question, deletes nothing
+    page.wait_for_url(f"**/runs/{pk}/delete/")
+    assert Run.objects.filter(pk=pk).exists()
+    assert "184 attempts" in page.locator(".fence").inner_text()
+    page.click("form.confirm button.danger")
+    page.wait_for_url(page.base + "/")
+    assert not Run.objects.filter(pk=pk).exists()
+    assert page.problems == [], page.problems
