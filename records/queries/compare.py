@@ -326,6 +326,18 @@ class RowComparison:
         return [(*col, self.tests.get(c)) for c, col in zip(COLUMNS, self.columns(), strict=True)]
 
     @property
+    def still_failing(self) -> int:
+        return self.kinds.get("still failing", 0)
+
+    @property
+    def biggest_change(self) -> tuple[str, float] | None:
+        """The column that moved most, with its difference in points."""
+        if not self.baseline or not self.candidate or self.refused:
+            return None
+        moved = [(title, d) for title, _, _, d in self.columns() if d is not None]
+        return max(moved, key=lambda x: abs(x[1]), default=None)
+
+    @property
     def cost_delta(self) -> float | None:
         if not self.baseline or not self.candidate:
             return None

@@ -55,9 +55,37 @@
     form.addEventListener("htmx:afterRequest", function () { bar.hidden = true; bar.value = 0; });
   }
 
+  // The compare form shows only what the chosen kind needs, and finds runs by part of their id.
+  function wireCompareForm() {
+    var form = document.getElementById("compare-form");
+    if (!form) return;
+    var kind = form.querySelector("select[name=kind]");
+    function showKind() {
+      form.querySelectorAll("label[data-kind]").forEach(function (label) {
+        var wanted = label.dataset.kind.split(" ").indexOf(kind.value || "runs") >= 0;
+        label.hidden = !wanted;
+        label.querySelectorAll("select").forEach(function (s) { s.disabled = !wanted; });
+      });
+    }
+    kind.addEventListener("change", showKind);
+    showKind();
+    var find = form.querySelector("input[data-filters-runs]");
+    if (find) {
+      find.addEventListener("input", function () {
+        var needle = find.value.trim().toLowerCase();
+        form.querySelectorAll("select[name=baseline], select[name=candidate], select[name=run]").forEach(function (s) {
+          Array.prototype.forEach.call(s.options, function (o) {
+            o.hidden = !!needle && o.value !== "" && o.text.toLowerCase().indexOf(needle) < 0 && !o.selected;
+          });
+        });
+      });
+    }
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     loadPlotlyThenDraw();
     wireUpload();
+    wireCompareForm();
   });
   document.addEventListener("htmx:afterSettle", function (e) { loadPlotlyThenDraw(); });
   // A filter left empty is no filter: it stays out of the address (and the pushed history).

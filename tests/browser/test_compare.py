@@ -133,3 +133,31 @@ def test_a_rates_interval_reads_off_the_chart_hover_and_the_table_cell(page):
     assert cell.locator("a.hits").inner_text() == f"{n} / {d}"
     assert cell.locator("span.ci").inner_text() == first.interval("clean").points()
     assert page.problems == [], page.problems
+
+
+def test_the_compare_form_asks_only_what_the_kind_needs_and_finds_runs(page):
+    page.goto(page.base + "/compare/")
+    form = page.locator("#compare-form")
+    assert form.locator("select[name=baseline]").is_visible()
+    assert not form.locator("select[name=run]").is_visible()
+    page.select_option("#compare-form select[name=kind]", "models")
+    assert form.locator("select[name=run]").is_visible()
+    assert not form.locator("select[name=baseline]").is_visible()
+    form.locator("input[data-filters-runs]").fill("f00d")
+    shown = form.locator("select[name=run] option:not([hidden])").all_inner_texts()
+    assert [t for t in shown if t != "—"] == ["run-2026-11-23-f00dfa"]
+    page.select_option("#compare-form select[name=run]", label="run-2026-11-23-f00dfa")
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_url("**kind=models**")
+    assert "baseline=" not in page.url  # the fields this kind does not need are not sent
+    assert page.problems == [], page.problems
+
+
+def test_a_comparison_opens_with_its_summary(page):
+    a, b = page.runs[BEFORE].pk, page.runs[AFTER].pk
+    page.goto(page.base + f"/compare/?kind=runs&baseline={a}&candidate={b}")
+    first = page.locator("table.compare-summary tbody tr").first
+    assert "openai:gpt-5.4-nano surface=meta" in first.inner_text()
+    assert "regressed" in first.inner_text()
+    assert int(first.locator("td.num").first.inner_text()) >= 1
+    assert page.problems == [], page.problems
