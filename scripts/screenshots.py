@@ -1,10 +1,11 @@
 """Screenshots of the main pages, from the demo data, in Chromium: the README's pictures.
 
     .venv/bin/python scripts/screenshots.py [--out docs/screenshots] [--width 1440 --width 390]
-                                            [--only runs --only run ...]
+                                            [--only runs --only run ...] [--whole]
 
 A fresh SQLite database in a temporary folder gets the demo runs; the dashboard is served from it
-(read access open) and each page is photographed whole at each width. A page that scrolls
+(read access open) and each page is photographed at each width: its first screen (900 px
+high), or the whole page with --whole. A page that scrolls
 sideways is named on the way. Chromium is taken from $EVALDASH_CHROMIUM (default
 /usr/bin/chromium).
 """
@@ -67,6 +68,7 @@ def main() -> int:
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
     parser.add_argument("--width", type=int, action="append")
     parser.add_argument("--only", action="append", help="page names to take (default: all)")
+    parser.add_argument("--whole", action="store_true", help="the whole page, not its first screen")
     args = parser.parse_args()
     widths = args.width or [1440, 390]
     out = Path(args.out)
@@ -124,7 +126,7 @@ def main() -> int:
                     scroll = page.evaluate("document.documentElement.scrollWidth")
                     if scroll > width:
                         wide.append(f"{name} at {width} px is {scroll} px wide")
-                    page.screenshot(path=str(out / f"{name}-{width}.png"), full_page=True)
+                    page.screenshot(path=str(out / f"{name}-{width}.png"), full_page=args.whole)
                 page.close()
             browser.close()
         for line in wide:

@@ -89,8 +89,18 @@ def test_models_side_by_side_draw_grouped_bars_and_a_cost_scatter(client, viewer
     assert fig["layout"]["barmode"] == "group"
     assert all(len(t["customdata"]) == 7 for t in fig["data"])  # N and D in the hover
     scatter = r.context["scatter"]
-    names = {t for trace in scatter["data"] for t in trace["text"]}
-    assert not any(n.startswith("qwen:") for n in names)  # unpriced: no place on a cost axis
+    models = [t["name"] for t in scatter["data"] if t["name"] != "Pareto front"]
+    assert models and not any(n.startswith("qwen:") for n in models)  # unpriced: no cost axis
+    # The front: every row on it beats every cheaper row on Clean, and no row off it beats it.
+    (front,) = [t for t in scatter["data"] if t["name"] == "Pareto front"]
+    points = [(x, y) for t in scatter["data"][:-1] for x, y in zip(t["x"], t["y"], strict=True)]
+    for x, y in zip(front["x"], front["y"], strict=True):
+        assert not any(px <= x and py > y for px, py in points)
+    for px, py in points:
+        if (px, py) not in zip(front["x"], front["y"], strict=True):
+            assert any(fx <= px and fy >= py for fx, fy in zip(front["x"], front["y"], strict=True))
+    by_completion = client.get(f"/compare/?kind=models&run={run.pk}&column=Completion")
+    assert "Cost against Completion" in by_completion.content.decode()
 
 
 def test_comparisons_live_in_the_url_update_in_place_and_export(client, viewer, demo):

@@ -13,6 +13,7 @@ from typing import Any
 
 from records.models import Run
 from records.queries.cost import COST_PARTS, RunFigures, Tokens, cost_of
+from records.scorer.score import RATIO_COLUMNS
 from records.scores.tables import COLUMN_TITLES
 
 # Keys whose strings are this module's own markup, not data.
@@ -103,14 +104,13 @@ def grouped_bars(group: Any) -> dict[str, Any]:
     )
 
 
-def cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
-    """Cost per attempt against Completion and Clean, one point per priced row."""
+def cost_scatter(groups: list[Any], run: Run, title: str = "Clean") -> dict[str, Any]:
+    """Cost per attempt against the column titled `title`, one point per priced row, coloured
+    and labelled by model (the label names its surface), the interval as an error bar, and the
+    Pareto front: the rows no other row beats on both cost and the column."""
+    column = dict(zip(COLUMN_TITLES, RATIO_COLUMNS, strict=True))[title]
     prices = {p.spec: p.price for p in run.providers.all()}
-    # Per column: x, y, label, hover data, and the interval's reach above and below y.
-    points: dict[str, tuple[list, list, list, list, list, list]] = {
-        "Completion": ([], [], [], [], [], []),
-        "Clean": ([], [], [], [], [], []),
-    }
+    by_model: dict[str, list[tuple[float, float, str, list, float, float]]] = {}
     for g in groups:
         for r in g.rows:
             f = r.figures
@@ -123,54 +123,77 @@ def cost_scatter(groups: list[Any], run: Run) -> dict[str, Any]:
                 ),
                 prices.get(r.model),
             )
-            if cost is None or not f["total"] or not f["attempts"]:
+            n, d = dict(r.columns)[column]
+            if cost is None or not f["total"] or not d:
                 continue  # unpriced rows have no place on a cost axis
-            for name, column, n in (
-                ("Completion", "completion", f["completed"]),
-                ("Clean", "clean", f["clean"]),
-            ):
-                xs, ys, texts, custom, above, below = points[name]
-                y = round(100 * n / f["attempts"], 2)
-                ci = r.interval(column)
-                xs.append(round(cost.total / f["total"], 6))
-                ys.append(y)
-                texts.append(f"{r.model} ({r.surface})")
-                custom.append([n, f["attempts"], ci.points() if ci else "-"])
-                above.append(round(100 * ci.high - y, 2) if ci else 0)
-                below.append(round(y - 100 * ci.low, 2) if ci else 0)
-    data = [
+            y = round(100 * n / d, 2)
+            ci = r.interval(column)
+            by_model.setdefault(r.model, []).append(
+                (
+                    round(cost.total / f["total"], 6),
+                    y,
+                    r.surface,
+                    [n, d, ci.points() if ci else "-"],
+                    round(100 * ci.high - y, 2) if ci else 0,
+                    round(y - 100 * ci.low, 2) if ci else 0,
+                )
+            )
+    data: list[dict[str, Any]] = [
         {
             "type": "scatter",
-            "mode": "markers",
-            "name": name,
-            "x": xs,
-            "y": ys,
-            "text": texts,
-            "customdata": custom,
+            "mode": "markers+text",
+            "name": model,
+            "x": [p[0] for p in points],
+            "y": [p[1] for p in points],
+            "text": [p[2] for p in points],
+            "textposition": "top center",
+            "customdata": [p[3] for p in points],
+            "marker": {"size": 10},
             "error_y": {
                 "type": "data",
                 "symmetric": False,
-                "array": above,
-                "arrayminus": below,
+                "array": [p[4] for p in points],
+                "arrayminus": [p[5] for p in points],
                 "thickness": 1,
                 "width": 3,
             },
-            "hovertemplate": "%{text}<br>$%{x:.5f} per attempt<br>"
-            + name
+            "hovertemplate": "%{fullData.name} on %{text}<br>$%{x:.5f} per attempt<br>"
+            + title
             + " %{customdata[0]} / %{customdata[1]} (%{y:.1f}%; 95% interval "
             "%{customdata[2]})<extra></extra>",
         }
-        for name, (xs, ys, texts, custom, above, below) in points.items()
+        for model, points in sorted(by_model.items())
     ]
+    everything = sorted((p[0], -p[1]) for points in by_model.values() for p in points)
+    front, best = [], None
+    for (
+        x,
+        negative_y,
+    ) in everything:  # cheapest first: a point is on the front if it beats all cheaper ones
+        if best is None or -negative_y > best:
+            front.append((x, -negative_y))
+            best = -negative_y
+    if len(front) > 1:
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "Pareto front",
+                "x": [x for x, _ in front],
+                "y": [y for _, y in front],
+                "line": {"dash": "dot", "color": "#6b7280"},
+                "hoverinfo": "skip",
+            }
+        )
     return escaped(
         {
             "data": data,
             "layout": {
-                "height": 420,
-                "xaxis": {"title": {"text": "USD per attempt"}},
-                "yaxis": {"title": {"text": "rate (%)"}, "range": [0, 105]},
-                "margin": {"t": 24, "r": 16, "b": 56, "l": 56},
-                "legend": {"orientation": "h"},
+                "height": 460,
+                "xaxis": {"title": {"text": "USD per attempt"}, "rangemode": "tozero"},
+                "yaxis": {"title": {"text": f"{title} (%)"}, "range": [0, 108]},
+                "margin": {"t": 24, "r": 24, "b": 56, "l": 56},
+                "legend": {"orientation": "h", "y": -0.2},
             },
         }
     )
