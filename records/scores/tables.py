@@ -360,6 +360,11 @@ class Group:
     rows: list[TableRow]
     opaque_meta: bool = False
 
+    @property
+    def refusals(self) -> list[tuple[str, str]]:
+        """Each refusal the rows carry, with its explanation, once (the rows show the badge)."""
+        return sorted({r.refusal for r in self.rows if r.refusal})
+
 
 def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[Group]:
     """Rows grouped by the cross-vendor key (row key less the model, plus case coverage)."""

@@ -228,11 +228,9 @@ def score_row(context: Any, r: Any) -> SafeString:
     if r.refusal:
         cells.append(
             format_html(
-                '<td><span class="badge warn" title="{}">{}</span> <span class="muted">{}</span>'
-                "</td>",
+                '<td><span class="badge warn" title="{}">{}</span></td>',
                 r.refusal[1],
                 r.refusal[0],
-                r.refusal[1],
             )
         )
     else:
@@ -285,3 +283,40 @@ def points(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{100 * value:+.1f}"
+
+
+@register.simple_tag(takes_context=True)
+def sort_header(
+    context: Any, title: str, key: str, numeric: bool = False, high_first: bool = False
+) -> SafeString:
+    """A column header that sorts its table through the address: a click sorts by the column
+    (`high_first`: highest first), a second click the other way; the list is swapped in place
+    where htmx is at hand."""
+    request = context["request"]
+    current = request.GET.get("sort", "")
+    first, second = (f"-{key}", key) if high_first else (key, f"-{key}")
+    target = second if current == first else first
+    query = request.GET.copy()
+    query["sort"] = target
+    query.pop("page", None)
+    base = context.get("sort_base", request.path)
+    href = f"{base}?{query.urlencode()}"
+    arrow = {key: " ▲", f"-{key}": " ▼"}.get(current, "")
+    aria = {key: "ascending", f"-{key}": "descending"}.get(current, "none")
+    swap = context.get("sort_target", "")
+    hx = (
+        format_html(
+            ' hx-get="{}" hx-target="{}" hx-swap="outerHTML" hx-push-url="true"', href, swap
+        )
+        if swap
+        else ""
+    )
+    return format_html(
+        '<th class="sortable{}" aria-sort="{}"><a href="{}"{}>{}{}</a></th>',
+        " num" if numeric else "",
+        aria,
+        href,
+        hx,
+        title,
+        arrow,
+    )

@@ -140,6 +140,20 @@ class AttemptFilter(df.FilterSet):
         widget=forms.HiddenInput,
     )
 
+    sort = df.OrderingFilter(
+        fields=(
+            ("line", "line"),
+            ("case", "case"),
+            ("model", "model"),
+            ("effective_surface", "surface"),
+            ("repeat", "repeat"),
+            ("ended_by", "ended_by"),
+            ("turn_count", "turns"),
+            ("try_count", "tries"),
+            ("call_count", "calls"),
+            ("input_tokens", "input_tokens"),
+        ),
+    )
     page = _PageFilter(method=_unset, min_value=1)
 
     class Meta:
@@ -171,6 +185,8 @@ class AttemptFilter(df.FilterSet):
 
     def filter_queryset(self, queryset: QuerySet) -> QuerySet:
         qs = super().filter_queryset(queryset)
+        if self.form.cleaned_data.get("sort"):
+            qs = qs.order_by(*qs.query.order_by, "line")  # ties in file order: pages stay stable
         condition = self.verdict_condition()
         if condition is None or self.scoring is None:
             return qs  # nothing scored: the score filters have nothing to read
@@ -181,4 +197,4 @@ class AttemptFilter(df.FilterSet):
     def narrowed(self) -> bool:
         """Whether any filter is set: the whole list's size was stored at ingest."""
         data = self.form.cleaned_data
-        return any(data.get(name) for name in self.filters if name != "page")
+        return any(data.get(name) for name in self.filters if name not in ("page", "sort"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from records.formats.shard import MODES, SURFACES, TIERS
+from records.scorer.score import RATIO_COLUMNS
 from records.scores.tables import COLUMN_TITLES
 
 SURFACE_CHOICES = [(s, s) for s in SURFACES]
@@ -68,3 +69,13 @@ class ColumnForm(forms.Form):
     """The score a page ranks by, as titled on the pages."""
 
     column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])
+
+
+class SortForm(forms.Form):
+    """A score table's order: a column (as named in exports), `-` before it for highest first."""
+
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[("", "")]
+        + [(f"{sign}{c}", f"{sign}{c}") for c in ("model", *RATIO_COLUMNS) for sign in ("", "-")],
+    )

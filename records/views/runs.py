@@ -46,7 +46,7 @@ from records.views.access import (
 )
 from records.views.exports import _export
 from records.views.filters import AttemptFilter, RunFilter
-from records.views.forms import ColumnForm
+from records.views.forms import ColumnForm, SortForm
 
 RUNS_PER_PAGE = 25
 
@@ -170,8 +170,14 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
             context["figures"] = run_figures(run)
             context["endings"] = ENDINGS
     elif tab == "scores":
+        form = SortForm(request.GET)
+        if not form.is_valid():
+            return _bad_request(form, request)
+        groups = score_groups(usable) if usable else []
+        _sort_rows(groups, form.cleaned_data.get("sort") or "")
         context.update(
-            groups=score_groups(usable) if usable else [],
+            groups=groups,
+            sortable_columns=list(zip(COLUMNS, COLUMN_TITLES, strict=True)),
             matching_key=key_for_run(run),
             keys=list(CorpusKey.objects.defer("document")[:50]),
             legend=LEGEND,
@@ -194,6 +200,21 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
         )
     template = "records/runs/detail.html#tab" if _partial(request) else "records/runs/detail.html"
     return render(request, template, context)
+
+
+def _sort_rows(groups: list[Any], sort: str) -> None:
+    """Each group's rows by model (the default) or by a column's rate, rows without a rate last."""
+    key, descending = sort.lstrip("-"), sort.startswith("-")
+    for g in groups:
+        if key in COLUMNS:
+            rated = [r for r in g.rows if dict(r.columns)[key][1]]
+            rated.sort(
+                key=lambda r: dict(r.columns)[key][0] / dict(r.columns)[key][1],
+                reverse=descending,
+            )
+            g.rows = rated + [r for r in g.rows if not dict(r.columns)[key][1]]
+        elif key == "model":
+            g.rows.sort(key=lambda r: r.model, reverse=descending)
 
 
 def _attempts_tab(

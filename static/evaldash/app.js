@@ -82,6 +82,25 @@
     }
   }
 
+  // A long id, one click from the clipboard (the page shows it cut short).
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button.copy[data-copy]");
+    if (!button) return;
+    var text = button.dataset.copy;
+    function done() { button.textContent = "copied"; setTimeout(function () { button.textContent = "copy"; }, 1500); }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done);
+    } else {
+      var area = document.createElement("textarea");
+      area.value = text;
+      document.body.appendChild(area);
+      area.select();
+      document.execCommand("copy");
+      area.remove();
+      done();
+    }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     loadPlotlyThenDraw();
     wireUpload();

@@ -97,3 +97,37 @@ def test_deleting_a_run_asks_first(page, django_user_model):
     page.wait_for_url(page.base + "/")
     assert not Run.objects.filter(pk=pk).exists()
     assert page.problems == [], page.problems
+
+
+def test_tables_sort_by_any_column_through_the_address(page):
+    from records.models import Attempt
+
+    run = page.runs[RUN]
+    page.goto(page.base + f"/runs/{run.pk}/attempts/?ended_by=completed")
+    page.click("#attempt-list th.sortable >> text=Turns")
+    page.wait_for_url("**sort=turns**")
+    settled(page)
+    assert "ended_by=completed" in page.url  # the filter stays
+    turns = [int(t) for t in page.locator("#attempt-list tbody td:nth-child(9)").all_inner_texts()]
+    want = list(
+        Attempt.objects.filter(run=run, ended_by="completed")
+        .order_by("turn_count", "line")
+        .values_list("turn_count", flat=True)[:50]
+    )
+    assert turns == want
+    page.click("#attempt-list th.sortable >> text=Turns")  # again: the other way
+    page.wait_for_url("**sort=-turns**")
+    settled(page)
+    turns = [int(t) for t in page.locator("#attempt-list tbody td:nth-child(9)").all_inner_texts()]
+    assert turns == sorted(turns, reverse=True)
+
+    page.goto(page.base + f"/runs/{run.pk}/scores/")
+    page.locator("table.scores").first.locator("th.sortable >> text=Completion").click()
+    page.wait_for_url("**sort=-completion**")  # a score sorts highest first
+    cells = page.locator("table.scores").first.locator("tbody tr td:nth-child(8) a.hits")
+    rates = []
+    for text in cells.all_inner_texts():
+        n, d = (int(x) for x in text.split(" / "))
+        rates.append(n / d)
+    assert rates == sorted(rates, reverse=True)
+    assert page.problems == [], page.problems
