@@ -320,3 +320,12 @@ def sort_header(
         title,
         arrow,
     )
+
+
+@register.filter
+def stored_count(summary: Any) -> int:
+    """Everything an upload stored: shards, keys, replay documents, suites, conformance runs."""
+    if not isinstance(summary, dict):
+        return 0
+    kinds = ("stored", "keys", "replays", "suites", "conformance_runs")
+    return sum(len(summary.get(kind) or []) for kind in kinds)

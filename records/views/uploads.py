@@ -77,11 +77,8 @@ def _override(request: HttpRequest) -> bool:
 @require_http_methods(["GET", "POST"])
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
-    can_upload = request.user.has_perm("records.add_upload")
-    context: dict[str, Any] = {
-        "can_upload": can_upload,
-        "max_bytes": settings.EVALDASH_MAX_UPLOAD_BYTES,
-    }
+    context = upload_page_context(request)
+    can_upload = context["can_upload"]
     if request.method == "POST":
         if not can_upload:
             return HttpResponse("You do not have the upload permission.", status=403)
@@ -94,14 +91,28 @@ def upload(request: HttpRequest) -> HttpResponse:
             context["report"] = ingest(inputs, up, allow_digest_mismatch=_override(request))
             context["upload"] = up
             status = 200 if context["report"].ok else 422
+        context["recent"] = _recent()
         template = (
             "records/uploads/upload.html#report"
             if _partial(request)
             else "records/uploads/upload.html"
         )
         return render(request, template, context, status=status)
-    context["recent"] = Upload.objects.select_related("user").order_by("-created_at")[:15]
     return render(request, "records/uploads/upload.html", context)
+
+
+def _recent() -> list[Upload]:
+    return list(Upload.objects.select_related("user", "token").order_by("-created_at")[:15])
+
+
+def upload_page_context(request: HttpRequest) -> dict[str, Any]:
+    """What the upload page shows around whatever was just sent (also for the conformance form,
+    whose refusals are shown on this page)."""
+    return {
+        "can_upload": request.user.has_perm("records.add_upload"),
+        "max_bytes": settings.EVALDASH_MAX_UPLOAD_BYTES,
+        "recent": _recent(),
+    }
 
 
 @require_GET

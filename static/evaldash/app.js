@@ -47,12 +47,25 @@
     form.addEventListener("drop", function (e) {
       if (e.dataTransfer && e.dataTransfer.files.length) { input.files = e.dataTransfer.files; show(); }
     });
+    var button = form.querySelector("button[type=submit]");
+    var percent = document.getElementById("upload-percent");
+    form.addEventListener("htmx:beforeRequest", function () {
+      button.disabled = true;
+      percent.textContent = "sending… 0%";
+    });
     form.addEventListener("htmx:xhr:progress", function (e) {
       if (!e.detail.lengthComputable) return;
+      var done = Math.floor((e.detail.loaded / e.detail.total) * 100);
       bar.hidden = false;
-      bar.value = (e.detail.loaded / e.detail.total) * 100;
+      bar.value = done;
+      percent.textContent = done < 100 ? "sending… " + done + "%" : "sent; reading and storing…";
     });
-    form.addEventListener("htmx:afterRequest", function () { bar.hidden = true; bar.value = 0; });
+    form.addEventListener("htmx:afterRequest", function () {
+      bar.hidden = true;
+      bar.value = 0;
+      button.disabled = false;
+      percent.textContent = "";
+    });
   }
 
   // The compare form shows only what the chosen kind needs, and finds runs by part of their id.

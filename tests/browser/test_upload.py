@@ -1,0 +1,75 @@
+"""The upload page: what was stored shown beside the form that sent it, the list refreshed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import check_layout, settled
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+@pytest.fixture
+def uploader_page(page, django_user_model):
+    from django.contrib.auth.models import Permission
+
+    user = django_user_model.objects.create_user("sender", password="pw-123456789-x")
+    user.user_permissions.add(Permission.objects.get(codename="add_upload"))
+    page.goto(page.base + "/login/")
+    page.fill("input[name=username]", "sender")
+    page.fill("input[name=password]", "pw-123456789-x")
+    page.click("form.login-form button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    return page
+
+
+def test_an_upload_reports_beside_its_form_and_refreshes_the_list(uploader_page):
+    page = uploader_page
+    check_layout(page, "/upload/")
+    page.goto(page.base + "/upload/")
+    before = page.locator("#recent-uploads tbody tr").count()
+    shard = (FIXTURES / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
+    page.set_input_files(
+        "#upload-form input[type=file]",
+        [
+            {"name": "modeleval-new.jsonl", "mimeType": "application/json", "buffer": shard},
+            {"name": "modeleval-bad.jsonl", "mimeType": "application/json", "buffer": b"{\n"},
+        ],
+    )
+    page.click("#upload-form button[type=submit]")
+    report = page.locator("#upload-form + #report")  # right under the form that sent it
+    report.locator("h2").wait_for()
+    settled(page)
+    text = report.inner_text()
+    assert "1 shard(s) stored" in text and "modeleval-new.jsonl" in text
+    assert "modeleval-bad.jsonl line 1" in text
+    assert page.locator("#recent-uploads tbody tr").count() == min(before + 1, 15)
+    assert not page.locator("#upload-form button[type=submit]").is_disabled()
+    # The browser logs the 422 (something was refused); nothing else went wrong.
+    assert [p for p in page.problems if "422" not in p] == [], page.problems
+
+
+def test_a_key_and_a_refused_conformance_run_are_reported_too(uploader_page):
+    page = uploader_page
+    page.goto(page.base + "/upload/")
+    key = (FIXTURES / "corpus" / "corpus-key-sample.json").read_bytes()
+    page.set_input_files(
+        "#upload-form input[type=file]",
+        [{"name": "key.json", "mimeType": "application/json", "buffer": key}],
+    )
+    page.click("#upload-form button[type=submit]")
+    page.locator("#report h3 >> text=Corpus keys").wait_for()
+    assert "key.json" in page.locator("#report").inner_text()
+    # A conformance run the reader refuses: the refusal beside its own form.
+    page.set_input_files(
+        "input[name=output]",
+        [{"name": "out.jsonl", "mimeType": "application/json", "buffer": b"not json\n"}],
+    )
+    page.fill("input[name=adapter]", "python/langgraph")
+    page.click("form:has(input[name=adapter]) button[type=submit]")
+    page.wait_for_load_state("networkidle")
+    error = page.locator("form:has(input[name=adapter]) + .request-error")
+    assert "refused" in error.inner_text() and "out.jsonl" in error.inner_text()
