@@ -49,6 +49,7 @@ urlpatterns = [
     path("runs/<int:pk>/flips/", scores.run_flips, name="run-flips"),
     path("compare/", compare.compare, name="compare"),
     path("compare.<fmt:fmt>", compare.compare_export, name="compare-export"),
+    path("compare/case/", compare.compare_case, name="compare-case"),
     path("compare.md", compare.compare_export, {"fmt": "md"}, name="compare-md"),
     path("history/", history.row_history, name="history"),
     path("keys/", scores.keys, name="keys"),

@@ -54,6 +54,22 @@ def _pages() -> dict[str, str]:
     }
     if failed:
         pages["attempt"] = f"/attempts/{failed.pk}/"
+    from urllib.parse import urlencode
+
+    from records.queries.compare import compare_runs
+
+    rows, _ = compare_runs(first, regressed)
+    if rows and rows[0].flips:
+        row = rows[0]
+        pages["compare-case"] = "/compare/case/?" + urlencode(
+            {
+                "baseline": first.pk,
+                "candidate": regressed.pk,
+                "a": row.baseline.row.row_key,
+                "b": row.candidate.row.row_key,
+                "case": row.flips[0].case,
+            }
+        )
     return pages
 
 

@@ -200,3 +200,41 @@ def test_the_ranking_sentence_names_what_can_and_cannot_be_told_apart():
         "Every pair of the 2 models can be told apart at this sample size (20 cases shared): "
         "a above b"
     )
+
+
+def test_a_changed_case_opens_both_runs_attempts_side_by_side(client, viewer, demo):
+    from records.queries.compare import compare_runs
+    from records.scores.run import latest_scoring
+
+    base, cand = demo["run-2026-11-16-a1b2c3"], demo["run-2026-11-23-f00dfa"]
+    rows, _ = compare_runs(base, cand)
+    row = rows[0]
+    flip = next(f for f in row.flips if f.kind == "regressed")
+    html = client.get(
+        f"/compare/?kind=runs&baseline={base.pk}&candidate={cand.pk}"
+    ).content.decode()
+    assert "/compare/case/?baseline=" in html
+    a, b = row.baseline.row.row_key, row.candidate.row.row_key
+    r = client.get(
+        "/compare/case/",
+        {"baseline": base.pk, "candidate": cand.pk, "a": a, "b": b, "case": flip.case},
+    )
+    assert r.status_code == 200
+    pairs = r.context["pairs"]
+    assert pairs and all(x and y for x, y in pairs)
+    for x, y in pairs:
+        assert x.attempt.case == y.attempt.case == flip.case
+        assert x.attempt.run_id == base.pk and y.attempt.run_id == cand.pk
+        assert x.verdict.scoring == latest_scoring(base)
+    # A regressed case: some pair differs, and the first difference is marked on both sides.
+    marked = [(x, y) for x, y in pairs if x.differs_at is not None or y.differs_at is not None]
+    assert marked
+    x, y = marked[0]
+    ix = [c.index for c in x.calls].index(x.differs_at) if x.differs_at is not None else None
+    iy = [c.index for c in y.calls].index(y.differs_at) if y.differs_at is not None else None
+    i = ix if ix is not None else iy
+    before = [(c.requested_action or c.tool, c.arguments) for c in x.calls[:i]]
+    after = [(c.requested_action or c.tool, c.arguments) for c in y.calls[:i]]
+    assert before == after  # everything up to the marked call agrees
+    assert 'class="call differs"' in r.content.decode()
+    assert client.get("/compare/case/?baseline=1").status_code == 400

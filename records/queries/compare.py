@@ -15,7 +15,7 @@ from typing import Any
 from django.db import connection
 
 from records import stats
-from records.models import Provider, Run, ScoreCase, Scoring
+from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.cost import Tokens, cost_of
 from records.scorer.score import RATIO_COLUMNS
 from records.scores.run import latest_scoring
@@ -330,19 +330,16 @@ class RowComparison:
         return self.kinds.get("still failing", 0)
 
     @property
-    def biggest_change(self) -> tuple[str, float] | None:
-        """The column that moved most, with its difference in points."""
-        if not self.baseline or not self.candidate or self.refused:
-            return None
-        moved = [(title, d) for title, _, _, d in self.columns() if d is not None]
-        return max(moved, key=lambda x: abs(x[1]), default=None)
-
-    @property
     def cost_delta(self) -> float | None:
         if not self.baseline or not self.candidate:
             return None
         a, b = self.baseline.cost, self.candidate.cost
         return None if a is None or b is None else b - a
+
+
+def row_identity(row_key: str) -> str:
+    """A row key's identity: what rows are matched on across runs (model, surface, mode, pins)."""
+    return _identity(row_key)
 
 
 def _identity(row_key: str) -> str:
@@ -595,3 +592,51 @@ def rank_models(scoring: Scoring, groups: list[Any], title: str) -> list[Ranking
         without = [r.model for r, pair in scored if not pair[1]]
         out.append(Ranking(title, ranked, apart, together, most, without))
     return out
+
+
+# --- one case, two runs ---------------------------------------------------------------------------
+
+
+@dataclass
+class CaseAttempt:
+    attempt: Attempt
+    verdict: Verdict
+    calls: list[Call]  # in order
+    differs_at: int | None = None  # the index of the first call unlike the other side's
+
+
+def case_side_by_side(
+    sa: Scoring, sb: Scoring, a_key: str, b_key: str, case: str
+) -> list[tuple[CaseAttempt | None, CaseAttempt | None]]:
+    """A case's attempts in two rows of two scorings, paired by repeat, each with its verdict and
+    calls; in each pair, the first call that differs (in what was asked for or its arguments) is
+    marked on both sides. Three queries."""
+    sides: list[dict[int, CaseAttempt]] = []
+    for scoring, key in ((sa, a_key), (sb, b_key)):
+        verdicts = list(
+            Verdict.objects.filter(scoring=scoring, row_key=key, case=case)
+            .select_related("attempt")
+            .order_by("attempt__repeat", "attempt__line")
+        )
+        sides.append({v.attempt.repeat: CaseAttempt(v.attempt, v, []) for v in verdicts})
+    by_attempt = {ca.attempt.pk: ca for side in sides for ca in side.values()}
+    for call in Call.objects.filter(attempt__in=list(by_attempt)).order_by(
+        "attempt", "index", "line"
+    ):
+        by_attempt[call.attempt_id].calls.append(call)
+    pairs = []
+    for repeat in sorted(set(sides[0]) | set(sides[1])):
+        a, b = sides[0].get(repeat), sides[1].get(repeat)
+        if a and b:
+            shape = [
+                [(c.requested_action or c.tool, c.arguments) for c in side.calls] for side in (a, b)
+            ]
+            for i in range(max(len(shape[0]), len(shape[1]))):
+                if i >= len(shape[0]) or i >= len(shape[1]) or shape[0][i] != shape[1][i]:
+                    if i < len(a.calls):
+                        a.differs_at = a.calls[i].index
+                    if i < len(b.calls):
+                        b.differs_at = b.calls[i].index
+                    break
+        pairs.append((a, b))
+    return pairs

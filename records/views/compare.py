@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import (
+    Http404,
     HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
@@ -24,10 +25,11 @@ from records.views.access import (
     _bad_request,
     _get_run_or_404,
     _partial,
+    query_form,
     read_access,
 )
 from records.views.exports import _export
-from records.views.forms import CompareForm
+from records.views.forms import CaseCompareForm, CompareForm
 
 
 @require_GET
@@ -55,6 +57,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             comparisons.append((candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem))
         context.update(
             baseline=baseline,
+            column_titles=COLUMN_TITLES,
             comparisons=comparisons,
             page_no=page_no,
             pages_needed=pages_needed,
@@ -155,3 +158,27 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         text = "\n".join(s.replace("<", "&lt;").replace(">", "&gt;") for s in lines) + "\n"
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
     return _export(fmt, "comparison", rows_out)
+
+
+@require_GET
+@read_access
+@query_form(CaseCompareForm)
+def compare_case(request: HttpRequest, form: CaseCompareForm) -> HttpResponse:
+    """One case of a compared row: the two runs' attempts side by side, call by call."""
+    data = form.cleaned_data
+    baseline, candidate = _get_run_or_404(data["baseline"]), _get_run_or_404(data["candidate"])
+    sa, sb = latest_scoring(baseline), latest_scoring(candidate)
+    if sa is None or sb is None:
+        raise Http404("both runs must be scored")
+    pairs = cmp.case_side_by_side(sa, sb, data["a"], data["b"], data["case"])
+    return render(
+        request,
+        "records/compare/case.html",
+        {
+            "baseline": baseline,
+            "candidate": candidate,
+            "case": data["case"],
+            "identity": cmp.row_identity(data["b"]),
+            "pairs": pairs,
+        },
+    )

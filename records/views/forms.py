@@ -79,3 +79,13 @@ class SortForm(forms.Form):
         choices=[("", "")]
         + [(f"{sign}{c}", f"{sign}{c}") for c in ("model", *RATIO_COLUMNS) for sign in ("", "-")],
     )
+
+
+class CaseCompareForm(forms.Form):
+    """One case of a compared row, in two runs."""
+
+    baseline = forms.IntegerField(min_value=1)
+    candidate = forms.IntegerField(min_value=1)
+    a = forms.CharField(max_length=2000)
+    b = forms.CharField(max_length=2000)
+    case = forms.CharField(max_length=500)
