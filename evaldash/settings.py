@@ -173,14 +173,11 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    # Hashed, compressed names once `collectstatic` has written its manifest; plain names
-    # (served from the finders) before that, so a fresh checkout works without a build step.
-    "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        if (STATIC_ROOT / "staticfiles.json").exists()
-        else "django.contrib.staticfiles.storage.StaticFilesStorage"
-    },
+    # Hashed, compressed names for what `collectstatic` has written; plain names (served from the
+    # finders) for the rest, so a fresh checkout works without a build step.
+    "staticfiles": {"BACKEND": "evaldash.storage.HashedStatic"},
 }
+EVALDASH_PLAIN_STATIC = env_bool("EVALDASH_PLAIN_STATIC", False)
 WHITENOISE_USE_FINDERS = True
 
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

@@ -283,3 +283,24 @@ def test_the_production_command_in_the_readme_starts_and_serves(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_collected_static_files_are_named_by_hash_and_compressed(tmp_path, settings):
+    """After `collectstatic` (as the demo and a deployment run it), pages name static files by
+    their content hash, so browsers keep them for good, and a compressed copy sits beside each;
+    plotly.js is the official basic bundle, not the 4.8 MB full one."""
+    from django.core.management import call_command
+    from django.templatetags.static import static
+
+    settings.STATIC_ROOT = tmp_path
+    settings.EVALDASH_PLAIN_STATIC = False
+    call_command("collectstatic", "--noinput", verbosity=0)
+    url = static("vendor/plotly/plotly-basic.min.js")
+    assert url != "/static/vendor/plotly/plotly-basic.min.js" and url.endswith(".js")
+    name = url.removeprefix("/static/")
+    assert (tmp_path / name).exists() and (tmp_path / (name + ".gz")).exists()
+    assert (tmp_path / (name + ".gz")).stat().st_size < 500_000
+    settings.EVALDASH_PLAIN_STATIC = True  # the tests' own setting: plain names, from the sources
+    assert (
+        static("vendor/plotly/plotly-basic.min.js") == "/static/vendor/plotly/plotly-basic.min.js"
+    )
