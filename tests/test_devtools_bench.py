@@ -20,8 +20,12 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     assert report["scoring"]["attempts"] > 0
     for page in (
         "runs list",
-        "run page with scores",
+        "run overview (ranked boards)",
+        "run scores tab",
+        "run attempts tab, drilled",
         "scores comparison of two runs",
+        "models side by side",
+        "row history",
         "case matrix",
         "attempt trace",
     ):

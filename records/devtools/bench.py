@@ -172,10 +172,18 @@ def page_times(client: Any, urls: dict[str, str], repeat: int = 9) -> dict[str, 
 def _pages(client: Any, run_id: int, baseline_id: int) -> dict[str, dict[str, float]]:
 
     attempt = Attempt.objects.filter(run_id=run_id, call_count__gt=2).order_by("pk").first()
+    run = Run.objects.get(pk=run_id)
+    model = run.models_seen[0] if run.models_seen else ""
     urls = {
         "runs list": "/",
-        "run page with scores": f"/runs/{run_id}/",
+        "run overview (ranked boards)": f"/runs/{run_id}/",
+        "run scores tab": f"/runs/{run_id}/scores/",
+        "run attempts tab, drilled": f"/runs/{run_id}/attempts/?outcome=failed&sort=-turns",
         "scores comparison of two runs": f"/compare/?kind=runs&baseline={baseline_id}&candidate={run_id}",
+        "models side by side": f"/compare/?kind=models&run={run_id}",
+        "row history": (
+            f"/history/?digest={run.corpus_digest}&model={model}&surface=dynamic&column=Clean"
+        ),
         "case matrix": f"/runs/{run_id}/matrix/?surface=dynamic",
         "attempt trace": f"/attempts/{attempt.pk}/",
     }
