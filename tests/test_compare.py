@@ -238,3 +238,39 @@ def test_a_changed_case_opens_both_runs_attempts_side_by_side(client, viewer, de
     assert before == after  # everything up to the marked call agrees
     assert 'class="call differs"' in r.content.decode()
     assert client.get("/compare/case/?baseline=1").status_code == 400
+
+
+def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
+    """The pair tests and case intervals kept with the score rows when a run is scored are
+    what reading every case again gives, so pages read them without reading the cases."""
+    from records.queries.compare import rank_models
+    from records.scores.ranking import pair_tests, stored_pair_tests
+    from records.scores.run import latest_scoring
+    from records.scores.tables import case_figures, score_groups, score_rows
+
+    scoring = latest_scoring(demo["run-2026-11-23-f00dfa"])
+    kept_rows, live_rows = score_rows(scoring), score_rows(scoring, live=True)
+    assert all("pairs" in r.figures for r in kept_rows)
+    for kept, live in zip(kept_rows, live_rows, strict=True):
+        assert kept.case_intervals.keys() == live.case_intervals.keys()  # the demo repeats cases
+        for column, ci in live.case_intervals.items():
+            got = kept.case_intervals[column]
+            assert (got is None) == (ci is None)
+            if ci:
+                assert (got.low, got.high) == pytest.approx((ci.low, ci.high))
+        assert kept.repeats == live.repeats
+    groups = score_groups(scoring, kept_rows)
+    stored = stored_pair_tests(kept_rows)
+    fresh = pair_tests(groups, case_figures(scoring, [r.row_key for r in kept_rows]))
+    assert stored.keys() == fresh.keys()
+    for pair, columns in fresh.items():
+        for column, t in columns.items():
+            s = stored[pair][column]
+            assert (s.cases, s.p_value, s.label) == (t.cases, pytest.approx(t.p_value), t.label)
+    # And a page reads them with no query of the cases.
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as q:
+        rankings = rank_models(scoring, groups, "Clean")
+    assert len(q) == 0 and rankings

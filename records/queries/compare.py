@@ -18,6 +18,7 @@ from records import stats
 from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.cost import Tokens, cost_of
 from records.scorer.score import RATIO_COLUMNS
+from records.scores.ranking import Ranking, pair_tests, rank, stored_pair_tests
 from records.scores.run import latest_scoring
 from records.scores.tables import (
     COLUMN_TITLES,
@@ -529,69 +530,16 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
 COLUMN_BY_TITLE = dict(zip(COLUMN_TITLES, COLUMNS, strict=True))
 
 
-@dataclass
-class Ranking:
-    """A group's models on one column, best first, and which pairs a paired test over the
-    cases both ran can tell apart at the 5% level."""
-
-    title: str  # the column, as titled on the pages
-    ranked: list[tuple[TableRow, tuple[int, int], stats.Interval | None]]
-    apart: list[tuple[str, str, stats.Paired]]  # (higher, lower, its test)
-    together: int  # pairs that cannot be told apart
-    cases: int  # the most cases any pair shared
-    without_rate: list[str]  # models with no rate on this column
-
-    @property
-    def sentence(self) -> str:
-        n = len(self.ranked)
-        if n < 2:
-            return "One model has a rate here: there is nothing to rank it against."
-        pairs = n * (n - 1) // 2
-        size = f"at this sample size ({self.cases} case{'s' if self.cases != 1 else ''} shared)"
-        if not self.apart:
-            return (
-                f"No pair of the {n} models can be told apart {size}: every paired test "
-                "over the cases both ran is within noise, so the order above may be chance."
-            )
-        told = "; ".join(f"{hi} above {lo}" for hi, lo, _ in self.apart)
-        if not self.together:
-            return f"Every pair of the {n} models can be told apart {size}: {told}."
-        return (
-            f"{len(self.apart)} of {pairs} pairs can be told apart {size}: {told}. "
-            f"The other {self.together} cannot: their order may be chance."
-        )
-
-
 def rank_models(scoring: Scoring, groups: list[Any], title: str) -> list[Ranking]:
-    """Per group of a scoring's rows, the models ranked on the column titled `title`, with a
-    paired test (`stats.compare`) for every pair over the cases both ran. One query."""
+    """Per group of a scoring's rows, the models ranked on the column titled `title`, read
+    against the pair tests kept with the rows (no query), or, for a scoring stored before they
+    were kept, tested here over the cases every pair ran (one query)."""
     column = COLUMN_BY_TITLE[title]
-    per_case = case_figures(scoring, [r.row_key for g in groups for r in g.rows])
-    out = []
-    for g in groups:
-        scored = [(r, dict(r.columns)[column]) for r in g.rows]
-        ranked = sorted(
-            ((r, pair, r.interval(column)) for r, pair in scored if pair[1]),
-            key=lambda x: (-x[1][0] / x[1][1], x[0].model),
-        )
-        apart, together, most = [], 0, 0
-        for i, (hi, _, _) in enumerate(ranked):
-            for lo, _, _ in ranked[i + 1 :]:
-                a, b = per_case.get(lo.row_key, {}), per_case.get(hi.row_key, {})
-                shared = sorted(set(a) & set(b))
-                test = stats.compare(
-                    [ratio_of(a[c], column) for c in shared],
-                    [ratio_of(b[c], column) for c in shared],
-                )
-                most = max(most, test.cases if test else 0)
-                if test and test.p_value < stats.ALPHA and test.difference != 0:
-                    higher, lower = (hi, lo) if test.difference > 0 else (lo, hi)
-                    apart.append((higher.model, lower.model, test))
-                else:
-                    together += 1
-        without = [r.model for r, pair in scored if not pair[1]]
-        out.append(Ranking(title, ranked, apart, together, most, without))
-    return out
+    rows = [r for g in groups for r in g.rows]
+    tests = stored_pair_tests(rows)
+    if tests is None:
+        tests = pair_tests(groups, case_figures(scoring, [r.row_key for r in rows]))
+    return [rank(g.rows, column, title, tests) for g in groups]
 
 
 # --- one case, two runs ---------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from records.scorer.score import (
     SCORER_VERSION,
     ScoringError,
 )
+from records.scores.ranking import store_row_statistics
 from records.scores.tables import _store_rows, provenance_refusal
 from records.scores.worker import score_worker
 
@@ -366,6 +367,7 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scori
     _store_rows(scoring)
 
     analyze_if_large(count, (Verdict, ScoreCase))
+    store_row_statistics(scoring)
     notes = []
     if skipped_retired:
         notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")

@@ -170,9 +170,11 @@ class TableRow:
         )
 
 
-def score_rows(scoring: Scoring) -> list[TableRow]:
+def score_rows(scoring: Scoring, *, live: bool = False) -> list[TableRow]:
     """The scoring's rows, as summed when it was stored; where the run repeats cases, with each
-    column's interval over cases and pass^k / pass@k (two more queries)."""
+    column's interval over cases and pass^k / pass@k, as kept with the rows when the scoring
+    was stored (`records.scores.ranking`), or read from the cases (`live`, or for a scoring
+    stored before they were kept: two more queries)."""
     rows = [
         TableRow(
             r.row_key,
@@ -184,6 +186,16 @@ def score_rows(scoring: Scoring) -> list[TableRow]:
         )
         for r in scoring.rows.order_by("row_key")
     ]
+    if not live and rows and all("pairs" in r.figures for r in rows):
+        for row in rows:
+            kept = row.figures.get("intervals")
+            if kept is not None:
+                row.case_intervals = {
+                    c: None if v is None else stats.Interval(*v) for c, v in kept.items()
+                }
+            if row.figures.get("repeats"):
+                row.repeats = Repeats(*row.figures["repeats"])
+        return rows
     repeat = Run.objects.filter(scorings=scoring).values_list("repeat", flat=True).first() or 1
     if repeat > 1 and rows:
         per_case = case_figures(scoring, [r.row_key for r in rows])

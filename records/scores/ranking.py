@@ -1,0 +1,162 @@
+"""Which rows of a group a paired test can tell apart, per column, and the rows' intervals where
+cases repeat: computed once when a scoring is stored, since both read every case of every row
+(which a page must not: its cost would grow with the run), and kept in each score row's figures.
+Scorings stored before this are read live, as they were."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from records import stats
+from records.models import ScoreRow, Scoring
+from records.scorer.score import RATIO_COLUMNS
+from records.scores.tables import TableRow, case_figures, ratio_of, score_groups, score_rows
+
+PairTests = dict[tuple[str, str], dict[str, stats.Paired]]  # (baseline, candidate) row keys
+
+
+@dataclass
+class Ranking:
+    """A group's models on one column, best first, and which pairs a paired test over the
+    cases both ran can tell apart at the 5% level."""
+
+    title: str  # the column, as titled on the pages
+    ranked: list[tuple[TableRow, tuple[int, int], stats.Interval | None]]
+    apart: list[tuple[str, str, stats.Paired]]  # (higher, lower, its test)
+    together: int  # pairs that cannot be told apart
+    cases: int  # the most cases any pair shared
+    without_rate: list[str]  # models with no rate on this column
+
+    @property
+    def sentence(self) -> str:
+        n = len(self.ranked)
+        if n < 2:
+            return "One model has a rate here: there is nothing to rank it against."
+        pairs = n * (n - 1) // 2
+        size = f"at this sample size ({self.cases} case{'s' if self.cases != 1 else ''} shared)"
+        if not self.apart:
+            return (
+                f"No pair of the {n} models can be told apart {size}: every paired test "
+                "over the cases both ran is within noise, so the order above may be chance."
+            )
+        told = "; ".join(f"{hi} above {lo}" for hi, lo, _ in self.apart)
+        if not self.together:
+            return f"Every pair of the {n} models can be told apart {size}: {told}."
+        return (
+            f"{len(self.apart)} of {pairs} pairs can be told apart {size}: {told}. "
+            f"The other {self.together} cannot: their order may be chance."
+        )
+
+
+def rank(rows: list[TableRow], column: str, title: str, tests: PairTests) -> Ranking:
+    """A group's rows ranked on `column`, best first, read against their pair tests."""
+    scored = [(r, dict(r.columns)[column]) for r in rows]
+    ranked = sorted(
+        ((r, pair, r.interval(column)) for r, pair in scored if pair[1]),
+        key=lambda x: (-x[1][0] / x[1][1], x[0].model),
+    )
+    apart, together, most = [], 0, 0
+    for i, (hi, _, _) in enumerate(ranked):
+        for lo, _, _ in ranked[i + 1 :]:
+            test = _test(tests, lo.row_key, hi.row_key, column)
+            most = max(most, test.cases if test else 0)
+            if test and test.p_value < stats.ALPHA and test.difference != 0:
+                higher, lower = (hi, lo) if test.difference > 0 else (lo, hi)
+                apart.append((higher.model, lower.model, test))
+            else:
+                together += 1
+    without = [r.model for r, pair in scored if not pair[1]]
+    return Ranking(title, ranked, apart, together, most, without)
+
+
+def _test(tests: PairTests, baseline: str, candidate: str, column: str) -> stats.Paired | None:
+    """The test of `candidate` against `baseline`, whichever way round it was stored."""
+    found = tests.get((baseline, candidate), {}).get(column)
+    if found is not None:
+        return found
+    other = tests.get((candidate, baseline), {}).get(column)
+    if other is None:
+        return None
+    return stats.Paired(
+        other.cases,
+        other.candidate_rate,
+        other.baseline_rate,
+        stats.Interval(-other.delta.high, -other.delta.low),
+        other.p_value,
+        other.test,
+        other.discordant[::-1] if other.discordant else None,
+    )
+
+
+def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]) -> PairTests:
+    """Every pair of rows within a group, every column, tested over the cases both ran."""
+    out: PairTests = {}
+    for g in groups:
+        keys = sorted(r.row_key for r in g.rows)
+        for i, a in enumerate(keys):
+            for b in keys[i + 1 :]:
+                ca, cb = per_case.get(a, {}), per_case.get(b, {})
+                shared = sorted(set(ca) & set(cb))
+                out[(a, b)] = {
+                    column: test
+                    for column in RATIO_COLUMNS
+                    if (
+                        test := stats.compare(
+                            [ratio_of(ca[c], column) for c in shared],
+                            [ratio_of(cb[c], column) for c in shared],
+                        )
+                    )
+                    is not None
+                }
+    return out
+
+
+def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
+    """The pair tests kept with the rows; None where a row has none (an older scoring)."""
+    out: PairTests = {}
+    for r in rows:
+        kept = r.figures.get("pairs")
+        if kept is None:
+            return None
+        for other, columns in kept.items():
+            out[(r.row_key, other)] = {
+                column: stats.Paired(cases, base, cand, stats.Interval(low, high), p, test, None)
+                for column, (cases, base, cand, low, high, p, test) in columns.items()
+            }
+    return out
+
+
+def store_row_statistics(scoring: Scoring) -> None:
+    """Keep with each score row its pair tests against the other rows of its group (under the
+    row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
+    the case as the unit. One read of every case, at scoring time."""
+    rows = score_rows(scoring, live=True)
+    groups = score_groups(scoring, rows)
+    per_case = case_figures(scoring, [r.row_key for r in rows])
+    kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
+    for (a, b), columns in pair_tests(groups, per_case).items():
+        kept[a]["pairs"][b] = {
+            column: [
+                t.cases,
+                t.baseline_rate,
+                t.candidate_rate,
+                t.delta.low,
+                t.delta.high,
+                t.p_value,
+                t.test,
+            ]
+            for column, t in columns.items()
+        }
+    for r in rows:
+        if r.case_intervals is not None:
+            kept[r.row_key]["intervals"] = {
+                c: None if ci is None else [ci.low, ci.high] for c, ci in r.case_intervals.items()
+            }
+        if r.repeats is not None:
+            x = r.repeats
+            kept[r.row_key]["repeats"] = [x.k, x.cases, x.every, x.any]
+    stored = list(ScoreRow.objects.filter(scoring=scoring))
+    for s in stored:
+        s.figures = {**s.figures, **kept.get(s.row_key, {"pairs": {}})}
+    ScoreRow.objects.bulk_update(stored, ["figures"], batch_size=500)
