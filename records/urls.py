@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path, register_converter
+from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
@@ -33,24 +33,29 @@ class RunTab(ExportFormat):
 
 register_converter(RunTab, "run_tab")
 
+# One run's pages, below /runs/<pk>/: its tabs, exports, scoring and deletion.
+run_urls = [
+    path("", runs.run_detail, name="run"),
+    path("<run_tab:tab>/", runs.run_detail, name="run-tab"),
+    path("attempts.<fmt:fmt>", runs.run_attempts_export, name="run-attempts-export"),
+    path("scores.<fmt:fmt>", scores.run_scores_export, name="run-scores-export"),
+    path("score/", scores.run_score, name="run-score"),
+    path("matrix/", scores.run_matrix, name="run-matrix"),
+    path("flips/", scores.run_flips, name="run-flips"),
+    path("delete/", runs.run_delete, name="run-delete"),
+    path("scores.md", scores.run_scores_export, {"fmt": "md"}, name="run-scores-md"),
+]
+
 app_name = "records"
 urlpatterns = [
     path("", runs.runs, name="runs"),
     path("runs.<fmt:fmt>", runs.runs_export, name="runs-export"),
-    path("runs/<int:pk>/", runs.run_detail, name="run"),
-    path("runs/<int:pk>/<run_tab:tab>/", runs.run_detail, name="run-tab"),
-    path("runs/<int:pk>/attempts.<fmt:fmt>", runs.run_attempts_export, name="run-attempts-export"),
-    path("runs/<int:pk>/score/", scores.run_score, name="run-score"),
-    path("runs/<int:pk>/delete/", runs.run_delete, name="run-delete"),
+    path("runs/<int:pk>/", include(run_urls)),
     path("audit/", uploads.audit, name="audit"),
-    path("runs/<int:pk>/scores.<fmt:fmt>", scores.run_scores_export, name="run-scores-export"),
-    path("runs/<int:pk>/scores.md", scores.run_scores_export, {"fmt": "md"}, name="run-scores-md"),
-    path("runs/<int:pk>/matrix/", scores.run_matrix, name="run-matrix"),
-    path("runs/<int:pk>/flips/", scores.run_flips, name="run-flips"),
     path("compare/", compare.compare, name="compare"),
+    path("compare.md", compare.compare_export, {"fmt": "md"}, name="compare-md"),
     path("compare.<fmt:fmt>", compare.compare_export, name="compare-export"),
     path("compare/case/", compare.compare_case, name="compare-case"),
-    path("compare.md", compare.compare_export, {"fmt": "md"}, name="compare-md"),
     path("history/", history.row_history, name="history"),
     path("keys/", scores.keys, name="keys"),
     path("keys/<int:pk>/", scores.key_detail, name="key"),

@@ -164,7 +164,19 @@ class Attempt(
 # commit).
 
 
+class InAttempt(models.Model):
+    """A turn or call line: read back in the order of its attempt (index, then line)."""
+
+    class Meta:
+        abstract = True
+        ordering = ["attempt", "index", "line"]
+
+    def __str__(self) -> str:
+        return f"{self._meta.model_name} {self.index} of attempt {self.attempt_id}"  # type: ignore[attr-defined]
+
+
 class Turn(
+    InAttempt,
     row_columns("TurnColumns", TurnRow, skip=("attempt", *TOKENS), required=("status",)),
     TokenUsage,
 ):
@@ -172,23 +184,18 @@ class Turn(
 
     attempt = _bulk_reference(Attempt, models.CASCADE, "turns")
 
-    class Meta:
-        ordering = ["attempt", "index", "line"]
+    class Meta(InAttempt.Meta):
         indexes = [models.Index(fields=["attempt", "index", "line"])]
 
-    def __str__(self) -> str:
-        return f"turn {self.index} try {self.try_number} of attempt {self.attempt_id}"
 
-
-class Call(row_columns("CallColumns", CallRow, skip=("attempt",), required=("tool", "outcome"))):
+class Call(
+    InAttempt,
+    row_columns("CallColumns", CallRow, skip=("attempt",), required=("tool", "outcome")),
+):
     attempt = _bulk_reference(Attempt, models.CASCADE, "calls")
 
-    class Meta:
-        ordering = ["attempt", "index", "line"]
+    class Meta(InAttempt.Meta):
         indexes = [models.Index(fields=["attempt", "index", "line"])]
-
-    def __str__(self) -> str:
-        return f"call {self.index} of attempt {self.attempt_id}"
 
     @property
     def rewritten(self) -> bool:

@@ -74,6 +74,19 @@ def page(browser, live_server, settings, demo_data):
     context.close()
 
 
+def log_in(page, name: str, *permissions: str) -> None:
+    """Make an account holding `permissions` (codenames) and log in with it, as a person would."""
+    from django.contrib.auth.models import Permission, User
+
+    user = User.objects.create_user(name, password="pw-123456789-x")
+    user.user_permissions.add(*Permission.objects.filter(codename__in=permissions))
+    page.goto(page.base + "/login/")
+    page.fill("input[name=username]", name)
+    page.fill("input[name=password]", "pw-123456789-x")
+    page.click("form.login-form button[type=submit]")
+    page.wait_for_load_state("networkidle")
+
+
 def settled(page) -> None:
     """Wait until htmx has swapped and settled what it loaded."""
     busy = page.locator(".htmx-request, .htmx-swapping, .htmx-settling")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import check_layout, settled
+from tests.browser.conftest import check_layout, log_in, settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 RUN = "run-2026-11-23-f00dfa"
@@ -75,18 +75,10 @@ def _summed(page) -> tuple[int, int]:
     return n, d
 
 
-def test_deleting_a_run_asks_first(page, django_user_model):
-    from django.contrib.auth.models import Permission
-
+def test_deleting_a_run_asks_first(page):
     from records.models import Run
 
-    user = django_user_model.objects.create_user("keeper", password="pw-123456789-x")
-    user.user_permissions.add(Permission.objects.get(codename="delete_run"))
-    page.goto(page.base + "/login/")
-    page.fill("input[name=username]", "keeper")
-    page.fill("input[name=password]", "pw-123456789-x")
-    page.click("form.login-form button[type=submit]")
-    page.wait_for_load_state("networkidle")
+    log_in(page, "keeper", "delete_run")
     pk = page.runs[RUN].pk
     page.goto(page.base + f"/runs/{pk}/sessions/")
     page.click("a.button.danger")  # opens the question, deletes nothing

@@ -6,23 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import check_layout, settled
+from tests.browser.conftest import check_layout, log_in, settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 @pytest.fixture
-def uploader_page(page, django_user_model):
-    from django.contrib.auth.models import Permission
-
-    user = django_user_model.objects.create_user("sender", password="pw-123456789-x")
-    user.user_permissions.add(Permission.objects.get(codename="add_upload"))
-    page.goto(page.base + "/login/")
-    page.fill("input[name=username]", "sender")
-    page.fill("input[name=password]", "pw-123456789-x")
-    page.click("form.login-form button[type=submit]")
-    page.wait_for_load_state("networkidle")
+def uploader_page(page):
+    log_in(page, "sender", "add_upload")
     return page
 
 
@@ -30,6 +22,7 @@ def test_an_upload_reports_beside_its_form_and_refreshes_the_list(uploader_page)
     page = uploader_page
     check_layout(page, "/upload/")
     page.goto(page.base + "/upload/")
+    assert page.title() == "Upload · evaldash"
     before = page.locator("#recent-uploads tbody tr").count()
     shard = (FIXTURES / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
     page.set_input_files(
