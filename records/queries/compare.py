@@ -21,8 +21,9 @@ from records.scorer.score import RATIO_COLUMNS
 from records.scores.ranking import Ranking, pair_tests, rank, stored_pair_tests
 from records.scores.run import latest_scoring
 from records.scores.tables import (
-    COLUMN_TITLES,
+    COLUMN_BY_TITLE,
     SUMMED,
+    TITLED_COLUMNS,
     TableRow,
     case_figures,
     ratio_of,
@@ -317,7 +318,7 @@ class RowComparison:
                 self.candidate.ratio(c),
                 delta_points(self.baseline.ratio(c), self.candidate.ratio(c)),
             )
-            for c, title in zip(COLUMNS, COLUMN_TITLES, strict=True)
+            for c, title in TITLED_COLUMNS
         ]
 
     def tested_columns(
@@ -462,7 +463,7 @@ class SurfaceGroup:
         """Per column (titled): each side's ratio, and after the first side its difference in
         points from the first and its case-by-case test."""
         out = []
-        for column, title in zip(COLUMNS, COLUMN_TITLES, strict=True):
+        for column, title in TITLED_COLUMNS:
             first = self.sides[0].ratio(column)
             cells = [(first, None, None)]
             for side, tests in zip(self.sides[1:], self.tests, strict=True):
@@ -526,8 +527,6 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
 
 
 # --- models ranked (one run) ---------------------------------------------------------------------
-
-COLUMN_BY_TITLE = dict(zip(COLUMN_TITLES, COLUMNS, strict=True))
 
 
 def rank_models(scoring: Scoring, groups: list[Any], title: str) -> list[Ranking]:

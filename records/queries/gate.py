@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from records.models import Run
-from records.queries.compare import COLUMN_BY_TITLE, compare_runs
+from records.queries.compare import compare_runs
 from records.queries.runs import previous_runs
-from records.scores.tables import COLUMN_TITLES
+from records.scores.tables import COLUMN_BY_TITLE, COLUMN_TITLES
 
 
 class GateError(Exception):

@@ -8,8 +8,8 @@ from datetime import datetime
 
 from records import stats
 from records.models import Run, ScoreRow, Scoring, Verdict
-from records.queries.compare import COLUMN_BY_TITLE, parse_row_key
-from records.scores.tables import SUMMED, count_where, ratio_of, verdict_sums
+from records.queries.compare import parse_row_key
+from records.scores.tables import COLUMN_BY_TITLE, SUMMED, count_where, ratio_of, verdict_sums
 
 RUNS_SHOWN = 60
 

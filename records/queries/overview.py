@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 from records import stats
 from records.models import Scoring
-from records.queries.compare import COLUMN_BY_TITLE, Ranking, rank_models
+from records.queries.compare import rank_models
 from records.queries.cost import Tokens, cost_of
-from records.scores.tables import Group, TableRow
+from records.scores.ranking import Ranking
+from records.scores.tables import COLUMN_BY_TITLE, Group, TableRow
 
 
 @dataclass

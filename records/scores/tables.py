@@ -22,9 +22,7 @@ from records.models import (
 )
 from records.models import ScoreRow as StoredRow
 from records.scorer.batch import ADDITIVE, CONFIRMATIONS, TOKENS
-from records.scorer.score import (
-    OUTCOMES,
-)
+from records.scorer.score import OUTCOMES, RATIO_COLUMNS
 
 
 def cases_on(scoring: Scoring, surface: str) -> Any:
@@ -445,6 +443,11 @@ COLUMN_TITLES = [
     "Unaided",
     "Completion",
 ]
+# Each ratio column by its key (as exports and addresses name it) and its title (as pages and
+# the legend show it).
+TITLED_COLUMNS = list(zip(RATIO_COLUMNS, COLUMN_TITLES, strict=True))
+TITLE_OF = dict(TITLED_COLUMNS)
+COLUMN_BY_TITLE = {title: column for column, title in TITLED_COLUMNS}
 
 
 LEGEND = [

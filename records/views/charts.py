@@ -13,8 +13,7 @@ from typing import Any
 
 from records.models import Run
 from records.queries.cost import COST_PARTS, RunFigures, Tokens, cost_of
-from records.scorer.score import RATIO_COLUMNS
-from records.scores.tables import COLUMN_TITLES
+from records.scores.tables import COLUMN_BY_TITLE, COLUMN_TITLES
 
 # Keys whose strings are this module's own markup, not data.
 _TEMPLATES = frozenset({"hovertemplate", "texttemplate"})
@@ -108,7 +107,7 @@ def cost_scatter(groups: list[Any], run: Run, title: str = "Clean") -> dict[str,
     """Cost per attempt against the column titled `title`, one point per priced row, coloured
     and labelled by model (the label names its surface), the interval as an error bar, and the
     Pareto front: the rows no other row beats on both cost and the column."""
-    column = dict(zip(COLUMN_TITLES, RATIO_COLUMNS, strict=True))[title]
+    column = COLUMN_BY_TITLE[title]
     prices = {p.spec: p.price for p in run.providers.all()}
     by_model: dict[str, list[tuple[float, float, str, list, float, float]]] = {}
     for g in groups:

@@ -12,10 +12,9 @@ from django import forms
 from django.db.models import Exists, F, OuterRef, Q, QuerySet
 
 from records.models import ENDINGS, SurfaceSummary, Verdict
-from records.queries.compare import COLUMNS
 from records.queries.runs import RUN_SORTS
 from records.scorer.score import OUTCOMES
-from records.scores.tables import COLUMN_TITLES
+from records.scores.tables import TITLED_COLUMNS
 from records.views.forms import MODE_CHOICES, SURFACE_CHOICES, TIER_CHOICES
 
 
@@ -129,7 +128,7 @@ class AttemptFilter(df.FilterSet):
     )
     row = df.CharFilter(max_length=2000, method=_unset, widget=forms.HiddenInput)
     column = df.ChoiceFilter(
-        choices=list(zip(COLUMNS, COLUMN_TITLES, strict=True)),
+        choices=TITLED_COLUMNS,
         method=_unset,
         empty_label="any column",
         widget=forms.HiddenInput,

@@ -24,7 +24,7 @@ from records.models import (
     CorpusKey,
     Run,
 )
-from records.queries.compare import COLUMN_BY_TITLE, COLUMNS
+from records.queries.compare import COLUMNS
 from records.queries.cost import run_figures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
@@ -36,7 +36,14 @@ from records.queries.runs import (
     runs_for_list,
 )
 from records.scores.run import key_for_run, latest_scoring
-from records.scores.tables import COLUMN_TITLES, LEGEND, score_groups
+from records.scores.tables import (
+    COLUMN_BY_TITLE,
+    COLUMN_TITLES,
+    LEGEND,
+    TITLE_OF,
+    TITLED_COLUMNS,
+    score_groups,
+)
 from records.views import charts
 from records.views.access import (
     _bad_request,
@@ -177,7 +184,7 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
         _sort_rows(groups, form.cleaned_data.get("sort") or "")
         context.update(
             groups=groups,
-            sortable_columns=list(zip(COLUMNS, COLUMN_TITLES, strict=True)),
+            sortable_columns=TITLED_COLUMNS,
             matching_key=key_for_run(run),
             keys=list(CorpusKey.objects.defer("document")[:50]),
             legend=LEGEND,
@@ -239,7 +246,7 @@ def _attempts_tab(
         drilled=_drilled(data),
         column_sum=(
             (
-                dict(zip(COLUMNS, COLUMN_TITLES, strict=True))[column],
+                TITLE_OF[column],
                 column_over(scoring, attempts.qs, column),
             )
             if column and scoring
@@ -257,7 +264,7 @@ def _drilled(data: dict[str, Any]) -> str:
     if data.get("row"):
         parts.append(f"row {data['row']}")
     if data.get("column") and data.get("hit"):
-        title = dict(zip(COLUMNS, COLUMN_TITLES, strict=True))[data["column"]]
+        title = TITLE_OF[data["column"]]
         parts.append(
             f"behind the {title} numerator" if data["hit"] == "yes" else f"that missed {title}"
         )
