@@ -208,7 +208,8 @@
     var want = entries(new FormData(form));
     if (want === entries(new URLSearchParams(window.location.search))) e.preventDefault();
   });
-  window.addEventListener("pageshow", followAddress);
+  // A page the browser kept (its back-forward cache) shows the controls as last touched.
+  window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
   // Error answers (400 for a bad filter, 422 for a refused upload) still carry a page to show.
   document.addEventListener("htmx:beforeSwap", function (e) {

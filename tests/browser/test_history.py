@@ -19,4 +19,6 @@ def test_the_history_reads_at_both_widths_and_marks_the_drop(page):
     page.wait_for_selector("[data-plotly=history-chart] .main-svg", timeout=15000)
     assert "run-2026-11-23-f00dfa" in page.locator(".fence").inner_text()
     assert page.locator("tr.first-drop").count() == 1
+    # The mode the page chose is the one its control shows (a script must not blank it).
+    assert page.locator("input[name=mode]").input_value() == "default"
     assert page.problems == [], page.problems
