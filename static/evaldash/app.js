@@ -192,7 +192,13 @@
       });
     });
   }
-  document.addEventListener("htmx:historyRestore", followAddress);
+  // A restored page is new markup: its controls follow the address, and its forms are wired again.
+  document.addEventListener("htmx:historyRestore", function () {
+    followAddress();
+    wireUpload();
+    wireCompareForm();
+    loadPlotlyThenDraw();
+  });
   // A filter form asks again only for a list it does not show yet: Enter in a field fires both
   // "change" and "submit", and the second would add the same address to the history twice.
   function entries(params) {

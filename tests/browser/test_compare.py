@@ -150,6 +150,13 @@ def test_the_compare_form_asks_only_what_the_kind_needs_and_finds_runs(page):
     page.click("#compare-form button[type=submit]")
     page.wait_for_url("**kind=models**")
     assert "baseline=" not in page.url  # the fields this kind does not need are not sent
+    settled(page)
+    page.go_back()  # the form shows the kind it was at, with that kind's fields
+    page.wait_for_url(lambda url: "kind=models" not in url)
+    settled(page)
+    assert page.locator("#compare-form select[name=kind]").input_value() in ("", "runs")
+    assert form.locator("select[name=baseline]").is_visible()
+    assert not form.locator("select[name=run]").is_visible()
     assert page.problems == [], page.problems
 
 
