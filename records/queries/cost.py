@@ -217,3 +217,36 @@ def run_figures(
             cost_without_cache(tokens, price),
         )
     return figures
+
+
+# What the cost table sorts by, through the address: each column's value of a row (None, an
+# unknown cost, sorts last either way).
+COST_SORTS: dict[str, Any] = {
+    "model": lambda r: r.model,
+    "surface": lambda r: (r.surface, r.mode),
+    "input": lambda r: r.tokens.input,
+    "output": lambda r: r.tokens.output,
+    "cache_write": lambda r: r.tokens.cache_created,
+    "cache_read": lambda r: r.tokens.cache_read,
+    "total": lambda r: r.cost.total if r.cost else None,
+    "cache_share": lambda r: r.tokens.cache_read_share,
+    "per_attempt": lambda r: r.cost_per_attempt,
+    "per_completed": lambda r: r.cost_per_completed,
+    "without_cache": lambda r: r.without_cache,
+}
+
+
+def sort_figures(figures: RunFigures, sort: str) -> None:
+    """Order the table's rows (per model, and per model and surface) by `sort`: a key of
+    COST_SORTS, `-` before it for the highest first."""
+    key = COST_SORTS.get(sort.lstrip("-"))
+    if key is None:
+        return
+    descending = sort.startswith("-")
+
+    def ordered(rows: list[SurfaceRow]) -> list[SurfaceRow]:
+        known = sorted((r for r in rows if key(r) is not None), key=key, reverse=descending)
+        return known + [r for r in rows if key(r) is None]
+
+    figures.rows = ordered(figures.rows)
+    figures.by_model = {r.model: r for r in ordered(list(figures.by_model.values()))}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from records.formats.shard import MODES, SURFACES, TIERS
+from records.queries.cost import COST_SORTS
 from records.scorer.score import RATIO_COLUMNS
 from records.scores.tables import COLUMN_TITLES
 
@@ -89,3 +90,13 @@ class CaseCompareForm(forms.Form):
     a = forms.CharField(max_length=2000)
     b = forms.CharField(max_length=2000)
     case = forms.CharField(max_length=500)
+
+
+class CostSortForm(forms.Form):
+    """The cost table's order: a column, `-` before it for the highest first."""
+
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[("", "")]
+        + [(f"{sign}{key}", f"{sign}{key}") for key in COST_SORTS for sign in ("", "-")],
+    )

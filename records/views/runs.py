@@ -25,7 +25,7 @@ from records.models import (
     Run,
 )
 from records.queries.compare import COLUMNS
-from records.queries.cost import run_figures
+from records.queries.cost import run_figures, sort_figures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
     attempts_for_list,
@@ -53,7 +53,7 @@ from records.views.access import (
 )
 from records.views.exports import _export
 from records.views.filters import AttemptFilter, RunFilter
-from records.views.forms import ColumnForm, SortForm
+from records.views.forms import ColumnForm, CostSortForm, SortForm
 
 RUNS_PER_PAGE = 25
 
@@ -192,7 +192,11 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
             can_score=request.user.has_perm("records.add_scoring"),
         )
     elif tab == "cost":
+        form = CostSortForm(request.GET)
+        if not form.is_valid():
+            return _bad_request(form, request)
         figures = run_figures(run)
+        sort_figures(figures, form.cleaned_data.get("sort") or "")
         context.update(
             figures=figures,
             chart=charts.cost_chart(figures) if figures.priced_models else None,

@@ -123,3 +123,19 @@ def test_tables_sort_by_any_column_through_the_address(page):
         rates.append(n / d)
     assert rates == sorted(rates, reverse=True)
     assert page.problems == [], page.problems
+
+
+def test_the_cost_table_sorts_through_the_address_unknown_cost_last(page):
+    pk = page.runs[RUN].pk
+    page.goto(page.base + f"/runs/{pk}/cost/")
+    page.click("#cost-table th.sortable >> text=Per attempt")
+    page.wait_for_url("**sort=-per_attempt**")  # highest first
+    settled(page)
+    rows = page.locator("#cost-table tbody tr:not(.total)")
+    cells = rows.locator("td:nth-child(13)").all_inner_texts()
+    known = [float(c.replace("$", "").replace(",", "")) for c in cells if c.startswith("$")]
+    assert known and known == sorted(known, reverse=True)
+    # Unknown cost (an unpriced model) comes after every known one.
+    unknown = ["unknown:" in t for t in rows.all_inner_texts()]
+    assert any(unknown) and unknown == sorted(unknown)
+    assert page.problems == [], page.problems
