@@ -203,7 +203,7 @@ class TestRunPage:
         html = client.get(f"/runs/{run.pk}/sessions/").content.decode()
         assert "retrieved on 2026-09-16" in html and "dynamic/default" in html
         for ending in ENDINGS:
-            assert f">{ending}</th>" in html
+            assert f">{ending}</a></th>" in html  # each ending a column, sortable
         assert 'id="cost-chart-data"' in client.get(f"/runs/{run.pk}/cost/").content.decode()
 
     def test_cost_splits_four_ways_and_compares_with_no_cache(self, client):

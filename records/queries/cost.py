@@ -219,11 +219,17 @@ def run_figures(
     return figures
 
 
-# What the cost table sorts by, through the address: each column's value of a row (None, an
-# unknown cost, sorts last either way).
-COST_SORTS: dict[str, Any] = {
+# What the tables of a run's figures (cost; how attempts ended) sort by, through the address:
+# each column's value of a row (None, an unknown cost, sorts last either way).
+ROW_SORTS: dict[str, Any] = {
     "model": lambda r: r.model,
     "surface": lambda r: (r.surface, r.mode),
+    "attempts": lambda r: r.summary.attempts,
+    **{ending: (lambda r, e=ending: getattr(r.summary, e)) for ending in ENDINGS},
+    "turns": lambda r: r.summary.turns,
+    "tries": lambda r: r.summary.tries,
+    "latency": lambda r: r.mean_latency_ms,
+    "tokens": lambda r: r.tokens.total,
     "input": lambda r: r.tokens.input,
     "output": lambda r: r.tokens.output,
     "cache_write": lambda r: r.tokens.cache_created,
@@ -237,9 +243,9 @@ COST_SORTS: dict[str, Any] = {
 
 
 def sort_figures(figures: RunFigures, sort: str) -> None:
-    """Order the table's rows (per model, and per model and surface) by `sort`: a key of
-    COST_SORTS, `-` before it for the highest first."""
-    key = COST_SORTS.get(sort.lstrip("-"))
+    """Order the rows (per model, and per model and surface) by `sort`: a key of ROW_SORTS,
+    `-` before it for the highest first."""
+    key = ROW_SORTS.get(sort.lstrip("-"))
     if key is None:
         return
     descending = sort.startswith("-")

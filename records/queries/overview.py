@@ -25,7 +25,7 @@ class Standing:
     cost: float | None  # every attempt of the row, from the run's own prices; None: unpriced
     cost_per_attempt: float | None
     cost_per_completed: float | None
-    failed: int  # counted attempts that did not complete
+    not_completed: int  # counted attempts that did not complete
     best: set[str]  # the columns this line is best in: score, per_attempt, per_completed
 
 

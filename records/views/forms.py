@@ -5,7 +5,7 @@ from __future__ import annotations
 from django import forms
 
 from records.formats.shard import MODES, SURFACES, TIERS
-from records.queries.cost import COST_SORTS
+from records.queries.cost import ROW_SORTS
 from records.scorer.score import RATIO_COLUMNS
 from records.scores.tables import COLUMN_TITLES
 
@@ -92,11 +92,11 @@ class CaseCompareForm(forms.Form):
     case = forms.CharField(max_length=500)
 
 
-class CostSortForm(forms.Form):
-    """The cost table's order: a column, `-` before it for the highest first."""
+class FiguresSortForm(forms.Form):
+    """The order of a table of a run's figures: a column, `-` before it for the highest first."""
 
     sort = forms.ChoiceField(
         required=False,
         choices=[("", "")]
-        + [(f"{sign}{key}", f"{sign}{key}") for key in COST_SORTS for sign in ("", "-")],
+        + [(f"{sign}{key}", f"{sign}{key}") for key in ROW_SORTS for sign in ("", "-")],
     )

@@ -53,7 +53,7 @@ from records.views.access import (
 )
 from records.views.exports import _export
 from records.views.filters import AttemptFilter, RunFilter
-from records.views.forms import ColumnForm, CostSortForm, SortForm
+from records.views.forms import ColumnForm, FiguresSortForm, SortForm
 
 RUNS_PER_PAGE = 25
 
@@ -192,18 +192,19 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
             can_score=request.user.has_perm("records.add_scoring"),
         )
     elif tab == "cost":
-        form = CostSortForm(request.GET)
-        if not form.is_valid():
-            return _bad_request(form, request)
-        figures = run_figures(run)
-        sort_figures(figures, form.cleaned_data.get("sort") or "")
+        figures, bad = _sorted_figures(request, run)
+        if bad:
+            return bad
         context.update(
             figures=figures,
             chart=charts.cost_chart(figures) if figures.priced_models else None,
         )
     else:  # sessions and provenance
+        figures, bad = _sorted_figures(request, run)
+        if bad:
+            return bad
         context.update(
-            figures=run_figures(run),
+            figures=figures,
             endings=ENDINGS,
             providers=list(run.providers.all()),
             sessions=list(run.sessions.all()),
@@ -211,6 +212,16 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
         )
     template = "records/runs/detail.html#tab" if _partial(request) else "records/runs/detail.html"
     return render(request, template, context)
+
+
+def _sorted_figures(request: HttpRequest, run: Run) -> tuple[Any, HttpResponse | None]:
+    """The run's figures in the order the address asks for, or the 400 for a bad order."""
+    form = FiguresSortForm(request.GET)
+    if not form.is_valid():
+        return None, _bad_request(form, request)
+    figures = run_figures(run)
+    sort_figures(figures, form.cleaned_data.get("sort") or "")
+    return figures, None
 
 
 def _sort_rows(groups: list[Any], sort: str) -> None:

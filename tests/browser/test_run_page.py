@@ -139,3 +139,18 @@ def test_the_cost_table_sorts_through_the_address_unknown_cost_last(page):
     unknown = ["unknown:" in t for t in rows.all_inner_texts()]
     assert any(unknown) and unknown == sorted(unknown)
     assert page.problems == [], page.problems
+
+
+def test_how_attempts_ended_sorts_by_an_ending(page):
+    pk = page.runs[RUN].pk
+    page.goto(page.base + f"/runs/{pk}/sessions/")
+    page.click("#endings-table th.sortable >> text=completed")
+    page.wait_for_url("**sort=-completed**")
+    settled(page)
+    # Column 5: the first ending, "completed" (model, surface, mode, attempts come first).
+    counts = [
+        int(t.replace(",", ""))
+        for t in page.locator("#endings-table tbody td:nth-child(5)").all_inner_texts()
+    ]
+    assert counts and counts == sorted(counts, reverse=True)
+    assert page.problems == [], page.problems
