@@ -31,7 +31,7 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export
-from records.views.uploads import token_upload, upload_page_context
+from records.views.uploads import recent_uploads, token_upload, upload_page_context
 
 
 def _latest_runs() -> list[ConformanceRun]:
@@ -219,5 +219,6 @@ def upload_conformance(request: HttpRequest) -> HttpResponse:
         return redirect("records:conformance-run", pk=_json.loads(response.content)["run"])
     # Refused: the upload page again, the refusal beside the form that sent it.
     context = upload_page_context(request)
+    context["recent"] = recent_uploads()
     context["conformance_refused"] = _json.loads(response.content)["refused"]
     return render(request, "records/uploads/upload.html", context, status=response.status_code)

@@ -62,10 +62,7 @@ class Side:
 
     @property
     def tokens(self) -> Tokens:
-        f = self.figures
-        return Tokens(
-            f["input_tokens"], f["output_tokens"], f["cache_created_tokens"], f["cache_read_tokens"]
-        )
+        return Tokens.of_figures(self.figures)
 
     @property
     def cost(self) -> float | None:

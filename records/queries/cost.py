@@ -46,6 +46,16 @@ class Tokens:
         return self.cache_read / self.all_input if self.all_input else None
 
     @classmethod
+    def of_figures(cls, f: dict[str, Any]) -> Tokens:
+        """The tokens of summed figures (a score row's, a case's); a sum over nothing is 0."""
+        return cls(
+            f["input_tokens"] or 0,
+            f["output_tokens"] or 0,
+            f["cache_created_tokens"] or 0,
+            f["cache_read_tokens"] or 0,
+        )
+
+    @classmethod
     def of(cls, obj: object) -> Tokens:
         return cls(
             obj.input_tokens,
@@ -256,3 +266,10 @@ def sort_figures(figures: RunFigures, sort: str) -> None:
 
     figures.rows = ordered(figures.rows)
     figures.by_model = {r.model: r for r in ordered(list(figures.by_model.values()))}
+
+
+def row_cost(row: Any) -> float | None:
+    """What a score row's attempts cost at its provider's price (every try charged); None when
+    the model is unpriced. `row` is a `records.scores.tables.TableRow` of `score_groups`."""
+    cost = cost_of(Tokens.of_figures(row.figures), row.provider.price if row.provider else None)
+    return None if cost is None else cost.total

@@ -9,7 +9,7 @@ from datetime import datetime
 from records import stats
 from records.models import Run, ScoreRow, Scoring, Verdict
 from records.queries.compare import parse_row_key
-from records.scores.tables import COLUMN_BY_TITLE, SUMMED, count_where, ratio_of, verdict_sums
+from records.scores.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
 
 RUNS_SHOWN = 60
 
@@ -60,16 +60,17 @@ def rows_of_digest(digest: str) -> list[tuple[str, str, str, int]]:
 
 def history(digest: str, model: str, surface: str, mode: str | None, title: str) -> History:
     """The history of (model, surface, mode) on the column titled `title`, over the latest
-    RUNS_SHOWN scored runs of `digest`, oldest first. Four queries, however many runs."""
+    RUNS_SHOWN scored runs of `digest`, oldest first. Four queries (five when more runs are
+    left off), however many runs."""
     column = COLUMN_BY_TITLE[title]
     out = History(digest, model, surface, mode or "", title)
-    runs = list(
+    scored = (
         Run.objects.filter(corpus_digest=digest, scorings__verdict_count__gt=0)
         .distinct()
         .order_by("-started_at", "-id")
     )
-    out.more_runs = max(0, len(runs) - RUNS_SHOWN)
-    runs = runs[:RUNS_SHOWN][::-1]
+    runs = list(scored[:RUNS_SHOWN])[::-1]
+    out.more_runs = scored.count() - len(runs) if len(runs) == RUNS_SHOWN else 0
     latest: dict[int, Scoring] = {}
     for s in Scoring.objects.filter(run__in=runs, verdict_count__gt=0).order_by(
         "run", "-created_at", "-id"
@@ -94,15 +95,11 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
     for r in (
         Verdict.objects.filter(scoring__in=list(rows), row_key__in=set(rows.values()))
         .values("scoring", "row_key", "case")
-        .annotate(
-            counted=count_where("counted"),
-            completed=count_where("outcome", "completed"),
-            **verdict_sums(),
-        )
+        .annotate(**figure_sums())
         .order_by()
     ):
         if rows.get(r["scoring"]) == r["row_key"]:
-            per_case.setdefault(r["scoring"], {})[r["case"]] = {k: r[k] or 0 for k in SUMMED}
+            per_case.setdefault(r["scoring"], {})[r["case"]] = summed(r)
     previous: Point | None = None
     previous_cases: dict[str, dict[str, int]] = {}
     for run in runs:

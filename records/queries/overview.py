@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from records import stats
 from records.models import Scoring
 from records.queries.compare import rank_models
-from records.queries.cost import Tokens, cost_of
+from records.queries.cost import row_cost
 from records.scores.ranking import Ranking
 from records.scores.tables import COLUMN_BY_TITLE, Group, TableRow
 
@@ -52,15 +52,7 @@ def boards(scoring: Scoring, groups: list[Group], title: str) -> list[Board]:
 
 def _standing(row: TableRow, column: str) -> Standing:
     f = row.figures
-    price = row.provider.price if row.provider else None
-    tokens = Tokens(
-        f["input_tokens"] or 0,
-        f["output_tokens"] or 0,
-        f["cache_created_tokens"] or 0,
-        f["cache_read_tokens"] or 0,
-    )
-    cost = cost_of(tokens, price)
-    total = cost.total if cost else None
+    total = row_cost(row)
     completed, attempts = f["completed"], f["attempts"]
     return Standing(
         row,

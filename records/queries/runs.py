@@ -7,7 +7,7 @@ from typing import Any
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from records.models import Attempt, Run, ScoreRow, Scoring, SurfaceSummary, Verdict
-from records.scores.tables import count_where, ratio_of, verdict_sums
+from records.scores.tables import figure_sums, ratio_of, summed
 
 # The runs list's orders, by the name the query string gives them.
 RUN_SORTS = {
@@ -75,11 +75,9 @@ def column_over(scoring: Any, attempts: QuerySet[Attempt], column: str) -> tuple
     """A score column summed over the verdicts of the given attempts: a drilled-into list's
     figure, to be read against the cell it came from (one query)."""
     sums = Verdict.objects.filter(scoring=scoring, attempt__in=attempts.values("pk")).aggregate(
-        counted=count_where("counted"),
-        completed=count_where("outcome", "completed"),
-        **verdict_sums(),
+        **figure_sums()
     )
-    return ratio_of({k: v or 0 for k, v in sums.items()}, column)
+    return ratio_of(summed(sums), column)
 
 
 def headlines(runs: list[Run]) -> dict[int, tuple[str, str, tuple[int, int]]]:

@@ -131,9 +131,9 @@ def store_row_statistics(scoring: Scoring) -> None:
     """Keep with each score row its pair tests against the other rows of its group (under the
     row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
     the case as the unit. One read of every case, at scoring time."""
-    rows = score_rows(scoring, live=True)
+    per_case = case_figures(scoring)
+    rows = score_rows(scoring, live=True, per_case=per_case)
     groups = score_groups(scoring, rows)
-    per_case = case_figures(scoring, [r.row_key for r in rows])
     kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
     for (a, b), columns in pair_tests(groups, per_case).items():
         kept[a]["pairs"][b] = {

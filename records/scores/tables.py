@@ -58,22 +58,31 @@ def verdict_sums() -> dict[str, Any]:
 SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]
 
 
-def case_figures(scoring: Scoring, row_keys: Iterable[str]) -> dict[str, dict[str, dict[str, int]]]:
-    """{row key: {case: additive figures}} for the given rows, summed in the database: what
-    per-case intervals and paired tests read."""
+def figure_sums() -> dict[str, Any]:
+    """The SUMMED figures of a grouping of verdicts, as `ratio_of` reads them."""
+    return {
+        "counted": count_where("counted"),
+        "completed": count_where("outcome", "completed"),
+        **verdict_sums(),
+    }
+
+
+def summed(values: dict[str, Any]) -> dict[str, int]:
+    """The SUMMED figures of one result of `figure_sums` (a sum over nothing is 0)."""
+    return {k: values[k] or 0 for k in SUMMED}
+
+
+def case_figures(
+    scoring: Scoring, row_keys: Iterable[str] | None = None
+) -> dict[str, dict[str, dict[str, int]]]:
+    """{row key: {case: additive figures}} for the given rows (all rows when None), summed in
+    the database: what per-case intervals and paired tests read."""
     out: dict[str, dict[str, dict[str, int]]] = {}
-    qs = (
-        Verdict.objects.filter(scoring=scoring, row_key__in=list(row_keys))
-        .values("row_key", "case")
-        .annotate(
-            counted=count_where("counted"),
-            completed=count_where("outcome", "completed"),
-            **verdict_sums(),
-        )
-        .order_by()
-    )
-    for r in qs:
-        out.setdefault(r["row_key"], {})[r["case"]] = {k: r[k] or 0 for k in SUMMED}
+    verdicts = Verdict.objects.filter(scoring=scoring)
+    if row_keys is not None:
+        verdicts = verdicts.filter(row_key__in=list(row_keys))
+    for r in verdicts.values("row_key", "case").annotate(**figure_sums()).order_by():
+        out.setdefault(r["row_key"], {})[r["case"]] = summed(r)
     return out
 
 
@@ -168,11 +177,17 @@ class TableRow:
         )
 
 
-def score_rows(scoring: Scoring, *, live: bool = False) -> list[TableRow]:
+def score_rows(
+    scoring: Scoring,
+    *,
+    live: bool = False,
+    per_case: dict[str, dict[str, dict[str, int]]] | None = None,
+) -> list[TableRow]:
     """The scoring's rows, as summed when it was stored; where the run repeats cases, with each
     column's interval over cases and pass^k / pass@k, as kept with the rows when the scoring
     was stored (`records.scores.ranking`), or read from the cases (`live`, or for a scoring
-    stored before they were kept: two more queries)."""
+    stored before they were kept: two more queries; `per_case` spares one when the caller has
+    read the cases already)."""
     rows = [
         TableRow(
             r.row_key,
@@ -194,9 +209,10 @@ def score_rows(scoring: Scoring, *, live: bool = False) -> list[TableRow]:
             if row.figures.get("repeats"):
                 row.repeats = Repeats(*row.figures["repeats"])
         return rows
-    repeat = Run.objects.filter(scorings=scoring).values_list("repeat", flat=True).first() or 1
+    repeat = scoring.run.repeat or 1
     if repeat > 1 and rows:
-        per_case = case_figures(scoring, [r.row_key for r in rows])
+        if per_case is None:
+            per_case = case_figures(scoring, [r.row_key for r in rows])
         repeats = {
             r["row_key"]: Repeats(repeat, r["cases"], r["every"] or 0, r["any"] or 0)
             for r in ScoreCase.objects.filter(scoring=scoring, counted__gt=0)

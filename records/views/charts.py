@@ -11,8 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from records.models import Run
-from records.queries.cost import COST_PARTS, RunFigures, Tokens, cost_of
+from records.queries.cost import COST_PARTS, RunFigures, row_cost
 from records.scores.tables import COLUMN_BY_TITLE, COLUMN_TITLES
 
 # Keys whose strings are this module's own markup, not data.
@@ -54,6 +53,27 @@ def cost_chart(figures: RunFigures) -> dict[str, Any]:
     return escaped({"data": data, "layout": layout})
 
 
+def _interval_bars(
+    rates: list[float | None], cis: list[Any], *, missing: float | None, size: int = 1
+) -> dict[str, Any]:
+    """Plotly error bars from each rate (in percent) out to its 95% interval's ends; `missing`
+    where a rate has no interval."""
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": [
+            round(100 * c.high - y, 2) if c and y is not None else missing
+            for c, y in zip(cis, rates, strict=True)
+        ],
+        "arrayminus": [
+            round(y - 100 * c.low, 2) if c and y is not None else missing
+            for c, y in zip(cis, rates, strict=True)
+        ],
+        "thickness": size,
+        "width": 3 * size,
+    }
+
+
 def grouped_bars(group: Any) -> dict[str, Any]:
     """One Plotly figure per cross-vendor group: a bar per model and column, with its 95% Wilson
     interval as an error bar; N / D and the interval in the hover."""
@@ -68,20 +88,7 @@ def grouped_bars(group: Any) -> dict[str, Any]:
                 "name": r.model,
                 "x": COLUMN_TITLES,
                 "y": rates,
-                "error_y": {
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [
-                        round(100 * c.high - y, 2) if c else None
-                        for c, y in zip(cis, rates, strict=True)
-                    ],
-                    "arrayminus": [
-                        round(y - 100 * c.low, 2) if c else None
-                        for c, y in zip(cis, rates, strict=True)
-                    ],
-                    "thickness": 1,
-                    "width": 3,
-                },
+                "error_y": _interval_bars(rates, cis, missing=None),
                 "customdata": [
                     [n, d, c.points() if c else "-"] for (n, d), c in zip(pairs, cis, strict=True)
                 ],
@@ -103,38 +110,27 @@ def grouped_bars(group: Any) -> dict[str, Any]:
     )
 
 
-def cost_scatter(groups: list[Any], run: Run, title: str = "Clean") -> dict[str, Any]:
-    """Cost per attempt against the column titled `title`, one point per priced row, coloured
-    and labelled by model (the label names its surface), the interval as an error bar, and the
-    Pareto front: the rows no other row beats on both cost and the column."""
+def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
+    """Cost per attempt against the column titled `title`, one point per priced row (of
+    `score_groups`, which sets each row's provider), coloured and labelled by model (the label
+    names its surface), the interval as an error bar, and the Pareto front: the rows no other
+    row beats on both cost and the column."""
     column = COLUMN_BY_TITLE[title]
-    prices = {p.spec: p.price for p in run.providers.all()}
-    by_model: dict[str, list[tuple[float, float, str, list, float, float]]] = {}
+    by_model: dict[str, list[tuple[float, float, str, list, Any]]] = {}
     for g in groups:
         for r in g.rows:
-            f = r.figures
-            cost = cost_of(
-                Tokens(
-                    f["input_tokens"] or 0,
-                    f["output_tokens"] or 0,
-                    f["cache_created_tokens"] or 0,
-                    f["cache_read_tokens"] or 0,
-                ),
-                prices.get(r.model),
-            )
+            cost, total = row_cost(r), r.figures["total"]
             n, d = dict(r.columns)[column]
-            if cost is None or not f["total"] or not d:
+            if cost is None or not total or not d:
                 continue  # unpriced rows have no place on a cost axis
-            y = round(100 * n / d, 2)
             ci = r.interval(column)
             by_model.setdefault(r.model, []).append(
                 (
-                    round(cost.total / f["total"], 6),
-                    y,
+                    round(cost / total, 6),
+                    round(100 * n / d, 2),
                     r.surface,
                     [n, d, ci.points() if ci else "-"],
-                    round(100 * ci.high - y, 2) if ci else 0,
-                    round(y - 100 * ci.low, 2) if ci else 0,
+                    ci,
                 )
             )
     data: list[dict[str, Any]] = [
@@ -148,14 +144,7 @@ def cost_scatter(groups: list[Any], run: Run, title: str = "Clean") -> dict[str,
             "textposition": "top center",
             "customdata": [p[3] for p in points],
             "marker": {"size": 10},
-            "error_y": {
-                "type": "data",
-                "symmetric": False,
-                "array": [p[4] for p in points],
-                "arrayminus": [p[5] for p in points],
-                "thickness": 1,
-                "width": 3,
-            },
+            "error_y": _interval_bars([p[1] for p in points], [p[4] for p in points], missing=0),
             "hovertemplate": "%{fullData.name} on %{text}<br>$%{x:.5f} per attempt<br>"
             + title
             + " %{customdata[0]} / %{customdata[1]} (%{y:.1f}%; 95% interval "
@@ -212,20 +201,9 @@ def ranked_intervals(ranking: Any) -> dict[str, Any]:
                     "name": ranking.title,
                     "x": rates,
                     "y": [r.model for r, _, _ in ranked],
-                    "error_x": {
-                        "type": "data",
-                        "symmetric": False,
-                        "array": [
-                            round(100 * ci.high - x, 2) if ci else 0
-                            for (_, _, ci), x in zip(ranked, rates, strict=True)
-                        ],
-                        "arrayminus": [
-                            round(x - 100 * ci.low, 2) if ci else 0
-                            for (_, _, ci), x in zip(ranked, rates, strict=True)
-                        ],
-                        "thickness": 2,
-                        "width": 6,
-                    },
+                    "error_x": _interval_bars(
+                        rates, [ci for _, _, ci in ranked], missing=0, size=2
+                    ),
                     "marker": {"size": 10},
                     "customdata": [[n, d, ci.points() if ci else "-"] for _, (n, d), ci in ranked],
                     "hovertemplate": "%{y}<br>"

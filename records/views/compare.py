@@ -87,7 +87,7 @@ def compare(request: HttpRequest) -> HttpResponse:
                 column=column,
                 columns=COLUMN_TITLES,
                 scoring=scoring,
-                scatter=charts.cost_scatter(groups, run, column) if groups else None,
+                scatter=charts.cost_scatter(groups, column) if groups else None,
             )
     template = (
         "records/compare/page.html#result" if _partial(request) else "records/compare/page.html"

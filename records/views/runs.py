@@ -24,7 +24,7 @@ from records.models import (
     CorpusKey,
     Run,
 )
-from records.queries.compare import COLUMNS
+from records.queries.compare import COLUMNS, rate
 from records.queries.cost import run_figures, sort_figures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
@@ -229,12 +229,13 @@ def _sort_rows(groups: list[Any], sort: str) -> None:
     key, descending = sort.lstrip("-"), sort.startswith("-")
     for g in groups:
         if key in COLUMNS:
-            rated = [r for r in g.rows if dict(r.columns)[key][1]]
-            rated.sort(
-                key=lambda r: dict(r.columns)[key][0] / dict(r.columns)[key][1],
+            rates = {r.row_key: rate(dict(r.columns)[key]) for r in g.rows}
+            rated = sorted(
+                (r for r in g.rows if rates[r.row_key] is not None),
+                key=lambda r: rates[r.row_key],
                 reverse=descending,
             )
-            g.rows = rated + [r for r in g.rows if not dict(r.columns)[key][1]]
+            g.rows = rated + [r for r in g.rows if rates[r.row_key] is None]
         elif key == "model":
             g.rows.sort(key=lambda r: r.model, reverse=descending)
 

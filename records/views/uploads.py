@@ -78,9 +78,9 @@ def _override(request: HttpRequest) -> bool:
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
     context = upload_page_context(request)
-    can_upload = context["can_upload"]
+    template, status = "records/uploads/upload.html", 200
     if request.method == "POST":
-        if not can_upload:
+        if not context["can_upload"]:
             return HttpResponse("You do not have the upload permission.", status=403)
         inputs = _uploaded_inputs(request)
         if not inputs:
@@ -91,27 +91,22 @@ def upload(request: HttpRequest) -> HttpResponse:
             context["report"] = ingest(inputs, up, allow_digest_mismatch=_override(request))
             context["upload"] = up
             status = 200 if context["report"].ok else 422
-        context["recent"] = _recent()
-        template = (
-            "records/uploads/upload.html#report"
-            if _partial(request)
-            else "records/uploads/upload.html"
-        )
-        return render(request, template, context, status=status)
-    return render(request, "records/uploads/upload.html", context)
+        if _partial(request):
+            template = "records/uploads/upload.html#report"
+    context["recent"] = recent_uploads()  # after an upload, with it
+    return render(request, template, context, status=status)
 
 
-def _recent() -> list[Upload]:
+def recent_uploads() -> list[Upload]:
     return list(Upload.objects.select_related("user", "token").order_by("-created_at")[:15])
 
 
 def upload_page_context(request: HttpRequest) -> dict[str, Any]:
     """What the upload page shows around whatever was just sent (also for the conformance form,
-    whose refusals are shown on this page)."""
+    whose refusals are shown on this page); the recent uploads are read last."""
     return {
         "can_upload": request.user.has_perm("records.add_upload"),
         "max_bytes": settings.EVALDASH_MAX_UPLOAD_BYTES,
-        "recent": _recent(),
     }
 
 
