@@ -502,3 +502,22 @@ def test_the_runs_list_filters_by_part_of_a_model_and_a_digest_prefix(client, vi
         assert n / d == best.figures["clean"] / best.figures["attempts"]
     # The oldest run has nothing earlier to compare with, and says so.
     assert html.count("no earlier run to compare") == 1
+
+
+def test_an_attempts_neighbours_follow_the_order_of_the_list_it_came_from(client, viewer, demo):
+    from records.models import Attempt
+
+    run = demo["run-2026-11-23-f00dfa"]
+    for query, order in (
+        ("", ["line"]),
+        ("sort=-turns", ["-turn_count", "line"]),
+        ("sort=case&ended_by=completed", ["case", "line"]),
+    ):
+        listed = Attempt.objects.filter(run=run)
+        if "ended_by" in query:
+            listed = listed.filter(ended_by="completed")
+        pks = list(listed.order_by(*order).values_list("pk", flat=True))
+        for i in (0, len(pks) // 2, len(pks) - 1):
+            r = client.get(f"/attempts/{pks[i]}/?{query}")
+            assert r.context["previous_pk"] == (pks[i - 1] if i else None), (query, i)
+            assert r.context["next_pk"] == (pks[i + 1] if i + 1 < len(pks) else None), (query, i)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Q
 from django.http import (
     Http404,
     HttpRequest,
@@ -86,16 +87,41 @@ def _neighbours(request: HttpRequest, attempt: Attempt, scoring: Any) -> dict[st
     )
     if not listed.is_valid():
         return {}
-    qs = listed.qs.values_list("pk", flat=True)
+    qs = listed.qs
+    order = [str(f) for f in qs.query.order_by] or ["line"]
     query = request.GET.copy()
     query.pop("page", None)
     suffix = f"?{query.urlencode()}" if query else ""
     return {
-        "previous_pk": qs.filter(line__lt=attempt.line).order_by("-line").first(),
-        "next_pk": qs.filter(line__gt=attempt.line).order_by("line").first(),
+        "previous_pk": qs.filter(_beyond(attempt, order, before=True))
+        .order_by(*(_flip(f) for f in order))
+        .values_list("pk", flat=True)
+        .first(),
+        "next_pk": qs.filter(_beyond(attempt, order, before=False))
+        .values_list("pk", flat=True)
+        .first(),
         "list_query": suffix,
         "list_url": reverse("records:run-tab", args=[run.pk, "attempts"]) + suffix,
     }
+
+
+def _flip(field: str) -> str:
+    return field[1:] if field.startswith("-") else f"-{field}"
+
+
+def _beyond(attempt: Attempt, order: list[str], *, before: bool) -> Q:
+    """The rows after `attempt` in the list's order (`before`: the rows ahead of it): for
+    each field of the order, equal on the fields before it and past it on this one."""
+    condition = Q(pk__in=[])
+    equal = Q()
+    for field in order:
+        name = field.lstrip("-")
+        ascending = not field.startswith("-")
+        value = getattr(attempt, name)
+        past = "lt" if ascending == before else "gt"
+        condition |= equal & Q(**{f"{name}__{past}": value})
+        equal &= Q(**{name: value})
+    return condition
 
 
 @require_GET
