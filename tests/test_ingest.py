@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import tarfile
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
 from records import models as m
-from tests.builders import FIXTURE_SHARD, encode, ingest_bytes, line, shard
+from records.formats.rows import RunRow, SessionRow
+from records.formats.shard import PAYLOADS
+from tests.builders import FIXTURE_SHARD, MINIMAL, encode, ingest_bytes, line, shard
 
 pytestmark = pytest.mark.django_db
 
@@ -161,6 +164,56 @@ def test_providers_and_prices_are_stored_from_the_run_line():
     assert priced.price == (1.0, 5.0, 1.25, 0.1) and priced.retrieved_on == "2026-09-16"
     assert priced.options == {"temperature": "provider default"}
     assert unpriced.price is None
+
+
+def test_the_run_and_session_rows_keep_every_plain_field_of_their_lines():
+    written = {
+        "run": {
+            "package": "test/e2e/modeleval",
+            "commit": "c0ffee",
+            "started_at": "2026-11-01T10:00:00+00:00",
+            "edition": "ee",
+            "gitlab_version": "19.3.0",
+            "tier_confirmed": True,
+            "filter": "MS-",
+            "contract_digest": "k1",
+            "budget_usd": 2.5,
+        },
+        "session": {
+            "meta_param_schema": "opaque",
+            "tier_pin": "premium",
+            "slice_size": 24,
+            "token_scopes": ["api", "read_repository"],
+            "tool_schema_digests": {"fake:perfect": "t1"},
+        },
+    }
+    full = [line("attempt"), line("session", **written["session"]), line("run", **written["run"])]
+    ingest_bytes(("modeleval-full.jsonl", encode(full)))
+    run = m.Run.objects.get()
+    session = run.sessions.get()
+    stored = {"run": run, "session": session}
+    for typ, row in (("run", RunRow), ("session", SessionRow)):
+        # Every plain field of the line is a column (a nested list has a table of its own) ...
+        assert set(row.__struct_fields__) == {"line", *PAYLOADS[typ].types}
+        # ... and keeps what the line says.
+        for name, value in {**MINIMAL[typ], **written[typ]}.items():
+            kept = getattr(stored[typ], name)
+            assert (kept.isoformat() if isinstance(kept, datetime) else kept) == value, name
+    assert (run.line, session.line) == (3, 2)
+
+
+def test_a_field_the_line_leaves_out_is_its_zero_value_or_unknown():
+    ingest_bytes(("modeleval-bare.jsonl", encode([line("attempt"), line("session"), line("run")])))
+    run = m.Run.objects.get()
+    session = run.sessions.get()
+    assert (run.package, run.tier_confirmed, run.started_at, run.budget_usd) == (
+        "",
+        False,
+        None,
+        None,
+    )
+    assert (session.tier_pin, session.slice_size, session.token_scopes) == ("", None, [])
+    assert session.tool_schema_digests == {}
 
 
 def test_sessionless_skips_join_the_single_candidate_with_their_model_and_surface():

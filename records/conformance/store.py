@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
@@ -150,15 +150,7 @@ def store_run(data: bytes, name: str, meta: RunMeta, upload: Upload) -> dict[str
             upload=upload,
         )
         ConformanceResult.objects.bulk_create(
-            ConformanceResult(
-                run=run,
-                position=i,
-                line=r.line,
-                case=r.case,
-                rule=r.rule,
-                passed=r.passed,
-                failures=r.failures,
-            )
+            ConformanceResult(run=run, position=i, **asdict(r))
             for i, r in enumerate(output.results)
         )
     return {

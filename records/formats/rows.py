@@ -1,22 +1,55 @@
 """The rows a shard becomes, one declaration per table. Pure Python, no Django.
 
-Each layout is a msgspec `array_like` Struct: field names, order and types are written here and
-nowhere else. The column lists the writer inserts by, and the positions the row builder reads
-back, derive from these declarations; rows travel between the parser and the writer as plain
-arrays in this order (building them as lists, not Struct instances, is what keeps the parser
-fast: a test converts every kind of built row into its Struct, so the two cannot drift apart).
+Each layout is a msgspec Struct: field names, order and types are written here and nowhere
+else, and the tables take their columns from them (`records.models.fields.row_columns`). The
+run and session rows, one a line, are plain Structs whose defaults say what an absent field
+means. The bulk layouts are `array_like`: the column lists the writer inserts by, and the
+positions the row builder reads back, derive from these declarations; rows travel between the
+parser and the writer as plain arrays in this order (building them as lists, not Struct
+instances, is what keeps the parser fast: a test converts every kind of built row into its
+Struct, so the two cannot drift apart).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
-from records.formats.shard import ENDINGS
+from records.formats.shard import ENDINGS, PAYLOADS
 
 # A JSON value carried as its text (stored as JSON).
 JsonText = Annotated[str, msgspec.Meta(description="JSON text")]
+
+
+def _line_row(
+    name: str, line_type: str, *, required: tuple[str, ...], unknown: tuple[str, ...]
+) -> type[msgspec.Struct]:
+    """What a table keeps of a run or session line: its number in the shard and each field the
+    strict reader declares with a plain type (providers, a list of objects, have a table of
+    their own). Where the line leaves a field out it is its type's zero value, as upstream's
+    Go reader leaves it, or None where `unknown` (absent means unknown there, not zero); the
+    reader refuses a line without the `required` ones."""
+    fields: list[tuple[Any, ...]] = [("line", int)]
+    for field, kind in PAYLOADS[line_type].types.items():
+        if field in required:
+            fields.append((field, kind))
+        elif field in unknown:
+            fields.append((field, kind | None, None))
+        else:
+            fields.append((field, kind, msgspec.field(default_factory=kind)))
+    return msgspec.defstruct(name, fields, kw_only=True, module=__name__)
+
+
+RunRow = _line_row(
+    "RunRow", "run", required=("run_id", "repeat"), unknown=("started_at", "budget_usd")
+)
+SessionRow = _line_row("SessionRow", "session", required=("label",), unknown=("slice_size",))
+
+
+def kept(row: type[msgspec.Struct], payload: dict[str, Any], line: int) -> dict[str, Any]:
+    """The values of a `row` (RunRow, SessionRow) for a line the strict reader has checked."""
+    return msgspec.structs.asdict(msgspec.convert({**payload, "line": line}, row))
 
 
 class TurnRow(msgspec.Struct, array_like=True):

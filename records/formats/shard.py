@@ -207,6 +207,17 @@ def _kind(v: Any) -> str:
 
 Decoder = Callable[[Any, str], Any]
 
+# The Python type of what each plain decoder returns.
+_TYPES: dict[Decoder, Any] = {
+    _str: str,
+    _int: int,
+    _bool: bool,
+    _float: float,
+    _time: datetime,
+    _map: dict[str, str],
+    _str_list: list[str],
+}
+
 
 class _Struct:
     """A Go struct as the strict decoder sees it: known fields, case-insensitive, nothing else.
@@ -224,6 +235,8 @@ class _Struct:
             n: simple.get(d, d) for n, d in fields.items() if d is not _raw
         }
         self.kinds.update({n: _raw for n, d in fields.items() if d is _raw})
+        # name -> the Python type of a field read by a plain decoder (nested structs left out).
+        self.types: dict[str, Any] = {n: _TYPES[d] for n, d in fields.items() if d in _TYPES}
 
     def __call__(self, obj: Any, path: str) -> dict[str, Any]:
         if type(obj) is not dict:

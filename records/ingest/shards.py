@@ -24,6 +24,9 @@ from records.formats.rows import (
     SUMMARY_COLUMNS,
     TURN_COLUMNS,
     VERIFY_COLUMNS,
+    RunRow,
+    SessionRow,
+    kept,
 )
 from records.formats.shard import ShardError
 from records.formats.shard_rows import (
@@ -54,9 +57,6 @@ PRICE_FIELDS = (
     "cache_write_per_million_usd",
     "cache_read_per_million_usd",
 )
-
-# The session line's text fields, stored as written (empty where the line leaves one out).
-SESSION_TEXT_FIELDS = ("surface", "mode", "capabilities", "meta_param_schema", "tier_pin")
 
 
 def _sha256(stream: IO[bytes]) -> str:
@@ -205,23 +205,8 @@ class _Units:
 def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, int]:
     """Write the run line, its providers, sessions and summaries; the session ids by label."""
     p = summary.run
-    for name in (
-        "package",
-        "commit",
-        "edition",
-        "gitlab_version",
-        "tier",
-        "filter",
-        "corpus_digest",
-        "contract_digest",
-    ):
-        setattr(run, name, p.get(name, ""))
-    run.run_id = p["run_id"]
-    run.started_at = p.get("started_at")
-    run.tier_confirmed = p.get("tier_confirmed", False)
-    run.budget_usd = p.get("budget_usd")
-    run.repeat = p.get("repeat", 0)
-    run.line = summary.run_line
+    for name, value in kept(RunRow, p, summary.run_line).items():
+        setattr(run, name, value)
     providers = []
     for pos, prov in enumerate(p.get("providers", [])):
         price = prov.get("price")
@@ -242,13 +227,7 @@ def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, i
     sessions = Session.objects.bulk_create(
         Session(
             run=run,
-            label=label,
-            **{f: s.get(f, "") for f in SESSION_TEXT_FIELDS},
-            slice_size=s.get("slice_size"),
-            token_scopes=s.get("token_scopes", []),
-            served_tools=s.get("served_tools", 0),
-            tool_schema_digests=s.get("tool_schema_digests", {}),
-            line=line,
+            **kept(SessionRow, s, line),
             call_count=summary.session_calls.get(label, (0, 0))[0],
             observed_call_count=summary.session_calls.get(label, (0, 0))[1],
         )

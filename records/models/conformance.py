@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from records.models.fields import KeptFile
+from records.conformance.formats import CaseResult
+from records.models.fields import KeptFile, row_columns
 from records.models.intake import Upload
 
 
@@ -51,14 +52,13 @@ class ConformanceRun(KeptFile):
         return f"{self.adapter} {self.adapter_version} {self.ran_at:%Y-%m-%d}"
 
 
-class ConformanceResult(models.Model):
+class ConformanceResult(
+    row_columns("ResultColumns", CaseResult, required=("case", "rule", "passed", "failures"))
+):
+    """One case line of a run's output, at its position in the output."""
+
     run = models.ForeignKey(ConformanceRun, on_delete=models.CASCADE, related_name="results")
     position = models.IntegerField()
-    line = models.IntegerField()
-    case = models.TextField()
-    rule = models.TextField()
-    passed = models.BooleanField()
-    failures = models.JSONField(default=list)
 
     class Meta:
         ordering = ["run", "position"]

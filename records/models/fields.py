@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
-import msgspec
 from django.db import models
 from django.utils import timezone
 
@@ -88,48 +88,55 @@ def counts(name: str, fields: Iterable[str]) -> type[models.Model]:
 
 def row_columns(
     name: str,
-    row: type[msgspec.Struct],
+    row: type,
     *,
     skip: Iterable[str] = (),
     required: Iterable[str] = (),
     zero: Iterable[str] = (),
+    indexed: Iterable[str] = (),
 ) -> type[models.Model]:
-    """An abstract model with one column per field of `row`, a layout of `records.formats.rows`,
-    so that a table and the rows written into it are spelled once. Text may be blank unless
-    `required`; a yes/no is false unless `required`; counts named in `zero` start at 0; a field
-    that may be None is nullable; JSON text is stored as JSON. `skip` names the fields the table
-    declares itself (its references, its token usage, columns that need a word of their own)."""
-    skip, required, zero = set(skip), set(required), set(zero)
+    """An abstract model with one column per field of `row`, a record shape a format declares
+    (a msgspec Struct of `records.formats.rows`, a reader's dataclass), so that a table and the
+    rows written into it are spelled once. Text may be blank unless `required`; a yes/no is
+    false unless `required`; counts named in `zero` start at 0; a field that may be None is
+    nullable; JSON text is stored as JSON, a list or a mapping as JSON that starts empty and
+    may be blank unless `required`; the fields `indexed` have an index of their own. `skip`
+    names the fields the table declares itself (its references, its token usage, columns that
+    need a word of their own)."""
+    skip, required, zero, indexed = set(skip), set(required), set(zero), set(indexed)
     attrs: dict[str, Any] = {"__module__": __name__, "Meta": type("Meta", (), {"abstract": True})}
-    for f in msgspec.structs.fields(row):
-        if f.name not in skip:
-            attrs[f.name] = _column(f.type, f.name in required, f.name in zero)
+    for field, kind in typing.get_type_hints(row, include_extras=True).items():
+        if field not in skip:
+            column, options = _column(kind, field in required, field in zero)
+            if field in indexed:
+                options["db_index"] = True
+            attrs[field] = column(**options)
     return type(name, (models.Model,), attrs)
 
 
-def _column(kind: Any, required: bool, zero: bool) -> models.Field:
+def _column(kind: Any, required: bool, zero: bool) -> tuple[type[models.Field], dict[str, Any]]:
+    """The field class of a column, and its options."""
     optional = type(None) in typing.get_args(kind)
     if optional:
         (kind,) = (a for a in typing.get_args(kind) if a is not type(None))
     if kind == JsonText:
-        return (
-            WholeJSONField(null=True, blank=True)
-            if optional
-            else WholeJSONField(default=list, blank=True)
+        return WholeJSONField, (
+            {"null": True, "blank": True} if optional else {"default": list, "blank": True}
         )
+    container = typing.get_origin(kind)
+    if container in (list, tuple, dict):
+        return models.JSONField, {
+            "default": dict if container is dict else list,
+            "blank": not required,
+        }
     options: dict[str, Any] = {"null": True, "blank": True} if optional else {}
     if zero:
         options["default"] = 0
     if kind is str:
-        return models.TextField() if required else models.TextField(blank=True)
-    if kind is int:
-        return models.IntegerField(**options)
-    if kind is float:
-        return models.FloatField(**options)
+        return models.TextField, ({} if required else {"blank": True})
     if kind is bool:
-        return (
-            models.BooleanField(**options)
-            if optional or required
-            else models.BooleanField(default=False)
-        )
+        return models.BooleanField, (options if optional or required else {"default": False})
+    column = {int: models.IntegerField, float: models.FloatField, datetime: models.DateTimeField}
+    if kind in column:
+        return column[kind], options
     raise TypeError(f"no column kind for {kind!r}")

@@ -1,39 +1,40 @@
 """The shard record types: a run, its providers and sessions, and each attempt with its turn,
 call and verify lines. A shard is stored whole or not at all (see `records.ingest`); raw JSON
 fields are stored as JSON, not re-modelled; per-attempt and per model-and-surface totals are
-computed once at ingest, so pages never add up a whole run in Python. The attempt, turn, call
-and verify tables take their columns from the row layouts the ingest writes
-(`records.formats.rows`)."""
+computed once at ingest, so pages never add up a whole run in Python. The run, session,
+attempt, turn, call and verify tables take their columns from the row layouts the ingest
+writes (`records.formats.rows`)."""
 
 from __future__ import annotations
 
 from django.db import models
 
-from records.formats.rows import AttemptRow, CallRow, TurnRow, VerifyRow
+from records.formats.rows import (
+    AttemptRow,
+    CallRow,
+    RunRow,
+    SessionRow,
+    TurnRow,
+    VerifyRow,
+)
 from records.formats.shard import ENDINGS
 from records.models.fields import TokenUsage, _bulk_reference, counts, row_columns
 from records.models.intake import ShardFile
 from records.scorer.batch import TOKENS
 
 
-class Run(TokenUsage):
+class Run(
+    row_columns(
+        "RunColumns",
+        RunRow,
+        required=("run_id",),
+        indexed=("run_id", "commit", "started_at", "corpus_digest"),
+    ),
+    TokenUsage,
+):
     """The run line of one shard (one shard, one run line, one process)."""
 
     shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
-    run_id = models.TextField(db_index=True)
-    package = models.TextField(blank=True)
-    commit = models.TextField(blank=True, db_index=True)
-    started_at = models.DateTimeField(null=True, blank=True, db_index=True)
-    edition = models.TextField(blank=True)
-    gitlab_version = models.TextField(blank=True)
-    tier = models.TextField(blank=True)
-    tier_confirmed = models.BooleanField(default=False)
-    filter = models.TextField(blank=True)
-    corpus_digest = models.TextField(blank=True, db_index=True)
-    contract_digest = models.TextField(blank=True)
-    budget_usd = models.FloatField(null=True, blank=True)
-    repeat = models.IntegerField()
-    line = models.IntegerField()
     # Totals over every attempt and every try, written once at ingest.
     attempt_count = models.IntegerField(default=0)
     models_seen = models.JSONField(default=list)
@@ -83,19 +84,12 @@ class Provider(models.Model):
         )
 
 
-class Session(models.Model):
+class Session(
+    row_columns("SessionColumns", SessionRow, required=("label",), zero=("served_tools",))
+):
+    """A session line: the tool surface, mode and slice its attempts ran against."""
+
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sessions")
-    label = models.TextField()
-    surface = models.TextField(blank=True)
-    mode = models.TextField(blank=True)
-    capabilities = models.TextField(blank=True)
-    meta_param_schema = models.TextField(blank=True)
-    tier_pin = models.TextField(blank=True)
-    slice_size = models.IntegerField(null=True, blank=True)
-    token_scopes = models.JSONField(default=list, blank=True)
-    served_tools = models.IntegerField(default=0)
-    tool_schema_digests = models.JSONField(default=dict, blank=True)
-    line = models.IntegerField()
     # Calls made by the session's attempts, and how many the server observed (E.3 rule 2).
     call_count = models.IntegerField(default=0)
     observed_call_count = models.IntegerField(default=0)
