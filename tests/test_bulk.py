@@ -283,6 +283,24 @@ def test_each_verdict_carries_its_attempts_session_tries_and_tokens():
     assert got == {pk: want[pk] for pk in got}
 
 
+def test_every_verdict_row_the_scorer_builds_is_the_declared_layout_of_the_table():
+    """The verdict table takes its columns from VerdictRow; the scorer builds plain tuples."""
+    import msgspec
+
+    from records.models import Run
+    from records.scorer.batch import VerdictRow, score_chunk
+    from records.scores import run as scores
+
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    doc, built = load_demo_key(), []
+    for chunk in scores._chunks(Run.objects.get(), doc):
+        built += score_chunk(doc, False, chunk)[0]
+    assert len(built) > 40
+    for row in built:
+        assert len(row) == len(VerdictRow.__struct_fields__)
+        msgspec.convert(list(row), VerdictRow)  # field by field, with its declared type
+
+
 def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_between():
     """Chunks are read by id range; attempts of another run inside the range (ids taken by
     two ingests at once) must not lend their calls or facts."""

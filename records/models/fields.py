@@ -77,15 +77,6 @@ class KeptFile(models.Model):
         abstract = True
 
 
-def counts(name: str, fields: Iterable[str]) -> type[models.Model]:
-    """An abstract model with one count (an integer, 0 by default) per name, for tables whose
-    count columns are a list declared elsewhere: the endings of an attempt, the additive
-    columns of a verdict."""
-    attrs: dict[str, Any] = {"__module__": __name__, "Meta": type("Meta", (), {"abstract": True})}
-    attrs.update({field: models.IntegerField(default=0) for field in fields})
-    return type(name, (models.Model,), attrs)
-
-
 def row_columns(
     name: str,
     row: type,

@@ -14,11 +14,12 @@ from records.formats.rows import (
     CallRow,
     RunRow,
     SessionRow,
+    SummaryRow,
     TurnRow,
     VerifyRow,
 )
 from records.formats.shard import ENDINGS
-from records.models.fields import TokenUsage, _bulk_reference, counts, row_columns
+from records.models.fields import TokenUsage, _bulk_reference, row_columns
 from records.models.intake import ShardFile
 from records.scorer.batch import TOKENS
 
@@ -212,18 +213,19 @@ class Verify(
         return f"{self.name} (attempt {self.attempt_id})"
 
 
-class SurfaceSummary(counts("EndingCounts", ENDINGS), TokenUsage):
-    """Totals per (run, model, surface, mode), computed in the database at ingest."""
+class SurfaceSummary(
+    row_columns(
+        "SummaryColumns",
+        SummaryRow,
+        skip=TOKENS,
+        required=("model",),
+        zero=("attempts", *ENDINGS, "turns", "tries", "calls", "latency_ms"),
+    ),
+    TokenUsage,
+):
+    """Totals per (run, model, surface, mode), computed at ingest."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summaries")
-    model = models.TextField()
-    surface = models.TextField(blank=True)
-    mode = models.TextField(blank=True)
-    attempts = models.IntegerField(default=0)
-    turns = models.IntegerField(default=0)
-    tries = models.IntegerField(default=0)
-    calls = models.IntegerField(default=0)
-    latency_ms = models.FloatField(default=0)
 
     class Meta:
         ordering = ["run", "model", "surface", "mode"]

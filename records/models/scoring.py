@@ -7,10 +7,16 @@ from django.db import models
 from django.utils import timezone
 
 from records.formats.corpus_key import read_corpus_key
-from records.models.fields import KeptFile, TokenUsage, WholeJSONField, _bulk_reference, counts
+from records.models.fields import (
+    KeptFile,
+    TokenUsage,
+    WholeJSONField,
+    _bulk_reference,
+    row_columns,
+)
 from records.models.intake import Upload
 from records.models.runs import Attempt, Run, Session
-from records.scorer.batch import COUNTS
+from records.scorer.batch import COUNTS, TOKENS, VerdictRow
 
 
 class CorpusKey(KeptFile):
@@ -80,7 +86,16 @@ class Scoring(models.Model):
         return f"run {self.run_id} against {self.key.digest}"
 
 
-class Verdict(counts("VerdictCounts", COUNTS), TokenUsage):
+class Verdict(
+    row_columns(
+        "VerdictColumns",
+        VerdictRow,
+        skip=("attempt", "session", "verified", *TOKENS, "detail"),
+        required=("row_key", "case", "model", "surface", "outcome"),
+        zero=(*COUNTS, "tries"),
+    ),
+    TokenUsage,
+):
     """One attempt's verdict, with its additive contribution to every C.8 column."""
 
     # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
@@ -90,20 +105,11 @@ class Verdict(counts("VerdictCounts", COUNTS), TokenUsage):
     # An attempt's verdicts belong to scorings of its own run and go when they go (a run is
     # deleted whole), so deleting attempts need not look verdicts up by attempt.
     attempt = _bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
-    row_key = models.TextField()
-    case = models.TextField()
-    model = models.TextField()
-    surface = models.TextField()
-    outcome = models.TextField()
-    reason = models.TextField(blank=True)
-    clean = models.BooleanField(default=False)
-    unaided = models.BooleanField(default=False)
-    verified = models.BooleanField(default=True)
-    counted = models.BooleanField(default=False)
-    # The attempt's session, tries and tokens, copied from it as scored, so that sums over
-    # verdicts (score rows, per-case figures of a comparison) read no attempt row.
+    # The attempt's session, copied from it as scored (with its tries and tokens), so that
+    # sums over verdicts (score rows, per-case figures of a comparison) read no attempt row.
     session = _bulk_reference(Session, models.DO_NOTHING, "+", null=True)
-    tries = models.IntegerField(default=0)
+    # Whether every check of the attempt held (C.5): true unless one failed.
+    verified = models.BooleanField(default=True)
     detail = WholeJSONField(default=dict)
 
     class Meta:

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from records.formats.corpus_key import KeyDocument
+from records.formats.rows import JsonText, columns
 from records.scorer.score import (
     COUNTED_APART,
     Aggregate,
@@ -62,25 +63,32 @@ CONFIRMATIONS = (
 COUNTS = (*ADDITIVE, *CONFIRMATIONS)
 TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
 
-# The columns of a verdict row as `score_chunk` builds it (its scoring's id goes first).
-VERDICT_FIELDS = (
-    "attempt",
-    "row_key",
-    "case",
-    "model",
-    "surface",
-    "outcome",
-    "reason",
-    "clean",
-    "unaided",
-    "verified",
-    "counted",
-    *COUNTS,
-    "session",
-    "tries",
-    *TOKENS,
-    "detail",
+# A verdict row as `score_chunk` builds it (its scoring's id goes first when it is stored); the
+# verdict table takes its columns from this declaration.
+VerdictRow = msgspec.defstruct(
+    "VerdictRow",
+    [
+        ("attempt", int),
+        ("row_key", str),
+        ("case", str),
+        ("model", str),
+        ("surface", str),
+        ("outcome", str),
+        ("reason", str),
+        ("clean", bool),
+        ("unaided", bool),
+        ("verified", bool),
+        ("counted", bool),
+        *((count, int) for count in COUNTS),
+        ("session", int | None),
+        ("tries", int),
+        *((tokens, int) for tokens in TOKENS),
+        ("detail", JsonText),
+    ],
+    array_like=True,
+    module=__name__,
 )
+VERDICT_FIELDS = columns(VerdictRow)
 
 
 def _json(text: str | None) -> Any:
