@@ -32,9 +32,7 @@ def _pages() -> dict[str, str]:
     runs = list(Run.objects.order_by("started_at"))
     first, regressed = runs[0], runs[1]
     failed = (
-        Attempt.objects.filter(run=regressed, verdicts__outcome="failed")
-        .order_by("line")
-        .first()
+        Attempt.objects.filter(run=regressed, verdicts__outcome="failed").order_by("line").first()
     )
     pages = {
         "runs": "/",

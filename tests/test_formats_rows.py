@@ -7,6 +7,7 @@ import io
 
 import msgspec
 import pytest
+from django.core.management import call_command
 
 from records.formats.rows import (
     CALL_COLUMNS,
@@ -65,3 +66,9 @@ def test_the_declared_columns_are_the_models_fields():
     assert set(CALL_COLUMNS) <= fields
     summary = {f.name for f in SurfaceSummary._meta.get_fields()}
     assert set(SummaryRow.__struct_fields__) <= summary
+
+
+@pytest.mark.django_db
+def test_the_tables_the_declared_layouts_give_are_those_the_migrations_build():
+    # Columns derive from the layouts: a layout changed without a migration fails here.
+    call_command("makemigrations", "records", "--check", "--dry-run", verbosity=0)

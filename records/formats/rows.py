@@ -1,13 +1,13 @@
 """The rows a shard becomes, one declaration per table. Pure Python, no Django.
 
-Each layout is a msgspec Struct: field names, order and types are written here and nowhere
-else, and the tables take their columns from them (`records.models.fields.row_columns`). The
-run and session rows, one a line, are plain Structs whose defaults say what an absent field
-means. The bulk layouts are `array_like`: the column lists the writer inserts by, and the
-positions the row builder reads back, derive from these declarations; rows travel between the
-parser and the writer as plain arrays in this order (building them as lists, not Struct
-instances, is what keeps the parser fast: a test converts every kind of built row into its
-Struct, so the two cannot drift apart).
+Each layout is a msgspec Struct, and the tables take their columns from them
+(`records.models.fields.row_columns`). The run and session rows, one a line, derive from the
+strict reader's own declaration of those lines, with what an absent field means. The bulk
+layouts are `array_like` Structs whose field names, order and types are written here and
+nowhere else: the column lists the writer inserts by, and the positions the row builder reads
+back, derive from them; rows travel between the parser and the writer as plain arrays in this
+order (building them as lists, not Struct instances, is what keeps the parser fast: a test
+converts every kind of built row into its Struct, so the two cannot drift apart).
 """
 
 from __future__ import annotations

@@ -77,6 +77,26 @@ class KeptFile(models.Model):
         abstract = True
 
 
+def named_within(
+    parent: str, name: str, constraint: str, *, listed_by: str | None = None
+) -> type[models.Model]:
+    """An abstract model for rows named uniquely within their parent (a run's sessions by
+    label, a key's cases by id): the database holds the name unique, the row reads as its name,
+    and a parent's rows list by name or by `listed_by`. A table that inherits it names it first
+    among its bases, so that its Meta is the one Django takes."""
+
+    class Meta:
+        abstract = True
+        ordering = [parent, listed_by or name]
+        constraints = [models.UniqueConstraint(fields=[parent, name], name=constraint)]
+
+    def __str__(self: models.Model) -> str:
+        return getattr(self, name)
+
+    attrs = {"__module__": __name__, "Meta": Meta, "__str__": __str__}
+    return type(f"NamedWithin{parent.title()}", (models.Model,), attrs)
+
+
 def row_columns(
     name: str,
     row: type,
@@ -115,7 +135,7 @@ def _column(kind: Any, required: bool, zero: bool) -> tuple[type[models.Field], 
             {"null": True, "blank": True} if optional else {"default": list, "blank": True}
         )
     container = typing.get_origin(kind)
-    if container in (list, tuple, dict):
+    if container in (list, dict):
         return models.JSONField, {
             "default": dict if container is dict else list,
             "blank": not required,

@@ -19,7 +19,7 @@ from records.formats.rows import (
     VerifyRow,
 )
 from records.formats.shard import ENDINGS
-from records.models.fields import TokenUsage, _bulk_reference, row_columns
+from records.models.fields import TokenUsage, _bulk_reference, named_within, row_columns
 from records.models.intake import ShardFile
 from records.scorer.batch import TOKENS
 
@@ -86,7 +86,8 @@ class Provider(models.Model):
 
 
 class Session(
-    row_columns("SessionColumns", SessionRow, required=("label",), zero=("served_tools",))
+    named_within("run", "label", "session_label_unique_in_run"),
+    row_columns("SessionColumns", SessionRow, required=("label",), zero=("served_tools",)),
 ):
     """A session line: the tool surface, mode and slice its attempts ran against."""
 
@@ -94,15 +95,6 @@ class Session(
     # Calls made by the session's attempts, and how many the server observed (E.3 rule 2).
     call_count = models.IntegerField(default=0)
     observed_call_count = models.IntegerField(default=0)
-
-    class Meta:
-        ordering = ["run", "label"]
-        constraints = [
-            models.UniqueConstraint(fields=["run", "label"], name="session_label_unique_in_run")
-        ]
-
-    def __str__(self) -> str:
-        return self.label
 
     @property
     def effective_mode(self) -> str:

@@ -12,6 +12,7 @@ from records.models.fields import (
     TokenUsage,
     WholeJSONField,
     _bulk_reference,
+    named_within,
     row_columns,
 )
 from records.models.intake import Upload
@@ -44,7 +45,9 @@ class CorpusKey(KeptFile):
         )
 
 
-class KeyCase(models.Model):
+class KeyCase(named_within("key", "case_id", "case_unique_in_key", listed_by="position")):
+    """One case of a key, in the key's order."""
+
     key = models.ForeignKey(CorpusKey, on_delete=models.CASCADE, related_name="cases")
     position = models.IntegerField()
     case_id = models.TextField()
@@ -55,15 +58,6 @@ class KeyCase(models.Model):
     surfaces_only = models.JSONField(default=list)
     surfaces_reason = models.TextField(blank=True)
     steps = models.JSONField(default=list)
-
-    class Meta:
-        ordering = ["key", "position"]
-        constraints = [
-            models.UniqueConstraint(fields=["key", "case_id"], name="case_unique_in_key")
-        ]
-
-    def __str__(self) -> str:
-        return self.case_id
 
 
 class Scoring(models.Model):
