@@ -15,8 +15,8 @@ from records.scorer.score import (
     RATIO_COLUMNS,
     Aggregate,
     ArgVerdict,
+    AttemptVerdict,
     StepVerdict,
-    Verdict,
     aggregate,
     attempt_inputs,
     equal_value,
@@ -207,7 +207,7 @@ def score(
     last_turn_tool: bool = False,
     tier: str = "ultimate",
     turns: bool = True,
-) -> Verdict:
+) -> AttemptVerdict:
     attempt = {
         "id": "a1",
         "case": case,
@@ -344,13 +344,13 @@ def test_the_worked_aggregate_example_of_c8():
         confirmation="unaided",
         args=[arg(True), arg(False)],
     )
-    done = Verdict("a", "c", "completed", "", [get, delete], 2, 1, True, True, True)
+    done = AttemptVerdict("a", "c", "completed", "", [get, delete], 2, 1, True, True, True)
     unreached = StepVerdict(
         1, "issue.delete", False, destructive=True, mutating=True, confirmation="never"
     )
-    failed = Verdict("b", "c", "failed", "", [unreached], 0, 0, True, False, True)
-    skipped = Verdict("c", "c", "skipped", "", [], 0, 0, True, False, False)
-    unobserved = Verdict("d", "c", "unobserved", "", [get], 0, 0, True, False, False)
+    failed = AttemptVerdict("b", "c", "failed", "", [unreached], 0, 0, True, False, True)
+    skipped = AttemptVerdict("c", "c", "skipped", "", [], 0, 0, True, False, False)
+    unobserved = AttemptVerdict("d", "c", "unobserved", "", [get], 0, 0, True, False, False)
     agg = aggregate([done, failed, skipped, unobserved])
     r = {k: ratio_text(*v) for k, v in agg.ratios.items()}
     assert r["reached"] == "2 / 3"
@@ -567,7 +567,7 @@ def test_a_read_step_in_read_only_mode_still_has_to_be_called():
     assert v.outcome == "failed"
 
 
-def _crud(iid_sent: Any, *, result: Any = None, truncated: bool = False) -> Verdict:
+def _crud(iid_sent: Any, *, result: Any = None, truncated: bool = False) -> AttemptVerdict:
     result = {"iid": 17} if result is None else result
     calls = [
         call(

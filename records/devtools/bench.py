@@ -32,8 +32,7 @@ from records.devtools.synth import MODELS, ModelSpec, load_demo_key, widen_key, 
 from records.formats.corpus_key import key_to_json
 from records.ingest import ingest, inputs_from_paths
 from records.models import Attempt, Run, Upload
-from records.scores.run import score_run
-from records.scores.run import store_key as store
+from records.scores.run import score_run, store_key
 
 CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
 
@@ -130,9 +129,9 @@ def ingest_paths(paths: list[Path]) -> dict[str, Any]:
     }
 
 
-def store_key(key: Any) -> Any:
-
-    stored, _ = store(
+def _stored(key: Any) -> Any:
+    """The bench's corpus key, stored as an upload would store it."""
+    stored, _ = store_key(
         orjson.dumps(key_to_json(key)), "bench-key.json", Upload.objects.create(source="cli")
     )
     return stored
@@ -209,7 +208,7 @@ def _ingest_and_score(paths: list[Path], key: Any) -> tuple[list[Any], dict]:
     # whose key is already stored is scored on arrival).
     _quiet()
     figs = ingest_paths(paths)
-    stored_key = store_key(key)
+    stored_key = _stored(key)
     runs = [Run.objects.get(pk=pk) for pk in figs["runs"]]
     _quiet()
     seconds, scoring = _timed(lambda: score_run(runs[0], stored_key))

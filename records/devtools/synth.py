@@ -85,7 +85,9 @@ def _dump(obj: dict[str, Any]) -> bytes:
     return orjson.dumps(obj) + b"\n"
 
 
-class _Writer:
+class _ShardLines:
+    """The lines of a shard being written, counted."""
+
     def __init__(self, out: IO[bytes]) -> None:
         self.out = out
         self.lines = 0
@@ -112,7 +114,7 @@ def write_run(
 ) -> int:
     """Write one shard; returns the number of lines. `regress` lowers a (model, surface) quality."""
     rng = random.Random(seed)
-    w = _Writer(out)
+    w = _ShardLines(out)
     catalog = key.catalog_for(tier)
     assert catalog is not None
     regress = regress or {}
@@ -224,7 +226,7 @@ def _tool_call(
 
 
 def _attempt(
-    w: _Writer,
+    w: _ShardLines,
     rng: random.Random,
     key: KeyDocument,
     case: Case,
@@ -491,7 +493,7 @@ def _turn_lines(
 
 
 def _turn(
-    w: _Writer,
+    w: _ShardLines,
     rng: random.Random,
     aid: str,
     index: int,

@@ -389,7 +389,10 @@ class StepVerdict:
 
 
 @dataclass
-class Verdict:
+class AttemptVerdict:
+    """What the scorer finds of one attempt (upstream's Verdict, C.7); the stored row is
+    `records.models.Verdict`."""
+
     attempt: str
     case: str
     outcome: str
@@ -529,7 +532,7 @@ def _resolve(
     return [], "the case declares no truth for this argument"
 
 
-def score_attempt(a: AttemptInput, key: KeyDocument) -> Verdict:
+def score_attempt(a: AttemptInput, key: KeyDocument) -> AttemptVerdict:
     case = key.case(a.case)
     if case is None:
         raise ScoringError(
@@ -676,7 +679,7 @@ def score_attempt(a: AttemptInput, key: KeyDocument) -> Verdict:
     unaided = outcome == "completed" and not any(
         e.outcome in ("refused:invalid_params", "refused:needs_confirmation") for e in counted
     )
-    v = Verdict(
+    v = AttemptVerdict(
         a.id,
         a.case,
         outcome,
@@ -737,7 +740,7 @@ def _outcome_of(a: AttemptInput, steps: list[StepVerdict], verified: bool) -> tu
     return "completed", ""
 
 
-def is_clean(v: Verdict) -> bool:
+def is_clean(v: AttemptVerdict) -> bool:
     """C.7, derived reading (not pinned upstream)."""
     if not (v.outcome == "completed" and v.unaided and v.verified):
         return False
@@ -782,7 +785,7 @@ class Aggregate:
     def counted_apart(self, outcome: str) -> int:
         return self.outcomes.get(outcome, 0)
 
-    def add(self, v: Verdict) -> None:
+    def add(self, v: AttemptVerdict) -> None:
         self.outcomes[v.outcome] = self.outcomes.get(v.outcome, 0) + 1
         if v.outcome in COUNTED_APART:
             return
@@ -843,7 +846,7 @@ def _sum_maps(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def aggregate(verdicts: Iterable[Verdict]) -> Aggregate:
+def aggregate(verdicts: Iterable[AttemptVerdict]) -> Aggregate:
     agg = Aggregate()
     for v in verdicts:
         agg.add(v)
