@@ -274,3 +274,31 @@ def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
     with CaptureQueriesContext(connection) as q:
         rankings = rank_models(scoring, groups, "Clean")
     assert len(q) == 0 and rankings
+
+
+def test_the_figures_per_case_are_the_sums_of_their_verdicts(demo):
+    """What per-case intervals and paired tests read, summed in the database, against the
+    verdicts added up one by one."""
+    from records.models import Verdict
+    from records.scorer.batch import ADDITIVE, TOKENS
+    from records.scores.run import latest_scoring
+    from records.scores.tables import SUMMED, case_figures
+
+    scoring = latest_scoring(demo["run-2026-11-23-f00dfa"])
+    want: dict = {}
+    for v in Verdict.objects.filter(scoring=scoring):
+        f = want.setdefault(v.row_key, {}).setdefault(v.case, dict.fromkeys(SUMMED, 0))
+        f["total"] += 1
+        f["counted"] += v.counted
+        f["completed"] += v.outcome == "completed"
+        f["clean"] += v.clean
+        f["unaided"] += v.unaided
+        f["turns"] += v.tries
+        for name in (*ADDITIVE, *TOKENS):
+            f[name] += getattr(v, name)
+    got = case_figures(scoring)
+    assert got == want and len(got) > 1
+    some = sorted(got)[:1]
+    assert case_figures(scoring, some) == {some[0]: want[some[0]]}
+    assert case_figures(scoring, []) == {}
+    assert all(type(n) is int for row in got.values() for f in row.values() for n in f.values())
