@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection
@@ -99,22 +100,21 @@ def case_figures(
     return out
 
 
-# Each ratio column's numerator and denominator among the summed figures.
+# Each ratio column's (numerator, denominator), read off summed figures.
 _RATIO_TERMS = {
-    "clean": ("clean", "counted"),
-    "unaided": ("unaided", "counted"),
-    "completion": ("completed", "counted"),
-    "reached": ("reached_n", "reached_d"),
-    "accepted_first_time": ("aft_n", "aft_d"),
-    "argument_fidelity": ("fidelity_n", "fidelity_d"),
-    "confirmation": ("confirmation_n", "confirmation_d"),
+    "clean": itemgetter("clean", "counted"),
+    "unaided": itemgetter("unaided", "counted"),
+    "completion": itemgetter("completed", "counted"),
+    "reached": itemgetter("reached_n", "reached_d"),
+    "accepted_first_time": itemgetter("aft_n", "aft_d"),
+    "argument_fidelity": itemgetter("fidelity_n", "fidelity_d"),
+    "confirmation": itemgetter("confirmation_n", "confirmation_d"),
 }
 
 
 def ratio_of(f: dict[str, int], column: str) -> tuple[int, int]:
     """A column's (numerator, denominator) from summed figures (a row's or one case's)."""
-    n, d = _RATIO_TERMS[column]
-    return f[n], f[d]
+    return _RATIO_TERMS[column](f)
 
 
 @dataclass(frozen=True)
