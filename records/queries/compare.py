@@ -18,7 +18,7 @@ from records import stats
 from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.cost import Tokens, cost_of
 from records.scorer.score import RATIO_COLUMNS
-from records.scores.ranking import Ranking, pair_tests, rank, stored_pair_tests
+from records.scores.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
 from records.scores.run import latest_scoring
 from records.scores.tables import (
     COLUMN_BY_TITLE,
@@ -29,8 +29,6 @@ from records.scores.tables import (
     ratio_of,
     score_rows,
 )
-
-COLUMNS = RATIO_COLUMNS
 
 
 def _row_figures(row: TableRow) -> dict[str, int]:
@@ -78,21 +76,6 @@ class Side:
     def overhead(self) -> tuple[int, int]:
         f = self.figures
         return f["discovery"] + f["invalid_params"], f["steps"]
-
-
-def paired_tests(
-    a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
-) -> dict[str, stats.Paired]:
-    """Each column of two rows compared case by case over the cases both ran (`stats`)."""
-    cases = sorted(set(a) & set(b))
-    out = {}
-    for column in COLUMNS:
-        result = stats.compare(
-            [ratio_of(a[c], column) for c in cases], [ratio_of(b[c], column) for c in cases]
-        )
-        if result is not None:
-            out[column] = result
-    return out
 
 
 def rate(pair: tuple[int, int]) -> float | None:
@@ -322,7 +305,9 @@ class RowComparison:
         self,
     ) -> list[tuple[str, tuple[int, int], tuple[int, int], float | None, stats.Paired | None]]:
         """`columns` with each column's case-by-case test, where there is one."""
-        return [(*col, self.tests.get(c)) for c, col in zip(COLUMNS, self.columns(), strict=True)]
+        return [
+            (*col, self.tests.get(c)) for c, col in zip(RATIO_COLUMNS, self.columns(), strict=True)
+        ]
 
     @property
     def still_failing(self) -> int:
@@ -338,10 +323,6 @@ class RowComparison:
 
 def row_identity(row_key: str) -> str:
     """A row key's identity: what rows are matched on across runs (model, surface, mode, pins)."""
-    return _identity(row_key)
-
-
-def _identity(row_key: str) -> str:
     k = parse_row_key(row_key)
     return " ".join(f"{name}={k[name]}" for name in IDENTITY if name in k)
 
@@ -375,9 +356,9 @@ def compare_runs(
     prices_a, prices_b = _prices(baseline), _prices(candidate)
     by_identity: dict[str, list[Any]] = {}
     for key, row in left.items():
-        by_identity.setdefault(_identity(key), [None, None])[0] = row
+        by_identity.setdefault(row_identity(key), [None, None])[0] = row
     for key, row in right.items():
-        by_identity.setdefault(_identity(key), [None, None])[1] = row
+        by_identity.setdefault(row_identity(key), [None, None])[1] = row
     out = []
     for identity, (a, b) in sorted(by_identity.items()):
         ra = Side(baseline, sa, a, _row_figures(a), prices_a.get(a.model)) if a else None
@@ -432,7 +413,11 @@ def compare_runs(
         key=lambda c: (c.evidence != "regressed", -c.regressions, c.refused != "", c.identity)
     )
     out[first : first + len(shown)] = shown
-    _, changes = case_flips(sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit)
+    # The changed cases of the rows shown, `flip_limit` of each (every one when None; none
+    # when 0, as the gate asks, which reads only the counts above).
+    _, changes = case_flips(
+        sa, sb, [p for p in pairs if p[0] in keys], limit=flip_limit, detail=flip_limit != 0
+    )
     for c in shown:
         if c.baseline and c.candidate and not c.refused:
             c.flips = changes.get(c.baseline.row.row_key, [])

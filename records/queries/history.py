@@ -9,6 +9,7 @@ from datetime import datetime
 from records import stats
 from records.models import Run, ScoreRow, Scoring, Verdict
 from records.queries.compare import parse_row_key
+from records.scores.ranking import paired_tests
 from records.scores.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
 
 RUNS_SHOWN = 60
@@ -113,12 +114,8 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
         interval = stats.case_interval(pairs) if run.repeat > 1 else stats.wilson(*ratio)
         point = Point(run, rows[scoring.pk], ratio, interval)
         if previous is not None:
-            shared = sorted(set(previous_cases) & set(cases))
             point.previous = previous.run
-            point.test = stats.compare(
-                [ratio_of(previous_cases[c], column) for c in shared],
-                [ratio_of(cases[c], column) for c in shared],
-            )
+            point.test = paired_tests(previous_cases, cases, (column,)).get(column)
             if (
                 point.test
                 and point.test.label == "regressed"

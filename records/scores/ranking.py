@@ -89,6 +89,24 @@ def _test(tests: PairTests, baseline: str, candidate: str, column: str) -> stats
     )
 
 
+def paired_tests(
+    a: dict[str, dict[str, int]],
+    b: dict[str, dict[str, int]],
+    columns: tuple[str, ...] = RATIO_COLUMNS,
+) -> dict[str, stats.Paired]:
+    """Each column of two rows (their figures per case) compared case by case over the cases
+    both ran (`stats`)."""
+    cases = sorted(set(a) & set(b))
+    out = {}
+    for column in columns:
+        result = stats.compare(
+            [ratio_of(a[c], column) for c in cases], [ratio_of(b[c], column) for c in cases]
+        )
+        if result is not None:
+            out[column] = result
+    return out
+
+
 def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]) -> PairTests:
     """Every pair of rows within a group, every column, tested over the cases both ran."""
     out: PairTests = {}
@@ -96,19 +114,7 @@ def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]
         keys = sorted(r.row_key for r in g.rows)
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
-                ca, cb = per_case.get(a, {}), per_case.get(b, {})
-                shared = sorted(set(ca) & set(cb))
-                out[(a, b)] = {
-                    column: test
-                    for column in RATIO_COLUMNS
-                    if (
-                        test := stats.compare(
-                            [ratio_of(ca[c], column) for c in shared],
-                            [ratio_of(cb[c], column) for c in shared],
-                        )
-                    )
-                    is not None
-                }
+                out[(a, b)] = paired_tests(per_case.get(a, {}), per_case.get(b, {}))
     return out
 
 

@@ -53,6 +53,11 @@ def cost_chart(figures: RunFigures) -> dict[str, Any]:
     return escaped({"data": data, "layout": layout})
 
 
+def _percent(n: int, d: int) -> float | None:
+    """A ratio as a rate in percent, as the charts plot it (None with no denominator)."""
+    return round(100 * n / d, 2) if d else None
+
+
 def _interval_bars(
     rates: list[float | None], cis: list[Any], *, missing: float | None, size: int = 1
 ) -> dict[str, Any]:
@@ -80,7 +85,7 @@ def grouped_bars(group: Any) -> dict[str, Any]:
     data = []
     for r in group.rows:
         pairs = [p for _, p, _ in r.columns_with_intervals]
-        rates = [round(100 * n / d, 2) if d else None for n, d in pairs]
+        rates = [_percent(n, d) for n, d in pairs]
         cis = [ci for _, _, ci in r.columns_with_intervals]
         data.append(
             {
@@ -127,7 +132,7 @@ def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
             by_model.setdefault(r.model, []).append(
                 (
                     round(cost / total, 6),
-                    round(100 * n / d, 2),
+                    _percent(n, d),
                     r.surface,
                     [n, d, ci.points() if ci else "-"],
                     ci,
@@ -154,10 +159,8 @@ def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
     ]
     everything = sorted((p[0], -p[1]) for points in by_model.values() for p in points)
     front, best = [], None
-    for (
-        x,
-        negative_y,
-    ) in everything:  # cheapest first: a point is on the front if it beats all cheaper ones
+    # Cheapest first: a point is on the front if it beats every cheaper one on the column.
+    for x, negative_y in everything:
         if best is None or -negative_y > best:
             front.append((x, -negative_y))
             best = -negative_y
@@ -191,7 +194,7 @@ def ranked_intervals(ranking: Any) -> dict[str, Any]:
     """A ranked interval plot: one row per model, best at the top, its rate on the column as a
     point with its 95% interval as a bar across it; N / D and the interval in the hover."""
     ranked = ranking.ranked
-    rates = [round(100 * n / d, 2) for _, (n, d), _ in ranked]
+    rates = [_percent(n, d) for _, (n, d), _ in ranked]
     return escaped(
         {
             "data": [
@@ -229,7 +232,7 @@ def history_chart(h: Any) -> dict[str, Any]:
     that fell by more than noise marked."""
     points = [p for p in h.points if p.ratio[1]]
     xs = [p.when.isoformat() if p.when else p.run.run_id for p in points]
-    ys = [round(100 * p.ratio[0] / p.ratio[1], 2) for p in points]
+    ys = [_percent(*p.ratio) for p in points]
     lows = [round(100 * p.interval.low, 2) if p.interval else None for p in points]
     highs = [round(100 * p.interval.high, 2) if p.interval else None for p in points]
     band = {"type": "scatter", "mode": "lines", "line": {"width": 0}, "hoverinfo": "skip"}

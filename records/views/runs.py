@@ -24,7 +24,7 @@ from records.models import (
     CorpusKey,
     Run,
 )
-from records.queries.compare import COLUMNS, rate
+from records.queries.compare import rate
 from records.queries.cost import run_figures, sort_figures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
@@ -35,6 +35,7 @@ from records.queries.runs import (
     previous_runs,
     runs_for_list,
 )
+from records.scorer.score import RATIO_COLUMNS
 from records.scores.run import key_for_run, latest_scoring
 from records.scores.tables import (
     COLUMN_BY_TITLE,
@@ -228,7 +229,7 @@ def _sort_rows(groups: list[Any], sort: str) -> None:
     """Each group's rows by model (the default) or by a column's rate, rows without a rate last."""
     key, descending = sort.lstrip("-"), sort.startswith("-")
     for g in groups:
-        if key in COLUMNS:
+        if key in RATIO_COLUMNS:
             rates = {r.row_key: rate(dict(r.columns)[key]) for r in g.rows}
             rated = sorted(
                 (r for r in g.rows if rates[r.row_key] is not None),
