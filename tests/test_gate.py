@@ -48,3 +48,15 @@ def test_the_command_exits_1_on_a_regression_and_0_otherwise(demo, capsys):
     assert info.value.code == 1 and "failed" in capsys.readouterr().out
     call_command("gate", REGRESSED, "--baseline", REGRESSED, "--column", "Clean")
     assert "passed" in capsys.readouterr().out
+
+
+def test_the_gate_reads_each_rows_counts_and_no_list_of_changed_cases(demo):
+    from records.queries.compare import compare_runs
+
+    run, baseline = resolve(REGRESSED, BEFORE)
+    rows, _ = compare_runs(baseline, run, flip_limit=0, page=None)
+    compared = [c for c in rows if c.baseline and c.candidate and not c.refused]
+    assert compared and any(c.regressions for c in compared)  # the counts are there ...
+    assert all(c.flips == [] for c in compared)  # ... and no case was listed
+    everything, _ = compare_runs(baseline, run, flip_limit=None, page=None)
+    assert sum(len(c.flips) for c in everything) >= sum(c.regressions for c in compared)
