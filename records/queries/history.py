@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from records import stats
-from records.models import Run, ScoreRow, Scoring, Verdict
+from records.models import Run, ScoreRow, Verdict
 from records.queries.compare import parse_row_key
 from records.scores.ranking import paired_tests
+from records.scores.run import latest_scorings
 from records.scores.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
 
 RUNS_SHOWN = 60
@@ -72,11 +73,7 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
     )
     runs = list(scored[:RUNS_SHOWN])[::-1]
     out.more_runs = scored.count() - len(runs) if len(runs) == RUNS_SHOWN else 0
-    latest: dict[int, Scoring] = {}
-    for s in Scoring.objects.filter(run__in=runs, verdict_count__gt=0).order_by(
-        "run", "-created_at", "-id"
-    ):
-        latest.setdefault(s.run_id, s)
+    latest = latest_scorings(runs)
     # Each run's row for the model and surface (in the chosen mode; else the first mode seen).
     rows: dict[int, str] = {}
     modes: set[str] = set()

@@ -6,7 +6,8 @@ from typing import Any
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from records.models import Attempt, Run, ScoreRow, Scoring, SurfaceSummary, Verdict
+from records.models import Attempt, Run, ScoreRow, SurfaceSummary, Verdict
+from records.scores.run import latest_scorings
 from records.scores.tables import figure_sums, ratio_of, summed
 
 # The runs list's orders, by the name the query string gives them.
@@ -83,15 +84,9 @@ def column_over(scoring: Any, attempts: QuerySet[Attempt], column: str) -> tuple
 def headlines(runs: list[Run]) -> dict[int, tuple[str, str, tuple[int, int]]]:
     """Per run, its headline: the best Clean of its latest scoring (model, surface, (N, D)),
     the row a reader looks for first (two queries for a page of runs)."""
-    latest: dict[int, int] = {}
-    for scoring_pk, run_pk in (
-        Scoring.objects.filter(run__in=runs, verdict_count__gt=0)
-        .order_by("run", "-created_at", "-id")
-        .values_list("pk", "run")
-    ):
-        latest.setdefault(run_pk, scoring_pk)
+    latest = latest_scorings(runs)
     best: dict[int, tuple[str, str, tuple[int, int]]] = {}
-    run_of = {s: r for r, s in latest.items()}
+    run_of = {s.pk: r for r, s in latest.items()}
     for scoring_pk, model, surface, figures in ScoreRow.objects.filter(
         scoring__in=latest.values()
     ).values_list("scoring", "model", "surface", "figures"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +91,16 @@ def key_for_run(run: Run) -> CorpusKey | None:
         .order_by("-created_at", "-id")
         .first()
     )
+
+
+def latest_scorings(runs: Iterable[Run]) -> dict[int, Scoring]:
+    """Each run's latest scoring that holds verdicts, by run id (one query)."""
+    latest: dict[int, Scoring] = {}
+    for scoring in Scoring.objects.filter(run__in=runs, verdict_count__gt=0).order_by(
+        "run", "-created_at", "-id"
+    ):
+        latest.setdefault(scoring.run_id, scoring)
+    return latest
 
 
 def latest_scoring(run: Run) -> Scoring | None:
