@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from django import forms
 
 from records.formats.shard import MODES, SURFACES, TIERS
@@ -12,6 +14,12 @@ from records.scores.tables import COLUMN_TITLES
 SURFACE_CHOICES = [(s, s) for s in SURFACES]
 MODE_CHOICES = [(m, m) for m in MODES]
 TIER_CHOICES = [(t, t) for t in TIERS]
+COLUMN_CHOICES = [(t, t) for t in COLUMN_TITLES]
+
+
+def _sorts(keys: Iterable[str]) -> list[tuple[str, str]]:
+    """A table's orders through the address: each key, `-` before it for the highest first."""
+    return [("", "")] + [(f"{sign}{k}", f"{sign}{k}") for k in keys for sign in ("", "-")]
 
 
 class MatrixForm(forms.Form):
@@ -39,7 +47,7 @@ class CompareForm(forms.Form):
     candidate = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
     run = forms.IntegerField(required=False, min_value=1)
     page = forms.IntegerField(required=False, min_value=1)
-    column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])
+    column = forms.ChoiceField(required=False, choices=COLUMN_CHOICES)
 
     def __init__(self, *args, run_choices=(), **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -63,23 +71,19 @@ class HistoryForm(forms.Form):
     model = forms.CharField(required=False, max_length=500)
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
     mode = forms.CharField(required=False, max_length=100)
-    column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])
+    column = forms.ChoiceField(required=False, choices=COLUMN_CHOICES)
 
 
 class ColumnForm(forms.Form):
     """The score a page ranks by, as titled on the pages."""
 
-    column = forms.ChoiceField(required=False, choices=[(t, t) for t in COLUMN_TITLES])
+    column = forms.ChoiceField(required=False, choices=COLUMN_CHOICES)
 
 
 class SortForm(forms.Form):
     """A score table's order: a column (as named in exports), `-` before it for highest first."""
 
-    sort = forms.ChoiceField(
-        required=False,
-        choices=[("", "")]
-        + [(f"{sign}{c}", f"{sign}{c}") for c in ("model", *RATIO_COLUMNS) for sign in ("", "-")],
-    )
+    sort = forms.ChoiceField(required=False, choices=_sorts(("model", *RATIO_COLUMNS)))
 
 
 class CaseCompareForm(forms.Form):
@@ -95,8 +99,4 @@ class CaseCompareForm(forms.Form):
 class FiguresSortForm(forms.Form):
     """The order of a table of a run's figures: a column, `-` before it for the highest first."""
 
-    sort = forms.ChoiceField(
-        required=False,
-        choices=[("", "")]
-        + [(f"{sign}{key}", f"{sign}{key}") for key in ROW_SORTS for sign in ("", "-")],
-    )
+    sort = forms.ChoiceField(required=False, choices=_sorts(ROW_SORTS))
