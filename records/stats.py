@@ -133,13 +133,15 @@ def compare(
     ra = np.array([a[0] / a[1] for a, _ in pairs])
     rb = np.array([b[0] / b[1] for _, b in pairs])
     one_each = all(a[1] == 1 and b[1] == 1 for a, b in pairs)
-    delta = _bootstrap_delta(ra, rb)
+    differences = rb - ra
+    means = _resampled_means(differences)  # read by the interval and the bootstrap's p
+    delta = _bootstrap_delta(means)
     discordant = None
     if one_each:
         discordant = (int(np.sum((ra == 1) & (rb == 0))), int(np.sum((ra == 0) & (rb == 1))))
         p, test = mcnemar_exact(*discordant), "McNemar exact"
     else:
-        p, test = _bootstrap_p(ra, rb), "paired bootstrap"
+        p, test = _bootstrap_p(differences, means), "paired bootstrap"
     return Paired(len(pairs), float(ra.mean()), float(rb.mean()), delta, p, test, discordant)
 
 
@@ -156,20 +158,21 @@ def _resampled_means(values: np.ndarray) -> np.ndarray:
     return _counts(len(values)) @ values / len(values)
 
 
-def _bootstrap_delta(ra: np.ndarray, rb: np.ndarray) -> Interval:
-    """The 95% percentile interval of the mean paired difference, cases resampled (seeded)."""
-    low, high = np.quantile(_resampled_means(rb - ra), [ALPHA / 2, 1 - ALPHA / 2])
+def _bootstrap_delta(means: np.ndarray) -> Interval:
+    """The 95% percentile interval of the mean paired difference, from its resampled means."""
+    low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
     return Interval(float(low), float(high))
 
 
-def _bootstrap_p(ra: np.ndarray, rb: np.ndarray) -> float:
-    """Two-sided p of a zero mean paired difference: the differences are centred at zero and
-    resampled; how often is a mean as far from zero as the one seen?"""
-    d = rb - ra
+def _bootstrap_p(d: np.ndarray, means: np.ndarray) -> float:
+    """Two-sided p of a zero mean paired difference: the differences centred at zero and
+    resampled (each resample draws as many cases as there are, so its mean of the centred
+    differences is its mean of `d` less the mean seen); how often is a mean as far from zero
+    as the one seen?"""
     if not d.any():
         return 1.0
-    means = _resampled_means(d - d.mean())
-    return float((np.sum(np.abs(means) >= abs(d.mean()) - 1e-12) + 1) / (RESAMPLES + 1))
+    seen = d.mean()
+    return float((np.sum(np.abs(means - seen) >= abs(seen) - 1e-12) + 1) / (RESAMPLES + 1))
 
 
 def detectable_difference(cases: int, power: float = 0.8) -> float | None:
