@@ -39,7 +39,7 @@ def cases_on(scoring: Scoring, surface: str) -> Any:
 
 
 def count_where(name: str, value: Any = True) -> Sum:
-    """How many of the grouped rows have `name` equal to `value`."""
+    """How many of the grouped rows have `name` equal to `value` (`name` may carry a lookup)."""
     return Sum(Case(When(**{name: value}, then=1), default=0, output_field=IntegerField()))
 
 
@@ -237,14 +237,8 @@ def score_rows(
             .values("row_key")
             .annotate(
                 cases=Count("id"),
-                every=Sum(
-                    Case(
-                        When(completed=F("counted"), then=1), default=0, output_field=IntegerField()
-                    )
-                ),
-                any=Sum(
-                    Case(When(completed__gt=0, then=1), default=0, output_field=IntegerField())
-                ),
+                every=count_where("completed", F("counted")),
+                any=count_where("completed__gt", 0),
             )
             .order_by()
         }
