@@ -136,8 +136,11 @@
     if (e.target.open) loadPlotlyThenDraw();
   }, true);
   // An error answer is shown where the person acted: beside the form (or link) that asked.
+  function anchorOf(elt) {
+    return elt && elt.closest && (elt.closest("form") || elt);
+  }
   function errorBox(elt) {
-    var anchor = (elt && elt.closest && (elt.closest("form") || elt)) || document.querySelector("main");
+    var anchor = anchorOf(elt) || document.querySelector("main");
     var box = anchor.nextElementSibling;
     if (!box || !box.classList.contains("request-error")) {
       box = document.createElement("p");
@@ -162,7 +165,7 @@
   });
   document.addEventListener("htmx:afterRequest", function (e) {
     if (!e.detail.successful) return;
-    var elt = e.detail.elt, anchor = elt && elt.closest && (elt.closest("form") || elt);
+    var anchor = anchorOf(e.detail.elt);
     var box = anchor && anchor.nextElementSibling;
     if (box && box.classList.contains("request-error")) box.remove();
   });
