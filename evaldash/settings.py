@@ -53,6 +53,36 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_url(name: str, default: str = "") -> str:
+    """An absolute http(s) address with a host and no query or fragment, without its
+    trailing slash ("" when unset)."""
+    from urllib.parse import urlsplit
+
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or parts.query
+        or parts.fragment
+        or parts.username is not None
+        or any(c.isspace() for c in value)
+    ):
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an absolute http(s) address such as "
+            "https://evaldash.example (no query, fragment or credentials)"
+        )
+    return value.rstrip("/")
+
+
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
@@ -67,6 +97,10 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 # Browsing needs a login unless the operator opens read access on purpose.
 EVALDASH_PUBLIC_READ = env_bool("EVALDASH_PUBLIC_READ", False)
+# The dashboard's public address (https://evaldash.example), which the links of the CI gate's
+# comment start with (the dashboard's own paths follow); unset, the gate links to the address
+# it was asked at.
+EVALDASH_PUBLIC_URL = env_url("EVALDASH_PUBLIC_URL")
 # Bounds on what one request or archive may bring in.
 EVALDASH_MAX_UPLOAD_BYTES = env_int("EVALDASH_MAX_UPLOAD_BYTES", 512 * 1024 * 1024, minimum=1)
 # Any other request body (a login, a form) takes at most this much; over either limit a request

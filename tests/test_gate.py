@@ -23,8 +23,8 @@ def test_a_regression_with_evidence_fails_the_gate_and_names_its_row(demo):
     assert not result.passed and result.rows > 1
     (row,) = result.regressed
     assert "surface=meta" in row["row"] and row["p_value"] < 0.05 and row["delta_points"] < 0
-    assert row["interval"][1] < 0
-    assert "| `model=openai:gpt-5.4-nano surface=meta" in result.markdown()
+    assert row["interval_points"][1] < 0
+    assert "| `openai:gpt-5.4-nano` | `meta` |" in result.markdown()
 
 
 def test_the_api_answers_json_for_an_upload_token(client, demo):
@@ -39,7 +39,8 @@ def test_the_api_answers_json_for_an_upload_token(client, demo):
     r = client.get(f"/api/v1/runs/{REGRESSED}/gate?column=Speed", headers=auth)
     assert r.status_code == 400 and "Clean" in r.json()["error"]
     r = client.get(f"/api/v1/runs/{BEFORE}/gate", headers=auth)
-    assert r.status_code == 404 and "no earlier run" in r.json()["error"]
+    assert r.status_code == 200 and r.json()["baseline"] is None
+    assert "no earlier run" in r.json()["reason"]
 
 
 def test_the_command_exits_1_on_a_regression_and_0_otherwise(demo, capsys):

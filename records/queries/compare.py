@@ -24,9 +24,11 @@ from records.scores.tables import (
     COLUMN_BY_TITLE,
     SUMMED,
     TITLED_COLUMNS,
+    RowKey,
     TableRow,
     case_figures,
     ratio_of,
+    row_key_of,
     score_rows,
 )
 
@@ -92,25 +94,26 @@ def delta_points(a: tuple[int, int], b: tuple[int, int]) -> float | None:
 
 
 def parse_row_key(row_key: str) -> dict[str, str]:
+    """A row key string's parts, for links that only need its corpus and mode. A part's value
+    may hold spaces (a model spec can), so this never decides which rows are the same row:
+    `RowKey` does."""
     return dict(part.split("=", 1) for part in row_key.split(" ") if "=" in part)
-
-
-IDENTITY = ("model", "surface", "mode", "tier", "tier-pin", "meta-schema", "slice")
 
 
 def differences(a: Side, b: Side, *, across_vendors: bool = False) -> list[str]:
     """The comparison keys on which two rows differ (E.4), in words."""
-    ka, kb = parse_row_key(a.row.row_key), parse_row_key(b.row.row_key)
+    ka, kb = row_key_of(a.row), row_key_of(b.row)
     out = []
     for key, words in (
         ("corpus", "corpus digest"),
         ("contract", "contract digest"),
         ("repeat", "repeat"),
     ):
-        if ka.get(key) != kb.get(key):
-            out.append(f"{words} ({ka.get(key) or '-'} vs {kb.get(key) or '-'})")
-    if across_vendors and ka.get("tools") != kb.get("tools"):
-        out.append(f"tool schema digest ({ka.get('tools') or '-'} vs {kb.get('tools') or '-'})")
+        va, vb = getattr(ka, key), getattr(kb, key)
+        if va != vb:
+            out.append(f"{words} ({va or '-'} vs {vb or '-'})")
+    if across_vendors and ka.tools != kb.tools:
+        out.append(f"tool schema digest ({ka.tools or '-'} vs {kb.tools or '-'})")
     if (a.row.case_count, a.row.coverage) != (b.row.case_count, b.row.coverage):
         out.append(
             f"case coverage ({a.row.case_count} cases `{a.row.coverage}` vs "
@@ -241,7 +244,7 @@ FLIPS_SHOWN = 50
 
 @dataclass
 class RowComparison:
-    identity: str
+    key: RowKey  # the rows' identity (model, surface, mode, pins), as parts
     baseline: Side | None
     candidate: Side | None
     differs: list[str] = field(default_factory=list)
@@ -251,6 +254,11 @@ class RowComparison:
     flips: list[CaseFlip] = field(default_factory=list)  # the changes shown (capped)
     kinds: dict[str, int] = field(default_factory=dict)  # every case, counted per kind
     tests: dict[str, stats.Paired] = field(default_factory=dict)  # per column, case by case
+
+    @property
+    def identity(self) -> str:
+        """The identity as people read it (model=... surface=...); rows are matched on `key`."""
+        return self.key.label
 
     @property
     def evidence(self) -> str:
@@ -321,10 +329,36 @@ class RowComparison:
         return None if a is None or b is None else b - a
 
 
-def row_identity(row_key: str) -> str:
-    """A row key's identity: what rows are matched on across runs (model, surface, mode, pins)."""
-    k = parse_row_key(row_key)
-    return " ".join(f"{name}={k[name]}" for name in IDENTITY if name in k)
+def match_rows(
+    left: list[TableRow], right: list[TableRow]
+) -> list[tuple[TableRow | None, TableRow | None]]:
+    """Two scorings' rows paired on their identity (model, surface, mode, pins), in its order;
+    where one run holds several rows of one identity (sessions given different tool lists),
+    those pair on their tool schema digest too. Every row appears exactly once."""
+    sides: dict[tuple[Any, ...], tuple[list[TableRow], list[TableRow]]] = {}
+    for n, rows in enumerate((left, right)):
+        for row in rows:
+            sides.setdefault(row_key_of(row).identity, ([], []))[n].append(row)
+    out: list[tuple[TableRow | None, TableRow | None]] = []
+    for _, (a, b) in sorted(sides.items()):
+        if len(a) <= 1 and len(b) <= 1:
+            out.append((a[0] if a else None, b[0] if b else None))
+            continue
+        by_tools: dict[str, list[TableRow | None]] = {}
+        for n, rows in enumerate((a, b)):
+            for row in rows:
+                by_tools.setdefault(row_key_of(row).tools, [None, None])[n] = row
+        out += [(x, y) for _, (x, y) in sorted(by_tools.items())]
+    return out
+
+
+def row_label(scoring: Scoring, row_key: str) -> str:
+    """The identity of a scoring's row as people read it, from its stored parts (one query);
+    the key itself when the scoring has no such row."""
+    row = scoring.rows.select_related("session").filter(row_key=row_key).first()
+    if row is None:
+        return row_key
+    return RowKey.of(row.model, row.surface, scoring.run, row.session).label
 
 
 def _sides(scoring: Scoring) -> dict[str, TableRow]:
@@ -354,20 +388,16 @@ def compare_runs(
         return [], "both runs must be scored to be compared"
     left, right = _sides(sa), _sides(sb)
     prices_a, prices_b = _prices(baseline), _prices(candidate)
-    by_identity: dict[str, list[Any]] = {}
-    for key, row in left.items():
-        by_identity.setdefault(row_identity(key), [None, None])[0] = row
-    for key, row in right.items():
-        by_identity.setdefault(row_identity(key), [None, None])[1] = row
+    # Rows are matched on their key's parts, never on the key string split apart: a model spec
+    # may hold spaces, and `openai:gpt-5` and `openai:gpt-5 preview` are two rows.
     out = []
-    for identity, (a, b) in sorted(by_identity.items()):
+    for a, b in match_rows(list(left.values()), list(right.values())):
         ra = Side(baseline, sa, a, _row_figures(a), prices_a.get(a.model)) if a else None
         rb = Side(candidate, sb, b, _row_figures(b), prices_b.get(b.model)) if b else None
-        comp = RowComparison(identity, ra, rb)
+        comp = RowComparison(row_key_of(b or a), ra, rb)
         if ra and rb:
             comp.differs = differences(ra, rb)
-            ka, kb = parse_row_key(ra.row.row_key), parse_row_key(rb.row.row_key)
-            if ka.get("corpus") != kb.get("corpus"):
+            if row_key_of(a).corpus != row_key_of(b).corpus:
                 comp.refused = (
                     "the two rows were scored against different corpora, so their "
                     "answers differ: re-score one run against the other's key to "
@@ -394,7 +424,7 @@ def compare_runs(
     for c in out:
         if c.baseline and c.candidate and not c.refused:
             c.kinds = counts.get(c.baseline.row.row_key, {})
-    out.sort(key=lambda c: (-c.regressions, c.refused != "", c.identity))
+    out.sort(key=lambda c: (-c.regressions, c.refused != "", c.key.identity))
     first = 0 if page is None else (page - 1) * ROWS_PER_PAGE
     shown = out[first:] if page is None else out[first : first + ROWS_PER_PAGE]
     keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
@@ -410,7 +440,12 @@ def compare_runs(
                 per_case_b.get(c.candidate.row.row_key, {}),
             )
     shown.sort(
-        key=lambda c: (c.evidence != "regressed", -c.regressions, c.refused != "", c.identity)
+        key=lambda c: (
+            c.evidence != "regressed",
+            -c.regressions,
+            c.refused != "",
+            c.key.identity,
+        )
     )
     out[first : first + len(shown)] = shown
     # The changed cases of the rows shown, `flip_limit` of each (every one when None; none
@@ -462,17 +497,9 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
         return []
     prices = _prices(run)
     groups: dict[tuple, list[TableRow]] = {}
-    for key, row in _sides(scoring).items():
-        k = parse_row_key(key)
-        gk = (
-            k.get("model"),
-            k.get("mode"),
-            k.get("tier"),
-            k.get("tier-pin", ""),
-            k.get("corpus"),
-            k.get("contract"),
-            k.get("repeat"),
-        )
+    for row in _sides(scoring).values():
+        k = row_key_of(row)
+        gk = (k.model, k.mode, k.tier, k.tier_pin, k.corpus, k.contract, k.repeat)
         groups.setdefault(gk, []).append(row)
     out = []
     order = ["dynamic", "meta", "individual"]

@@ -136,6 +136,98 @@ class Repeats:
         ]
 
 
+@dataclass(frozen=True)
+class RowKey:
+    """A row's C.9 key as its parts, read from the stored row, its session and its run: what
+    rows are told apart and matched on. The stored key string joins these with spaces and `=`,
+    which a model spec may itself hold (`openai:gpt-5 preview`), so it is never split back."""
+
+    model: str
+    surface: str
+    mode: str
+    tier: str
+    tier_pin: str = ""
+    meta_schema: str = ""
+    slice: int = 0
+    corpus: str = ""
+    contract: str = ""
+    tools: str = ""
+    repeat: int = 0
+
+    @classmethod
+    def of(cls, model: str, surface: str, run: Run, session: Session | None) -> RowKey:
+        """The key `records.scores.run` writes for a row of this model, surface and session
+        (no session: the row of sessionless attempts, in the default mode)."""
+        return cls(
+            model,
+            surface,
+            session.mode if session else "",
+            run.tier,
+            (session.tier_pin or "") if session else "",
+            (session.meta_param_schema or "") if session else "",
+            (session.slice_size or 0) if session else 0,
+            run.corpus_digest,
+            run.contract_digest,
+            (session.tool_schema_digests or {}).get(model, "") if session else "",
+            run.repeat,
+        )
+
+    @property
+    def identity(self) -> tuple[str, str, str, str, str, str, int]:
+        """What rows are matched on across runs: model, surface, mode and the pins."""
+        return (
+            self.model,
+            self.surface,
+            self.mode,
+            self.tier,
+            self.tier_pin,
+            self.meta_schema,
+            self.slice,
+        )
+
+    @property
+    def group(self) -> tuple[Any, ...]:
+        """The cross-vendor key (E.4): every part but the model."""
+        return (*self.identity[1:], self.corpus, self.contract, self.tools, self.repeat)
+
+    @property
+    def label(self) -> str:
+        """The identity as the key string spells it, for people (never parsed)."""
+        parts = [
+            ("model", self.model),
+            ("surface", self.surface),
+            ("mode", self.mode),
+            ("tier", self.tier),
+        ]
+        parts += [
+            (name, value)
+            for name, value in (
+                ("tier-pin", self.tier_pin),
+                ("meta-schema", self.meta_schema),
+                ("slice", self.slice),
+            )
+            if value
+        ]
+        return " ".join(f"{name}={value}" for name, value in parts)
+
+    @property
+    def text(self) -> str:
+        """The whole key string, as the scorer writes it."""
+        rest = f"corpus={self.corpus} contract={self.contract} tools={self.tools}"
+        return f"{self.label} {rest} repeat={self.repeat}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "surface": self.surface,
+            "mode": self.mode,
+            "tier": self.tier,
+            "tier_pin": self.tier_pin,
+            "meta_schema": self.meta_schema,
+            "slice": self.slice,
+        }
+
+
 @dataclass
 class TableRow:
     row_key: str
@@ -151,6 +243,7 @@ class TableRow:
     # the unit, and pass^k / pass@k. None: one attempt per case, Wilson's interval over attempts.
     case_intervals: dict[str, stats.Interval | None] | None = None
     repeats: Repeats | None = None
+    key: RowKey | None = None  # the row key's parts (set by `score_rows`)
 
     def ratio(self, name: str) -> tuple[int, int]:
         return self.figures[f"{name}_n"], self.figures[f"{name}_d"]
@@ -195,6 +288,13 @@ class TableRow:
         )
 
 
+def row_key_of(row: TableRow) -> RowKey:
+    """A row's key parts (`score_rows` sets them; a row built by hand has none)."""
+    if row.key is None:
+        raise ValueError(f"row {row.row_key!r} carries no key parts")
+    return row.key
+
+
 def score_rows(
     scoring: Scoring,
     *,
@@ -206,6 +306,7 @@ def score_rows(
     was stored (`records.scores.ranking`), or read from the cases (`live`, or for a scoring
     stored before they were kept: two more queries; `per_case` spares one when the caller has
     read the cases already)."""
+    run = scoring.run
     rows = [
         TableRow(
             r.row_key,
@@ -214,8 +315,10 @@ def score_rows(
             {**r.figures, "session_id": r.session_id},
             case_count=r.case_count,
             coverage=r.coverage,
+            key=RowKey.of(r.model, r.surface, run, r.session),
         )
-        for r in scoring.rows.order_by("row_key")
+        # The session, joined, carries the key's mode and pins (no query of its own).
+        for r in scoring.rows.select_related("session").order_by("row_key")
     ]
     if not live and rows and all("pairs" in r.figures for r in rows):
         for row in rows:
@@ -419,14 +522,13 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
         ).values_list("row_key", flat=True)
     )
     corpus_cases = scoring.key.case_count
-    groups: dict[tuple[str, str], Group] = {}
+    groups: dict[tuple[Any, str], Group] = {}
     for row in rows:
         row.session = sessions.get(row.figures.get("session_id"))
         row.provider = providers.get(row.model)
         row.refusal = _refusal(row, run, scoring, unobserved, claimed)
-        rest = row.row_key.split(" ", 1)[1]
         coverage = coverage_caption(row.case_count, row.coverage, corpus_cases)
-        gk = (rest, coverage)
+        gk = (row_key_of(row).group, coverage)
         if gk not in groups:
             groups[gk] = Group(_caption(row, run, coverage), [])
         groups[gk].rows.append(row)

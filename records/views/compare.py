@@ -18,6 +18,7 @@ from records.models import (
     Run,
 )
 from records.queries import compare as cmp
+from records.queries.gate import markdown_code
 from records.scores.run import latest_scoring
 from records.scores.tables import COLUMN_TITLES, score_groups
 from records.views import charts
@@ -119,6 +120,8 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
                 "baseline": baseline.run_id,
                 "candidate": candidate.run_id,
                 "row": c.identity,
+                # The row's identity as parts: a model spec may hold spaces or `=`.
+                **c.key.as_dict(),
                 "refused": c.refused or problem,
                 "shared_cases_only": c.shared_only,
                 "regressed": c.regressions,
@@ -135,15 +138,17 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
             rows_out.append(base)
     if fmt == "md":
         lines = [
-            f"Comparison of `{baseline.run_id}` (baseline) with "
-            + ", ".join(f"`{_get_run_or_404(pk).run_id}`" for pk in form.cleaned_data["candidate"]),
+            f"Comparison of {markdown_code(baseline.run_id)} (baseline) with "
+            + ", ".join(
+                markdown_code(_get_run_or_404(pk).run_id) for pk in form.cleaned_data["candidate"]
+            ),
             "",
         ]
         for r in rows_out:
             lines.append(
-                f"- `{r['row']}` vs `{r['candidate']}`: "
+                f"- {markdown_code(r['row'])} vs {markdown_code(r['candidate'])}: "
                 + (
-                    f"not compared: {r['refused']}"
+                    f"not compared: {markdown_code(r['refused'])}"
                     if r["refused"]
                     else f"{r['regressed']} regressed, {r['fixed']} fixed"
                     + ("; shared cases only" if r["shared_cases_only"] else "")
@@ -155,7 +160,7 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
                     )
                 )
             )
-        text = "\n".join(s.replace("<", "&lt;").replace(">", "&gt;") for s in lines) + "\n"
+        text = "\n".join(lines) + "\n"
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
     return _export(fmt, "comparison", rows_out)
 
@@ -178,7 +183,7 @@ def compare_case(request: HttpRequest, form: CaseCompareForm) -> HttpResponse:
             "baseline": baseline,
             "candidate": candidate,
             "case": data["case"],
-            "identity": cmp.row_identity(data["b"]),
+            "identity": cmp.row_label(sb, data["b"]),
             "pairs": pairs,
         },
     )
