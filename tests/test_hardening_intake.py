@@ -160,3 +160,120 @@ def test_a_short_name_is_kept_whole_and_a_long_one_keeps_its_start_and_end():
     assert shown_name("modeleval-a.jsonl") == "modeleval-a.jsonl"
     cut = shown_name("a" * 1_000 + "modeleval-z.jsonl")
     assert cut.startswith("aaa") and cut.endswith("aaamodeleval-z.jsonl") and len(cut) == 300
+
+
+# --- Every /api/ answer is JSON, errors included ------------------------------------------------
+
+API_POSTS = ["/api/v1/uploads", "/api/v1/conformance"]
+
+
+@pytest.fixture
+def bearer(db):
+    from records.models import ApiToken
+
+    _, raw = ApiToken.issue("ci")
+    return {"Authorization": f"Bearer {raw}"}
+
+
+def _error(r, status: int) -> str:
+    assert r.status_code == status, (r.status_code, r.content[:200])
+    assert r["Content-Type"] == "application/json", r["Content-Type"]
+    return r.json()["error"]
+
+
+@pytest.mark.parametrize("path", API_POSTS)
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_multipart_body_without_a_boundary_is_answered_in_json(client, bearer, settings, path, debug):  # fmt: skip
+    settings.DEBUG = debug
+    r = client.generic("POST", path, b"--x\r\n", content_type="multipart/form-data", headers=bearer)
+    assert "The multipart body cannot be read: Invalid boundary" in _error(r, 400)
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("path", API_POSTS)
+def test_more_files_than_the_limit_are_refused_in_json_by_the_setting_name(client, bearer, path):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    files = [SimpleUploadedFile(f"modeleval-{i}.jsonl", b"") for i in range(201)]
+    r = client.post(path, {"file": files, "output": files[:1]}, headers=bearer)
+    message = _error(r, 400)
+    assert "more than 200 files (DATA_UPLOAD_MAX_NUMBER_FILES)" in message
+    assert not Upload.objects.filter(summary__has_key="stored").exists()
+
+
+@pytest.mark.parametrize("path", API_POSTS)
+def test_more_fields_than_the_limit_are_refused_in_json_by_the_setting_name(client, bearer, path):
+    body = "&".join(f"f{i}=1" for i in range(1_001)).encode()
+    r = client.generic(
+        "POST", path, body, content_type="application/x-www-form-urlencoded", headers=bearer
+    )
+    assert "more than 1,000 fields (DATA_UPLOAD_MAX_NUMBER_FIELDS)" in _error(r, 400)
+
+
+@pytest.mark.parametrize("path", API_POSTS)
+def test_form_fields_over_the_memory_limit_are_answered_413_in_json(client, bearer, path):
+    body = b"f=" + b"x" * (3 * 1024 * 1024)
+    r = client.generic(
+        "POST", path, body, content_type="application/x-www-form-urlencoded", headers=bearer
+    )
+    assert "(DATA_UPLOAD_MAX_MEMORY_SIZE)" in _error(r, 413)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("get", "/api/v1/uploads", "POST"),
+        ("get", "/api/v1/conformance", "POST"),
+        ("post", "/api/v1/runs/run-1/gate", "GET"),
+        ("delete", "/api/v1/runs/run-1/gate", "GET"),
+    ],
+)
+def test_a_method_an_address_does_not_take_is_answered_405_in_json(client, db, method, path, allowed):  # fmt: skip
+    r = getattr(client, method)(path)
+    assert allowed in _error(r, 405) and r["Allow"] == allowed
+
+
+@pytest.mark.parametrize("path", ["/api/v1/nothing", "/api/v1/uploads/", "/api/", "/api/v1/runs/"])
+def test_an_unknown_api_address_is_answered_404_in_json(client, db, path):
+    assert f"No API address {path} exists." == _error(client.get(path), 404)
+
+
+def test_a_permission_refused_inside_an_api_view_is_answered_403_in_json(client, bearer, monkeypatch):  # fmt: skip
+    from django.core.exceptions import PermissionDenied
+
+    from records.views import uploads
+
+    def refuse(*args):
+        raise PermissionDenied("not this run")
+
+    monkeypatch.setattr(uploads, "resolve", refuse)
+    assert _error(client.get("/api/v1/runs/run-1/gate", headers=bearer), 403) == "not this run"
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_fault_inside_an_api_view_is_answered_500_in_json(bearer, monkeypatch, settings, debug):
+    from django.test import Client
+
+    from records.views import uploads
+
+    settings.DEBUG = debug
+
+    def fail(*args):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(uploads, "resolve", fail)
+    r = Client(raise_request_exception=False).get("/api/v1/runs/run-1/gate", headers=bearer)
+    assert "the error is logged" in _error(r, 500)
+
+
+@pytest.mark.parametrize("path", [*API_POSTS, "/api/v1/runs/run-1/gate"])
+def test_a_body_over_the_limit_is_answered_413_in_json_on_every_api_address(client, db, settings, path):  # fmt: skip
+    settings.EVALDASH_MAX_UPLOAD_BYTES = settings.EVALDASH_MAX_REQUEST_BYTES = 10
+    method = client.get if path.endswith("gate") else client.post
+    r = method(path, headers={"Content-Length": "11"})
+    assert "Nothing was read." in _error(r, 413)
+
+
+def test_pages_outside_the_api_keep_their_html_error_pages(client, db):
+    r = client.get("/no-such-page/")
+    assert r.status_code == 404 and r["Content-Type"].startswith("text/html")
