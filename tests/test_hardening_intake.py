@@ -277,3 +277,79 @@ def test_a_body_over_the_limit_is_answered_413_in_json_on_every_api_address(clie
 def test_pages_outside_the_api_keep_their_html_error_pages(client, db):
     r = client.get("/no-such-page/")
     assert r.status_code == 404 and r["Content-Type"].startswith("text/html")
+
+
+# --- Slow clients do not hold the demo server -------------------------------------------------
+
+ROOT = Path(__file__).parent.parent
+
+
+def test_scripts_serve_refuses_to_bind_anything_but_loopback():
+    import os
+    import subprocess
+
+    env = {**os.environ, "EVALDASH_ADDR": "0.0.0.0:8000"}
+    done = subprocess.run(
+        ["bash", "scripts/serve"], cwd=ROOT, env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert b"EVALDASH_ADDR=0.0.0.0:8000 is refused" in done.stderr
+
+
+def test_a_fourth_client_is_answered_while_three_slow_ones_dribble_at_the_demo_server(tmp_path):
+    """The server command scripts/serve ends in, started as it starts it (DEBUG=1), with three
+    clients sending their headers a byte at a time: a fourth still gets its page."""
+    import os
+    import re
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    script = (ROOT / "scripts" / "serve").read_text()
+    command = re.search(r'^exec \.venv/bin/python (manage\.py runserver) "\$addr"$', script, re.M)
+    assert command, "scripts/serve no longer ends in the command this test starts"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "DEBUG": "1",
+        "EVALDASH_PUBLIC_READ": "1",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    }
+    args = [sys.executable, *command.group(1).split(), "--noreload", f"127.0.0.1:{port}"]
+    proc = subprocess.Popen(
+        args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    slow: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # the server is up once it answers
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=5):
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "the server did not start in 60 s"
+                time.sleep(0.3)
+        for _ in range(3):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            slow.append(c)
+        for byte in b"dribbling":  # each slow client is still sending its headers
+            for c in slow:
+                c.sendall(bytes([byte]))
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=20) as r:
+            assert r.status == 200 and b"Log in" in r.read()
+        for c in slow:  # and the slow ones, once they finish, are answered too
+            c.sendall(b"\r\nConnection: close\r\n\r\n")
+            assert c.recv(64).startswith(b"HTTP/1.1 200")
+    finally:
+        for c in slow:
+            c.close()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
