@@ -131,6 +131,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "evaldash.api_errors.ApiErrorsAsJson",  # first: it sees every other layer's answer
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -21,6 +21,7 @@ from records.formats.shard import ShardError, is_shard_name
 from records.ingest.inputs import (
     IngestReport,
     Input,
+    shown_name,
 )
 
 
@@ -38,7 +39,7 @@ class _Limits:
         self.archive_size = archive_size
         self.total = 0
 
-    def copy(self, src: IO[bytes], member: str, compressed: int | None) -> IO[bytes]:
+    def copy(self, src: IO[bytes], where: str, compressed: int | None) -> IO[bytes]:
         """Copy one member out, refusing bombs by total size and by compression ratio."""
         out = tempfile.SpooledTemporaryFile(max_size=8 * CHUNK)  # noqa: SIM115
         read = 0
@@ -55,7 +56,7 @@ class _Limits:
             if base is not None and read > CHUNK and read > max(base, 1) * ratio:
                 out.close()
                 raise ShardError(
-                    f"{self.archive}!{member}",
+                    where,
                     f"expands more than {ratio} times its compressed size "
                     "(EVALDASH_MAX_ARCHIVE_RATIO); refused as a possible archive bomb",
                 )
@@ -141,9 +142,10 @@ def _zip_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
     except (zipfile.BadZipFile, OSError):
         raise ShardError(name, "is not a zip archive, though its name says so") from None
     with archive:
-        infos = [i for i in archive.infolist() if not i.is_dir()]
-        if len(infos) > limit:
-            raise ShardError(name, _too_many_members(limit, len(infos)))
+        every = archive.infolist()
+        if len(every) > limit:  # directories count, as in a tar
+            raise ShardError(name, _too_many_members(limit, len(every)))
+        infos = [i for i in every if not i.is_dir()]
         most = settings.EVALDASH_MAX_ARCHIVE_BYTES
         if sum(i.file_size for i in infos) > most:  # declared sizes; copying checks real ones
             raise ShardError(name, _too_large_expanded(most))
@@ -157,32 +159,108 @@ def _zip_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
             )
 
 
+# tarfile reads a metadata header (a pax extended or global header, a GNU long name or link
+# name) whole into memory before the entry it describes is seen, and follows a chain of them by
+# recursion. One entry's metadata, and an archive's global headers together, may take this many
+# bytes; a header that would pass it is refused from its declared size, before it is read.
+MAX_TAR_HEADER_BYTES = 64 * 1024
+
+_TAR_META_TYPES = {
+    tarfile.GNUTYPE_LONGNAME: "a GNU long name header",
+    tarfile.GNUTYPE_LONGLINK: "a GNU long link name header",
+    tarfile.XHDTYPE: "a pax extended header",
+    tarfile.SOLARIS_XHDTYPE: "a pax extended header",
+    tarfile.XGLTYPE: "a pax global header",
+}
+
+
+class TarHeaderRefused(Exception):
+    """A tar header refused before it was read; the walk cannot go on past it."""
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    # These override tarfile's private per-type dispatch (stable since Python 3.2): the only
+    # place a header's declared size is known before its blocks are read.
+    def _proc_member(self, archive):  # type: ignore[no-untyped-def]
+        what = _TAR_META_TYPES.get(self.type)
+        if what is not None:
+            cost = tarfile.BLOCKSIZE + self._block(self.size)
+            if self.type == tarfile.XGLTYPE:
+                archive.global_bytes += cost
+                total = archive.global_bytes
+            else:
+                archive.meta_bytes += cost
+                total = archive.meta_bytes
+            if total > MAX_TAR_HEADER_BYTES:
+                raise TarHeaderRefused(
+                    f"{what} of {self.size:,} bytes at byte {self.offset:,} takes the entry's "
+                    f"metadata past {MAX_TAR_HEADER_BYTES:,} bytes; refused unread, so nothing "
+                    "of the archive was stored"
+                )
+        elif self.type == tarfile.GNUTYPE_SPARSE:
+            raise TarHeaderRefused(
+                f"the entry at byte {self.offset:,} is a GNU sparse file, which evaldash does "
+                "not read; nothing of the archive was stored"
+            )
+        return super()._proc_member(archive)
+
+    def _proc_gnusparse_00(self, *args):  # type: ignore[no-untyped-def]
+        raise TarHeaderRefused(_PAX_SPARSE.format(self.offset))
+
+    _proc_gnusparse_01 = _proc_gnusparse_10 = _proc_gnusparse_00
+
+
+_PAX_SPARSE = (
+    "the entry at byte {:,} is a pax sparse file, which evaldash does not read; "
+    "nothing of the archive was stored"
+)
+
+
+class _BoundedTarFile(tarfile.TarFile):
+    tarinfo = _BoundedTarInfo
+    meta_bytes = 0  # the current entry's metadata headers so far
+    global_bytes = 0  # every pax global header so far
+
+    def next(self) -> tarfile.TarInfo | None:
+        self.meta_bytes = 0
+        info = super().next()
+        # tarfile keeps every header it has read; a walk needs only the current one.
+        self.members.clear()
+        return info
+
+    def walk(self) -> Iterator[tarfile.TarInfo]:
+        while (info := self.next()) is not None:
+            yield info
+
+
 def _tar_members(fh: IO[bytes], name: str) -> Iterator[_Member]:
     def open_tar() -> tarfile.TarFile:
         try:
-            return tarfile.open(fileobj=fh, mode="r:gz")
+            return _BoundedTarFile.open(fileobj=fh, mode="r:gz")
         except (tarfile.TarError, OSError, EOFError):
             raise ShardError(
                 name, "is not a gzip-compressed tar archive, though its name says so"
             ) from None
 
-    # A tar has no directory: its headers are read once to count the entries and add up their
-    # declared sizes, so an archive over a limit is refused before any entry is stored.
+    # A tar has no directory: its headers are read once to count the entries (directories too,
+    # as in a zip) and add up their declared sizes, so an archive over a limit is refused
+    # before any entry is stored.
     limit, most = settings.EVALDASH_MAX_ARCHIVE_MEMBERS, settings.EVALDASH_MAX_ARCHIVE_BYTES
     entries = declared = 0
-    with open_tar() as archive:
-        for info in archive:
-            if info.isdir():
-                continue
-            entries += 1
-            declared += info.size
-            if entries > limit:
-                raise ShardError(name, _too_many_members(limit, None))
-            if declared > most:
-                raise ShardError(name, _too_large_expanded(most))
+    try:
+        with open_tar() as archive:
+            for info in archive.walk():
+                entries += 1
+                declared += info.size
+                if entries > limit:
+                    raise ShardError(name, _too_many_members(limit, None))
+                if declared > most:
+                    raise ShardError(name, _too_large_expanded(most))
+    except TarHeaderRefused as exc:
+        raise ShardError(name, f"the archive was refused: {exc}") from None
     fh.seek(0)
     with open_tar() as archive:
-        for info in archive:
+        for info in archive.walk():
             if info.isdir():
                 continue
             special = None
@@ -218,7 +296,9 @@ def _expand_archive(
     with item.open() as fh:
         try:
             for m in members(fh, item.name):
-                where = f"{item.name}!{m.name}"
+                # A name is stored and shown cut to a few hundred characters: a header may
+                # spell one of up to 64 KiB.
+                where = shown_name(f"{item.name}!{m.name}")
                 shard = is_shard_name(m.name)
                 found += shard  # a shard entry refused below still counts as found
                 why = _unsafe_member(m.name) or m.special
@@ -229,10 +309,10 @@ def _expand_archive(
                     report.ignored.append({"file": where, "why": "not a modeleval-*.jsonl shard"})
                     continue
                 with m.open() as src:
-                    data = limits.copy(src, m.name, m.compressed)
+                    data = limits.copy(src, where, m.compressed)
                 with data:
                     yield where, data
         except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as exc:
-            raise ShardError(item.name, f"the archive is damaged: {exc}") from None
+            raise ShardError(item.name, f"the archive is damaged: {shown_name(str(exc))}") from None
     if not found:
         raise ShardError(item.name, "the archive holds no shard (no modeleval-*.jsonl entry)")

@@ -13,6 +13,19 @@ from records.formats.shard import ShardError, is_shard_name
 
 Progress = Callable[[str, int, int], None]
 
+# The most characters of a name that a summary, a refusal or a warning stores, and so a page
+# shows: archive headers may spell a name of 64 KiB, a command line a path of any length.
+NAME_CHARS = 300
+
+
+def shown_name(name: str, most: int = NAME_CHARS) -> str:
+    """`name` as it is stored and shown: whole when short, else its start and its end (where
+    the file's own name and extension are) around a visible ellipsis, `most` characters in all."""
+    if len(name) <= most:
+        return name
+    head = (most - 1) // 2
+    return f"{name[:head]}\u2026{name[len(name) - (most - 1 - head) :]}"
+
 
 @dataclass
 class Input:
@@ -21,6 +34,9 @@ class Input:
     name: str
     open: Callable[[], IO[bytes]]
     size: int | None = None
+
+    def __post_init__(self) -> None:
+        self.name = shown_name(self.name)
 
 
 @dataclass
