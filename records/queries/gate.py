@@ -13,6 +13,7 @@ from typing import Any
 from records.models import Run
 from records.queries.compare import compare_runs
 from records.queries.runs import previous_runs
+from records.scores.run import score_unscored
 from records.scores.tables import COLUMN_BY_TITLE, COLUMN_TITLES
 
 
@@ -98,6 +99,7 @@ def gate(run: Run, baseline: Run | None, column_title: str) -> GateResult:
             f"run {run.run_id!r} has no earlier run of the same corpus digest, models and "
             "surfaces to compare with; name a baseline run id"
         )
+    score_unscored((baseline, run))
     rows, problem = compare_runs(baseline, run, flip_limit=0, page=None)
     result = GateResult(run, baseline, column_title, problem=problem)
     for c in rows:
