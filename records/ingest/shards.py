@@ -49,7 +49,7 @@ from records.models import (
     Upload,
     Verify,
 )
-from records.scores.run import score_if_key
+from records.scores.run import score_if_unscored
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -263,6 +263,18 @@ def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, i
     return {s.label: s.pk for s in sessions}
 
 
+def _present(name: str, sha: str) -> dict[str, Any]:
+    """What a shard already stored is reported as. A process killed between storing the shard
+    and scoring it leaves its run unscored: sending the shard again scores it now, against its
+    stored key, and the answer says so (`scored_against`)."""
+    entry: dict[str, Any] = {"file": name, "sha256": sha}
+    run = Run.objects.filter(shard__sha256=sha).first()
+    scoring = score_if_unscored(run) if run is not None else None
+    if scoring is not None:
+        entry.update(run=run.pk, run_id=run.run_id, scored_against=scoring.key.digest)
+    return entry
+
+
 def ingest_shard(
     shard: _Shard,
     upload: Upload,
@@ -286,7 +298,7 @@ def ingest_shard(
     if feed is None and not _hashed_on_the_way(size):
         sha = _sha256(stream)
         if ShardFile.objects.filter(sha256=sha).exists():
-            report.present.append({"file": name, "sha256": sha})
+            report.present.append(_present(name, sha))
             return
     try:
         with checkpoints.deferred(large), gc_paused(), transaction.atomic():
@@ -337,7 +349,7 @@ def ingest_shard(
     except IntegrityError:
         # Another upload stored the same content while this one was reading it.
         if sha is not None and ShardFile.objects.filter(sha256=sha).exists():
-            report.present.append({"file": name, "sha256": sha})
+            report.present.append(_present(name, sha))
             return
         raise
     except DatabaseError as exc:
@@ -356,7 +368,7 @@ def ingest_shard(
     analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
     seconds = time.perf_counter() - started
 
-    scoring = score_if_key(run)
+    scoring = score_if_unscored(run)
     report.stored.append(
         {
             "file": name,

@@ -24,6 +24,7 @@ from django.urls import reverse
 from records.models import Run
 from records.queries.compare import case_flips, compare_runs
 from records.queries.runs import previous_runs
+from records.scores.run import score_unscored
 from records.scores.tables import COLUMN_BY_TITLE, COLUMN_TITLES
 
 # Regressed cases named per regressed row in the comment (the JSON lists as many).
@@ -194,6 +195,7 @@ def gate(
             "surfaces to compare with; name a baseline run id to compare with another"
         )
         return result
+    score_unscored((baseline, run))
     rows, result.problem = compare_runs(baseline, run, flip_limit=0, page=None)
     pairs = []
     for c in rows:

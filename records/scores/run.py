@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, QuerySet
 
 from records.bulk import processes
 from records.bulk.tables import Table, analyze_if_large, gc_paused
@@ -340,56 +341,73 @@ _VERDICT_COLUMNS = ["scoring", *VERDICT_FIELDS]
 
 
 def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scoring:
-    """Score every attempt of `run` against `key` and store the verdicts in one transaction."""
+    """Score every attempt of `run` against `key` and store the scoring whole in one
+    transaction: its verdicts, rows, statistics and counts, or (when scoring fails) a scoring
+    that says why. A process killed part way leaves no scoring at all, never a partial one."""
+    scoring = _score(run, key, doc, unless_scored=False)
+    assert scoring is not None
+    return scoring
+
+
+def _score(
+    run: Run, key: CorpusKey, doc: KeyDocument | None, *, unless_scored: bool
+) -> Scoring | None:
+    """`score_run`, in turn with every other scoring of the run: the run's row is locked
+    first (PostgreSQL; SQLite's immediate transactions already take one writer at a time).
+    With `unless_scored`, a run that has a scoring once its turn comes is left as it is (None),
+    so callers racing to score one unscored run store one scoring between them."""
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
 
     table = Table(Verdict, _VERDICT_COLUMNS)
     with gc_paused(), transaction.atomic():
-        scoring = Scoring.objects.create(
-            run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
-        )
+        list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
+        if unless_scored and Scoring.objects.filter(run=run).exists():
+            return None
         count = 0
         skipped_retired = skipped_unknown = skipped_refused = 0
-        try:
-            for rows, retired, unknown, refused in _verdicts(run, doc, stale):
-                skipped_retired += retired
-                skipped_unknown += unknown
-                skipped_refused += refused
-                count += len(rows)
-                table.rows = [(scoring.pk, *row) for row in rows]
-                with connection.cursor() as cur:
-                    table.flush(cur)
-        except ScoringError as exc:
-            transaction.set_rollback(True)
-            error = str(exc)
-        except RuntimeError as exc:  # a scorer process died: the scoring fails, nothing else
-            transaction.set_rollback(True)
-            error = f"the scoring did not finish: {exc}"
-        else:
-            error = ""
-    if error:
-        # The verdicts were rolled back; keep the failed scoring so the run page can say why.
-        scoring = Scoring.objects.create(
-            run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
-        )
-        return scoring
-    _store_rows(scoring)
-
-    analyze_if_large(count, (Verdict, ScoreCase))
-    store_row_statistics(scoring)
-    notes = []
-    if skipped_retired:
-        notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
-    if skipped_unknown:
-        notes.append(f"{skipped_unknown} attempt(s) name cases this key does not have")
-    if skipped_refused:
-        notes.append(
-            f"{skipped_refused} attempt(s) could not be scored and stand in rows upstream "
-            "refuses before scoring, so they are not scored"
-        )
-    Scoring.objects.filter(pk=scoring.pk).update(verdict_count=count, error="; ".join(notes))
-    scoring.verdict_count, scoring.error = count, "; ".join(notes)
+        with transaction.atomic():
+            scoring = Scoring.objects.create(
+                run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
+            )
+            try:
+                for rows, retired, unknown, refused in _verdicts(run, doc, stale):
+                    skipped_retired += retired
+                    skipped_unknown += unknown
+                    skipped_refused += refused
+                    count += len(rows)
+                    table.rows = [(scoring.pk, *row) for row in rows]
+                    with connection.cursor() as cur:
+                        table.flush(cur)
+            except ScoringError as exc:
+                transaction.set_rollback(True)
+                error = str(exc)
+            except RuntimeError as exc:  # a scorer process died: the scoring fails, nothing else
+                transaction.set_rollback(True)
+                error = f"the scoring did not finish: {exc}"
+            else:
+                error = ""
+        if error:
+            # The verdicts were rolled back; keep the failed scoring so the run page can say why.
+            return Scoring.objects.create(
+                run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
+            )
+        _store_rows(scoring)
+        # ANALYZE in the transaction counts its own new rows: the statistics' reads plan on them.
+        analyze_if_large(count, (Verdict, ScoreCase))
+        store_row_statistics(scoring)
+        notes = []
+        if skipped_retired:
+            notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
+        if skipped_unknown:
+            notes.append(f"{skipped_unknown} attempt(s) name cases this key does not have")
+        if skipped_refused:
+            notes.append(
+                f"{skipped_refused} attempt(s) could not be scored and stand in rows upstream "
+                "refuses before scoring, so they are not scored"
+            )
+        scoring.verdict_count, scoring.error = count, "; ".join(notes)
+        scoring.save(update_fields=["verdict_count", "error"])
     return scoring
 
 
@@ -402,3 +420,54 @@ def rescore_for_key(key: CorpusKey) -> list[Scoring]:
 def score_if_key(run: Run) -> Scoring | None:
     key = key_for_run(run)
     return score_run(run, key) if key else None
+
+
+# The largest run the run page scores while it loads, when a killed ingest left it unscored:
+# about 1.5 s of scoring (2,876 attempts took 1.7 s on two busy cores). A larger one is left
+# to a retried upload, the gate, a worker's sweep or `manage.py rescore --pending`.
+PAGE_SCORING_MAX_ATTEMPTS = 2000
+
+
+def score_if_unscored(run: Run) -> Scoring | None:
+    """Score a run that has no scoring yet against its stored key, and return that scoring;
+    None when no stored key has its digest or it has a scoring (also one that a concurrent
+    caller stored a moment ago: the two store one scoring between them, on either database).
+
+    A run is left unscored when its process was killed between the commit of its shard and
+    its scoring; every place that meets the run calls this (a retried upload, the gate, the
+    run page for a run small enough to score inline, `score_pending_runs`)."""
+    if Scoring.objects.filter(run=run).exists():
+        return None
+    key = key_for_run(run)
+    return _score(run, key, None, unless_scored=True) if key else None
+
+
+def score_unscored(runs: Iterable[Run]) -> list[Scoring]:
+    """`score_if_unscored` for each of `runs`: the scorings stored. The gate calls it for its
+    two runs, so CI gets an answer about a run a killed ingest left unscored."""
+    return [s for run in runs if (s := score_if_unscored(run)) is not None]
+
+
+def pending_runs() -> QuerySet[Run]:
+    """The runs whose corpus key is stored but that have no scoring."""
+    return Run.objects.exclude(corpus_digest="").filter(
+        Exists(CorpusKey.objects.filter(digest=OuterRef("corpus_digest"))),
+        ~Exists(Scoring.objects.filter(run=OuterRef("pk"))),
+    )
+
+
+def score_pending_runs(limit: int | None = None) -> list[Scoring]:
+    """Score every run whose key is stored but that has no scoring (`pending_runs`), oldest
+    first, at most `limit` of them; returns the scorings stored.
+
+    This is the sweep a background worker runs now and then, and what `manage.py rescore
+    --pending` runs: it picks up the runs a killed ingest left unscored. Each run is scored as
+    `score_if_unscored` scores it, so sweeps running at once (or a sweep and a page) store one
+    scoring per run. A run's attempts are read a chunk at a time, so memory stays bounded."""
+    ids = pending_runs().order_by("pk").values_list("pk", flat=True)
+    made = []
+    for pk in list(ids if limit is None else ids[:limit]):
+        run = Run.objects.filter(pk=pk).first()  # it may have been deleted meanwhile
+        if run is not None and (scoring := score_if_unscored(run)) is not None:
+            made.append(scoring)
+    return made

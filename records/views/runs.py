@@ -36,7 +36,12 @@ from records.queries.runs import (
     runs_for_list,
 )
 from records.scorer.score import RATIO_COLUMNS
-from records.scores.run import key_for_run, latest_scoring
+from records.scores.run import (
+    PAGE_SCORING_MAX_ATTEMPTS,
+    key_for_run,
+    latest_scoring,
+    score_if_unscored,
+)
 from records.scores.tables import (
     COLUMN_BY_TITLE,
     COLUMN_TITLES,
@@ -144,6 +149,22 @@ def _tab_url(run: Run, tab: str) -> str:
     return reverse("records:run-tab", args=[run.pk, tab])
 
 
+def _scoring_state(run: Run) -> tuple[Any, CorpusKey | None, bool]:
+    """The run's latest scoring; the stored key it waits for when it has none (its ingest was
+    killed before scoring it); and whether this request scored it. A run small enough to score
+    while the page loads is scored here; a larger one is left pending, for a retried upload,
+    the gate or `manage.py rescore --pending`, so a page view stays bounded."""
+    scoring = latest_scoring(run)
+    if scoring is not None:
+        return scoring, None, False
+    key = key_for_run(run)
+    if key is None or run.attempt_count > PAGE_SCORING_MAX_ATTEMPTS:
+        return None, key, False
+    scored_now = score_if_unscored(run) is not None
+    scoring = latest_scoring(run)  # this request's, or one a concurrent request just stored
+    return scoring, None if scoring else key, scored_now
+
+
 @require_GET
 @read_access
 @vary_on_headers("HX-Request")
@@ -152,7 +173,7 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
     if tab == "overview" and request.GET.keys() & LEGACY_LIST_PARAMS:
         # An attempt-list address of before the tabs: the list is its own tab now.
         return redirect(_tab_url(run, "attempts") + "?" + request.GET.urlencode())
-    scoring = latest_scoring(run)
+    scoring, pending_key, scored_now = _scoring_state(run)
     usable = scoring if scoring and scoring.verdict_count else None
     context: dict[str, Any] = {
         "run": run,
@@ -160,6 +181,8 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
         "tabs": [(key, label, _tab_url(run, key)) for key, label in RUN_TABS],
         "scoring": scoring,
         "scored": usable is not None,
+        "pending_key": pending_key,
+        "scored_now": scored_now,
         "attempts_url": _tab_url(run, "attempts"),
     }
     if tab == "attempts":

@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from records.models import CorpusKey, Run
-from records.scores.run import key_for_run, score_run
+from records.scores.run import key_for_run, score_pending_runs, score_run
 
 
 class Command(BaseCommand):
@@ -16,8 +16,27 @@ class Command(BaseCommand):
             type=int,
             help="score against this key id (stale if its digest is not the run's)",
         )
+        parser.add_argument(
+            "--pending",
+            action="store_true",
+            help="score only the runs whose key is stored but that have no scoring",
+        )
 
-    def handle(self, *args, run: list[int] | None = None, key: int | None = None, **opts) -> None:
+    def handle(
+        self,
+        *args,
+        run: list[int] | None = None,
+        key: int | None = None,
+        pending: bool = False,
+        **opts,
+    ) -> None:
+        if pending:
+            if run or key:
+                raise CommandError(
+                    "--pending scores each run against its own key: drop --run/--key"
+                )
+            self._pending()
+            return
         runs = Run.objects.filter(pk__in=run) if run else Run.objects.all()
         chosen = CorpusKey.objects.filter(pk=key).first() if key else None
         if key and chosen is None:
@@ -37,3 +56,12 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{done} run(s) scored, {skipped} without a matching key, {failed} failed"
         )
+
+    def _pending(self) -> None:
+        failed = 0
+        scorings = score_pending_runs()
+        for scoring in scorings:
+            if scoring.verdict_count == 0 and scoring.error:
+                failed += 1
+                self.stderr.write(f"run {scoring.run_id}: {scoring.error}")
+        self.stdout.write(f"{len(scorings) - failed} pending run(s) scored, {failed} failed")
