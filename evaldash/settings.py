@@ -7,6 +7,7 @@ naming the variable, so a typo in a deployment fails at start-up instead of beha
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -83,13 +84,45 @@ def env_url(name: str, default: str = "") -> str:
     return value.rstrip("/")
 
 
+def refuse_to_start(message: str) -> None:
+    """Stop with `message` as the one line a command-line user reads (no traceback); a server
+    that imports the settings itself still gets the ImproperlyConfigured to log."""
+    previous = sys.excepthook
+
+    def one_line(kind, value, traceback) -> None:
+        if isinstance(value, ImproperlyConfigured):
+            print(f"evaldash: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, traceback)
+
+    sys.excepthook = one_line
+    raise ImproperlyConfigured(message)
+
+
+def read_secret_key_file(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        refuse_to_start(f"EVALDASH_SECRET_KEY_FILE {path} cannot be read: {exc.strerror}")
+        raise  # not reached
+
+
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
+# The key comes from SECRET_KEY, else from the file `scripts/serve` writes once (a random key in
+# var/, which git ignores), so commands run in a checkout that has served the demo work as the
+# README writes them. A deployment sets SECRET_KEY; with neither, only DEBUG=1 (or the test
+# command) starts, on a fixed key that must never serve real users.
+SECRET_KEY_FILE = Path(
+    os.environ.get("EVALDASH_SECRET_KEY_FILE") or BASE_DIR / "var" / "secret_key"
+)
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or read_secret_key_file(SECRET_KEY_FILE)
 if not SECRET_KEY:
     if not DEBUG and not env_bool("EVALDASH_INSECURE_DEV_KEY", False):
-        raise ImproperlyConfigured(
-            "SECRET_KEY is not set: set it to a long random string "
-            "(or set DEBUG=1 for local development)"
+        refuse_to_start(
+            "SECRET_KEY is not set: export SECRET_KEY=<a long random string>, "
+            "or run scripts/serve once to keep a local key in var/secret_key"
         )
     SECRET_KEY = "insecure-development-key-do-not-deploy"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
