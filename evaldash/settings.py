@@ -160,7 +160,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_filters",
+    # Before django_tasks_db: records' `db_worker` (the same worker, with heartbeats and the
+    # re-queueing of orphaned tasks) takes the name.
     "records",
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -219,6 +222,28 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         ),
     }
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test.sqlite3")}
+
+# Heavy work (an upload's ingest, scoring) runs as tasks. The database backend is the one
+# backend: the queue is a table, so SQLite serves one machine and PostgreSQL any number of
+# workers anywhere (`manage.py db_worker`), with nothing else to run. `immediate` runs each task
+# in the process that enqueues it (the test suite uses it; real workers are tested apart).
+_TASK_BACKENDS = {
+    "database": "django_tasks_db.DatabaseBackend",
+    "immediate": "django.tasks.backends.immediate.ImmediateBackend",
+}
+_task_backend = os.environ.get("EVALDASH_TASK_BACKEND", "database").strip().lower()
+if _task_backend not in _TASK_BACKENDS:
+    raise ImproperlyConfigured(
+        f"EVALDASH_TASK_BACKEND={_task_backend!r} is not one of {', '.join(_TASK_BACKENDS)}"
+    )
+TASKS = {"default": {"BACKEND": _TASK_BACKENDS[_task_backend]}}
+# A running task whose worker has not beaten its heart for this long is queued again.
+EVALDASH_TASK_STALE_SECONDS = env_int("EVALDASH_TASK_STALE_SECONDS", 60, minimum=2)
+# A task that failed (or whose worker died) this many times is given up and shown as failed.
+EVALDASH_TASK_MAX_TRIES = env_int("EVALDASH_TASK_MAX_TRIES", 3, minimum=1)
+# At most this many API requests per server process hold their answer (`?wait=`) at once; more
+# are answered 503 with Retry-After, so waiting never takes every thread from the pages.
+EVALDASH_API_WAITERS = env_int("EVALDASH_API_WAITERS", 4, minimum=0)
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

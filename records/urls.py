@@ -85,6 +85,9 @@ urlpatterns = [
     path("api/v1/conformance", conformance.api_conformance, name="api-conformance"),
     path("upload/", uploads.upload, name="upload"),
     path("uploads/<int:pk>/", uploads.upload_detail, name="upload-detail"),
+    path("uploads/<int:pk>/progress/", uploads.upload_progress, name="upload-progress"),
+    path("queue/", uploads.queue, name="queue"),
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
+    path("api/v1/uploads/<int:pk>", uploads.api_upload_status, name="api-upload-status"),
     path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
 ]
