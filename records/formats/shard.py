@@ -707,8 +707,10 @@ def _check_call(p: CallLine) -> None:
         _at_most(p.index, "call.index", INT32_MAX, _IN_32_BITS)
     requests = p.requests
     if requests is not None and not INT32_MIN <= requests <= INT32_MAX:
-        _low(requests, "call.requests", INT32_MIN)
-        _at_most(requests, "call.requests", INT32_MAX, _IN_32_BITS)
+        raise _FieldError(
+            "call.requests",
+            f"must be between {INT32_MIN:,} and {INT32_MAX:,} ({_IN_32_BITS}), not {requests:,}",
+        )
     duration = p.duration_ms
     if duration is not None and abs(duration) > MAX_MILLISECONDS:
         _within(duration, "call.duration_ms", MAX_MILLISECONDS, _MS_WHY)
