@@ -9,7 +9,8 @@ Lines come in two representations: the run and session lines (a handful per shar
 the attempt, turn, call and verify lines (the bulk) as the typed payload structs below. A line
 spelled exactly as upstream writes it is decoded straight into its struct by msgspec, which checks
 every field's type on the way; any line msgspec refuses (another spelling, a null, a wrong type,
-bad JSON) is read again by the general reader, which follows Go's rules and words the error.
+bad JSON), or that repeats a key msgspec would read unlike Go, is read again by the general
+reader, which follows Go's rules and words the error.
 Both end in the same checks, so the fast decoder only ever decides how fast a line is read.
 
 One deliberate difference from upstream, documented in the README: a `completed` attempt that
@@ -758,7 +759,9 @@ _MERGED = {
     "verify": (),
 }
 # The payload's key, and the type's value that spells it too ("type":"turn", "turn":{...}).
-_PAYLOAD_KEY = {typ: (f'"{typ}"'.encode(), f'"type":"{typ}"'.encode()) for typ in _MERGED}
+_PAYLOAD_KEY = {
+    typ: (f'"{typ}"'.encode(), f'"type":"{typ}"'.encode(), names) for typ, names in _MERGED.items()
+}
 # A key holding a \u escape: its last escape, then anything but an unescaped quote, then a quote
 # and a colon (a string value's closing quote is never followed by a colon).
 _ESCAPED_KEY = re.compile(rb'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\[^u])*"\s*:')
@@ -766,11 +769,12 @@ _ESCAPED_KEY = re.compile(rb'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\[^u])*"\s*:')
 
 def _repeats(raw: bytes, typ: str) -> bool:
     """Whether the line may repeat a key whose repetition msgspec would read unlike Go."""
-    key, tag = _PAYLOAD_KEY[typ]
-    if raw.count(key) > 1 + raw.count(tag):
+    key, tag, names = _PAYLOAD_KEY[typ]
+    count = raw.count
+    if count(key) > 1 + count(tag):
         return True
-    for name in _MERGED[typ]:
-        if raw.count(name) > 1:
+    for name in names:
+        if count(name) > 1:
             return True
     return b"\\u" in raw and _ESCAPED_KEY.search(raw) is not None
 
