@@ -45,3 +45,18 @@ def invalid_utf8(raw: bytes) -> str | None:
     except UnicodeDecodeError as exc:
         return f"invalid UTF-8 at byte {exc.start + 1:,}"
     return None
+
+
+# Go's encoding/json matches an object key to a struct field by its exact name first, else by
+# simple Unicode case folding (each rune stands for the smallest rune of its fold orbit). The
+# field names here are ASCII, and the only runes outside ASCII whose orbit holds an ASCII letter
+# are LATIN SMALL LETTER LONG S (in s's) and KELVIN SIGN (in k's); every other rune outside
+# ASCII folds to itself or to another rune outside ASCII, so it can never match such a name.
+_GO_FOLD = str.maketrans({"\u017f": "s", "\u212a": "k"})
+
+
+def go_fold(name: str) -> str:
+    """`name` as Go's decoder compares it with an ASCII field name, case-insensitively."""
+    if name.isascii():
+        return name.lower()
+    return "".join(c.lower() if c.isascii() else c for c in name.translate(_GO_FOLD))

@@ -4,14 +4,34 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.http import (
     HttpResponse,
-    JsonResponse,
     StreamingHttpResponse,
 )
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """JSON, never with a bare Infinity or NaN (not JSON; a browser's parser refuses it): a
+    number that is not finite is sent as null."""
+    try:
+        return json.dumps(value, allow_nan=False, **options)
+    except ValueError:
+        return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class _Echo:
@@ -31,7 +51,10 @@ def _csv_safe(value: Any) -> Any:
 
 def _export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse:
     if fmt == "json":
-        return JsonResponse({"rows": list(rows)}, json_dumps_params={"indent": 1})
+        return HttpResponse(
+            json_text({"rows": list(rows)}, cls=DjangoJSONEncoder, indent=1),
+            content_type="application/json",
+        )
     writer = csv.writer(_Echo())
 
     def stream() -> Iterable[str]:
@@ -55,7 +78,7 @@ def _json_stream(
     with nesting (a 200 KB value 1,000 levels deep indents to 190 MiB)."""
 
     def dump(value: Any) -> str:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return json_text(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
     def pieces() -> Iterable[str]:
         yield dump(head)[:-1] + ("," if head else "") + dump(key) + ":["
@@ -68,7 +91,7 @@ def _json_stream(
 
 def _raw(value: Any, name: str) -> HttpResponse:
     response = HttpResponse(
-        json.dumps(value, ensure_ascii=False, separators=(",", ":")),
+        json_text(value, ensure_ascii=False, separators=(",", ":")),
         content_type="application/json",
     )
     response["Content-Disposition"] = f'attachment; filename="{name}.json"'
