@@ -7,10 +7,11 @@ import csv
 import io
 import json
 import tracemalloc
+from html.parser import HTMLParser
 
 import pytest
 
-from records.models import Attempt, AuditEvent, Call, Turn
+from records.models import Attempt, AuditEvent, Call, Run, Turn
 from tests.builders import encode, ingest_bytes, line
 
 pytestmark = pytest.mark.django_db
@@ -202,3 +203,110 @@ def test_a_turn_without_calls_does_not_drop_the_call_columns_from_the_csv(client
     body = b"".join(client.get(f"/attempts/{Attempt.objects.get().pk}.csv").streaming_content)
     rows = list(csv.DictReader(io.StringIO(body.decode())))
     assert [(r["turn"], r["call_index"]) for r in rows] == [("1", ""), ("2", "1")]
+
+
+# --- bidi controls in names ----------------------------------------------------------------------
+
+RLO = "\u202e"
+
+
+class _Unisolated(HTMLParser):
+    """Text holding U+202E that no <bdi> or dir="auto" element encloses."""
+
+    VOID = {"br", "img", "input", "meta", "link", "hr", "col", "source", "wbr", "area", "base"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[bool] = []
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in self.VOID:
+            self.stack.append(tag == "bdi" or ("dir", "auto") in attrs)
+
+    def handle_endtag(self, tag):
+        if tag not in self.VOID and self.stack:
+            self.stack.pop()
+
+    def handle_data(self, data):
+        if RLO in data and not any(self.stack) and self.lasttag not in ("title", "script"):
+            self.found.append(data.strip()[:80])
+
+
+def _hostile_run():
+    r = RLO
+    lines = [
+        line(
+            "attempt",
+            id=f"a{r}1",
+            case=f"MS-{r}001",
+            model=f"fake:{r}evil",
+            stimulus=f"do {r}it",
+            session=f"dyn{r}/default",
+            facts={f"k{r}": f"v{r}"},
+        ),
+        line(
+            "turn",
+            attempt=f"a{r}1",
+            blocks=[
+                {"kind": "text", "text": f"hi {r}there"},
+                {"kind": "tool_call", "tool": f"tool{r}x", "arguments": {f"a{r}": f"b{r}"}},
+            ],
+        ),
+        line(
+            "call",
+            attempt=f"a{r}1",
+            tool=f"tool{r}x",
+            requested_action=f"act{r}ion",
+            dispatched_action=f"act{r}ion",
+            trace_id=f"tr{r}ace",
+            text=f"read {r}this",
+            refusal_reason=f"no{r}pe",
+            result={f"r{r}": 1},
+        ),
+        line("verify", attempt=f"a{r}1", name=f"check {r}one", detail=f"det{r}ail"),
+        line("session", label=f"dyn{r}/default"),
+        line("run", run_id=f"run{r}1", commit=f"c0{r}ffee"),
+    ]
+    report = ingest_bytes(("modeleval-rlo.jsonl", encode(lines)))
+    assert not report.refused, report.refused
+    return Run.objects.get()
+
+
+def test_every_text_a_shard_wrote_is_isolated_on_every_page_of_its_run(client, viewer):
+    run = _hostile_run()
+    attempt = run.attempts.get()
+    pages = ["/", f"/runs/{run.pk}/", f"/attempts/{attempt.pk}/"]
+    pages += [f"/runs/{run.pk}/{tab}/" for tab in ("scores", "cost", "attempts", "sessions")]
+    seen, unisolated = 0, {}
+    for url in pages:
+        r = client.get(url)
+        assert r.status_code == 200, url
+        html = r.content.decode()
+        seen += html.count(RLO)
+        parser = _Unisolated()
+        parser.feed(html)
+        if parser.found:
+            unisolated[url] = parser.found
+    assert unisolated == {}
+    assert seen > 20
+
+
+def test_names_that_differ_only_by_invisible_characters_or_normalisation_are_marked(client, viewer):
+    models = ["fake:perfect", "fake:per\u200bfect", "\uff46ake:perfect", "fake:other"]
+    lines = [line("attempt", id=f"a{n}", model=m) for n, m in enumerate(models)]
+    lines += [line("session"), line("run")]
+    assert not ingest_bytes(("modeleval-alike.jsonl", encode(lines))).refused
+    run = Run.objects.get()
+    for url in ["/", f"/runs/{run.pk}/attempts/"]:
+        html = client.get(url).content.decode()
+        assert html.count('class="badge warn lookalike"') == 3, url
+        assert "U+200B" in html and "U+FF46" in html
+    assert "fake:other</bdi></code> <span" not in html
+
+
+def test_a_name_alone_in_its_table_carries_no_look_alike_marker():
+    from records.templatetags.evaldash import lookalike, lookalikes
+
+    assert lookalikes(["a\u200bb", "ab", "c"]) == {"a\u200bb", "ab"}
+    assert lookalike("c", ["a\u200bb", "ab", "c"]) == ""
