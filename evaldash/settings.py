@@ -287,9 +287,10 @@ SECURE_HSTS_SECONDS = env_int("EVALDASH_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 SECURE_SSL_REDIRECT = env_bool("EVALDASH_SSL_REDIRECT", False)
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("EVALDASH_BEHIND_TLS_PROXY", False) else None
-)
+# Behind the one TLS proxy the README asks for, the proxy says the scheme and appends the client's
+# address to X-Forwarded-For; without it, both headers are the client's own text and ignored.
+EVALDASH_BEHIND_TLS_PROXY = env_bool("EVALDASH_BEHIND_TLS_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if EVALDASH_BEHIND_TLS_PROXY else None
 X_FRAME_OPTIONS = "DENY"
 SECURE_CSP = {
     "default-src": [CSP.SELF],

@@ -67,6 +67,16 @@ urlpatterns = [
         name="attempt-raw-call",
     ),
     path(
+        "attempts/<int:pk>/calls/<int:call>/<str:part>/",
+        attempts.attempt_call_body,
+        name="attempt-call-body",
+    ),
+    path(
+        "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>/",
+        attempts.attempt_block_body,
+        name="attempt-block-body",
+    ),
+    path(
         "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>.json",
         attempts.attempt_raw_block,
         name="attempt-raw-block",

@@ -332,8 +332,8 @@ class TestPages:
         html = client.get(f"/attempts/{a.pk}/").content.decode()
         assert "the value is none of the spellings the recipe produced" in html
         assert (
-            "<code>eval-group/some-other-project</code> · wanted <code>eval-group/eval-project or 42</code>"
-            in html
+            "<code><bdi>eval-group/some-other-project</bdi></code> · wanted "
+            "<code><bdi>eval-group/eval-project or 42</bdi></code>" in html
         )
 
     def test_the_matrix_shows_outcomes_per_case_and_model(self, client, viewer, scored):
