@@ -17,7 +17,7 @@ from records.formats.shard import (
     read_shard_bytes,
 )
 from records.models import Attempt, Run, Turn
-from records.views.exports import _export, _json_stream, json_text
+from records.views.exports import _export, json_stream, json_text
 from tests.builders import encode, ingest_bytes, line, shard
 
 PRICE = {
@@ -160,7 +160,7 @@ def test_json_exports_send_a_number_that_is_not_finite_as_null():
     doc = strict_json(_export("json", "x", iter(rows)).content)
     assert doc == {"rows": [{"cost": None, "rate": None, "nested": [{"x": None}], "n": 1.5}]}
     streamed = b"".join(
-        s for s in _json_stream({"a": math.inf}, "items", [math.nan], {}).streaming_content
+        s for s in json_stream({"a": math.inf}, [("items", [math.nan])]).streaming_content
     )
     assert strict_json(streamed) == {"a": None, "items": [None]}
     assert json_text({"ok": 2.0}) == '{"ok": 2.0}'
