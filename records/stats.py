@@ -126,23 +126,40 @@ def compare(
     baseline: Sequence[tuple[int, int]], candidate: Sequence[tuple[int, int]]
 ) -> Paired | None:
     """Paired comparison of one column over shared cases: each item is a case's (n, d) on each
-    side, in the same case order. Cases with d = 0 on either side are left out."""
+    side, in the same case order. Cases with d = 0 on either side are left out.
+
+    The difference, its interval and its p all read one estimator over one set of cases: each
+    side's rate is its sum of n over its sum of d on the paired cases (the rate a row shows),
+    and a bootstrap resample of cases recomputes exactly that. A percentile interval of a
+    ratio over few or lopsided cases can fall just short of the estimate itself; it is then
+    widened to hold it, so a difference never reads outside its own interval."""
     pairs = [(a, b) for a, b in zip(baseline, candidate, strict=True) if a[1] and b[1]]
     if not pairs:
         return None
-    ra = np.array([a[0] / a[1] for a, _ in pairs])
-    rb = np.array([b[0] / b[1] for _, b in pairs])
-    one_each = all(a[1] == 1 and b[1] == 1 for a, b in pairs)
-    differences = rb - ra
-    means = _resampled_means(differences)  # read by the interval and the bootstrap's p
-    delta = _bootstrap_delta(means)
+    na, da, nb, db = (np.array(column, dtype=np.float64) for column in _columns(pairs))
+    one_each = bool(np.all(da == 1) and np.all(db == 1))
+    base_rate, cand_rate = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
+    seen = cand_rate - base_rate
+    counts = _counts(len(pairs))
+    # Every resample draws at least one case, and each kept case has d > 0 on both sides.
+    resampled = (counts @ nb) / (counts @ db) - (counts @ na) / (counts @ da)
+    delta = _bootstrap_delta(resampled, seen)
     discordant = None
     if one_each:
-        discordant = (int(np.sum((ra == 1) & (rb == 0))), int(np.sum((ra == 0) & (rb == 1))))
+        discordant = (int(np.sum((na == 1) & (nb == 0))), int(np.sum((na == 0) & (nb == 1))))
         p, test = mcnemar_exact(*discordant), "McNemar exact"
     else:
-        p, test = _bootstrap_p(differences, means), "paired bootstrap"
-    return Paired(len(pairs), float(ra.mean()), float(rb.mean()), delta, p, test, discordant)
+        p, test = _bootstrap_p(seen, resampled), "paired bootstrap"
+    return Paired(len(pairs), base_rate, cand_rate, delta, p, test, discordant)
+
+
+def _columns(pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> tuple[list[int], ...]:
+    return (
+        [a[0] for a, _ in pairs],
+        [a[1] for a, _ in pairs],
+        [b[0] for _, b in pairs],
+        [b[1] for _, b in pairs],
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -154,25 +171,19 @@ def _counts(cases: int) -> np.ndarray:
     return rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
 
 
-def _resampled_means(values: np.ndarray) -> np.ndarray:
-    return _counts(len(values)) @ values / len(values)
+def _bootstrap_delta(resampled: np.ndarray, seen: float) -> Interval:
+    """The 95% percentile interval of the paired difference from its resamples, widened where
+    needed to hold the difference seen."""
+    low, high = np.quantile(resampled, [ALPHA / 2, 1 - ALPHA / 2])
+    return Interval(min(float(low), seen), max(float(high), seen))
 
 
-def _bootstrap_delta(means: np.ndarray) -> Interval:
-    """The 95% percentile interval of the mean paired difference, from its resampled means."""
-    low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
-    return Interval(float(low), float(high))
-
-
-def _bootstrap_p(d: np.ndarray, means: np.ndarray) -> float:
-    """Two-sided p of a zero mean paired difference: the differences centred at zero and
-    resampled (each resample draws as many cases as there are, so its mean of the centred
-    differences is its mean of `d` less the mean seen); how often is a mean as far from zero
-    as the one seen?"""
-    if not d.any():
+def _bootstrap_p(seen: float, resampled: np.ndarray) -> float:
+    """Two-sided p of no difference: the resampled differences centred on zero (less the one
+    seen); how often is one as far from zero as the one seen?"""
+    if seen == 0 and not np.any(resampled):
         return 1.0
-    seen = d.mean()
-    return float((np.sum(np.abs(means - seen) >= abs(seen) - 1e-12) + 1) / (RESAMPLES + 1))
+    return float((np.sum(np.abs(resampled - seen) >= abs(seen) - 1e-12) + 1) / (RESAMPLES + 1))
 
 
 def detectable_difference(cases: int, power: float = 0.8) -> float | None:
