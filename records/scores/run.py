@@ -20,6 +20,7 @@ from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
 from records.models import (
     Attempt,
     Call,
+    CaseFigure,
     CorpusKey,
     KeyCase,
     Run,
@@ -378,6 +379,7 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scori
 
     analyze_if_large(count, (Verdict, ScoreCase))
     store_row_statistics(scoring)
+    CaseFigure.objects.store_for(scoring)
     notes = []
     if skipped_retired:
         notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")
