@@ -4,7 +4,7 @@ from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, compare, history, runs, scores, uploads
+from records.views import attempts, cases, compare, history, runs, scores, uploads
 
 
 class ExportFormat:
@@ -100,4 +100,7 @@ urlpatterns = [
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
     path("api/v1/uploads/<int:pk>", uploads.api_upload_status, name="api-upload-status"),
     path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
+    path("cases/", cases.cases, name="cases"),
+    path("cases.json", cases.cases_json, name="cases-json"),
+    path("cases/case/", cases.case_page, name="case"),
 ]

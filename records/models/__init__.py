@@ -13,13 +13,22 @@ from records.models.fields import WholeJSONField
 from records.models.intake import ApiToken, AuditEvent, ShardFile, Upload
 from records.models.replays import ObsCorpus, ObsReplay
 from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSummary, Turn, Verify
-from records.models.scoring import CorpusKey, KeyCase, ScoreCase, ScoreRow, Scoring, Verdict
+from records.models.scoring import (
+    CaseFigure,
+    CorpusKey,
+    KeyCase,
+    ScoreCase,
+    ScoreRow,
+    Scoring,
+    Verdict,
+)
 
 __all__ = [
     "ApiToken",
     "Attempt",
     "AuditEvent",
     "Call",
+    "CaseFigure",
     "ConformanceResult",
     "ConformanceRun",
     "ConformanceSuite",
