@@ -30,6 +30,9 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        if looks_like_suite(None, data):  # a suite is its first JSON value, as Load reads it
+            report.suites.append(store_suite(data, item.name, upload))
+            return
         raise CorpusKeyError(item.name, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
     if NUL_ESCAPE in data and (where := nul_field(doc)):
         raise CorpusKeyError(item.name, NUL_MESSAGE, field=where)
