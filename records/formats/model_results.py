@@ -1,0 +1,685 @@
+"""Upstream's published form of model evaluation rows (`gen_model_results`: render.go, legend.go,
+compare.go, record.go, refusals.go). Pure Python, no Django.
+
+A published row is held as upstream's record holds it (record.go's row: key, provenance,
+counts, columns, tokens, cases), as plain dicts spelled and ordered as Go writes them, so the
+same value draws the managed blocks byte for byte as render.go draws them and writes the
+committed record as `gen_model_results -shards` writes it.
+
+One departure: text a run supplied (model and provider names, options, scopes, digests) is
+escaped where it would break the Markdown it sits in (a pipe, `<`, `>`, a backslash, a backtick,
+a line break); upstream writes it raw. A name without those characters is drawn byte for byte.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+RECORD_PATH = "docs/development/testing/model-results.json"
+PAGE_PATH = "docs/development/testing/model-results.md"
+README_PATH = "README.md"
+SCHEMA_VERSION = 1
+
+
+def md(value: Any) -> str:
+    """Run-supplied text inside the Markdown (see the module's note)."""
+    return (
+        str(value)
+        .replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\r", " ")
+        .replace("\n", " ")
+        .replace("`", "'")
+    )
+
+
+def go_quote(text: str) -> str:
+    """`text` as Go's %q (strconv.Quote) prints it."""
+    out = ['"']
+    for ch in text:
+        o = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch in "\a\b\f\n\r\t\v":
+            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(ch)])
+        elif ch == " " or (o > 0x20 and o != 0x7F and unicodedata.category(ch)[0] in "LMNPS"):
+            out.append(ch)
+        elif o < 0x80:
+            out.append(f"\\x{o:02x}")
+        elif o <= 0xFFFF:
+            out.append(f"\\u{o:04x}")
+        else:
+            out.append(f"\\U{o:08x}")
+    return "".join(out) + '"'
+
+
+# --- a row, as the record holds it -----------------------------------------------------------
+
+
+def key_string(key: dict[str, Any]) -> str:
+    """rowKey.String(): how a row is named, refused and sorted."""
+    parts = [
+        f"model={key['model']}",
+        f"surface={key['surface']}",
+        f"mode={key['mode']}",
+        f"tier={key['tier']}",
+    ]
+    if key.get("tier_pin"):
+        parts.append(f"tier-pin={key['tier_pin']}")
+    if key.get("meta_param_schema"):
+        parts.append(f"meta-schema={key['meta_param_schema']}")
+    if key.get("slice_size", 0) > 0:
+        parts.append(f"slice={key['slice_size']}")
+    parts += [
+        f"corpus={key['corpus_digest']}",
+        f"contract={key['contract_digest']}",
+        f"tools={key['tool_schema_digest']}",
+        f"repeat={key['repeat']}",
+    ]
+    return " ".join(parts)
+
+
+@dataclass
+class Row:
+    """One published row (record.go's row), with how much of the corpus it covers."""
+
+    key: dict[str, Any]
+    provenance: dict[str, Any]
+    counts: dict[str, Any]
+    columns: dict[str, Any]
+    tokens: dict[str, int]
+    cases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    coverage: str = ""  # FNV-1a 64 of the case identifiers, hex
+    case_count: int = 0
+    corpus_cases: int = 0  # how many cases the corpus (the key) has
+    intervals: str | None = None  # evaldash's optional column (`?intervals=1`)
+
+    @property
+    def name(self) -> str:
+        return key_string(self.key)
+
+    @property
+    def surface(self) -> str:
+        return self.key["surface"]
+
+    @property
+    def licensed(self) -> bool:
+        return self.key["tier"] in ("premium", "ultimate")
+
+
+def ratio_string(r: dict[str, int]) -> str:
+    return "-" if r["denominator"] == 0 else f"{r['numerator']} / {r['denominator']}"
+
+
+def coverage_string(row: Row) -> str:
+    if not row.case_count:
+        return ""
+    if row.case_count == row.corpus_cases:
+        return f"the whole corpus ({row.case_count} cases)"
+    return f"{row.case_count} of {row.corpus_cases} cases (`{row.coverage}`)"
+
+
+def vendor_caption(row: Row) -> str:
+    """vendorKey.String(): what a cross-vendor table holds fixed."""
+    k = row.key
+    parts = [f"surface `{md(k['surface'])}`", f"mode `{md(k['mode'])}`", f"tier `{md(k['tier'])}`"]
+    if k.get("tier_pin"):
+        parts.append(f"tier pinned to `{md(k['tier_pin'])}`")
+    if k.get("meta_param_schema"):
+        parts.append(f"meta schema `{md(k['meta_param_schema'])}`")
+    if k.get("slice_size", 0) > 0:
+        parts.append(f"slice of {k['slice_size']} tools")
+    parts.append(f"corpus `{md(k['corpus_digest'])}`")
+    if covered := coverage_string(row):
+        parts.append(covered)
+    parts += [
+        f"contract `{md(k['contract_digest'])}`",
+        f"tool schemas `{md(k['tool_schema_digest'])}`",
+        f"repeat {k['repeat']}",
+    ]
+    return ", ".join(parts)
+
+
+def surface_key(row: Row) -> tuple[Any, ...]:
+    """crossSurfaceKey: the row key less the surface and what the surface decides."""
+    k = row.key
+    return (
+        k["model"],
+        k["mode"],
+        k["tier"],
+        k.get("tier_pin", ""),
+        k["corpus_digest"],
+        k["contract_digest"],
+        k["repeat"],
+        row.coverage if row.case_count else "",
+        row.case_count,
+        row.corpus_cases,
+    )
+
+
+def surface_caption(row: Row) -> str:
+    """surfaceKey.String()."""
+    k = row.key
+    parts = [f"model `{md(k['model'])}`", f"mode `{md(k['mode'])}`", f"tier `{md(k['tier'])}`"]
+    if k.get("tier_pin"):
+        parts.append(f"tier pinned to `{md(k['tier_pin'])}`")
+    parts.append(f"corpus `{md(k['corpus_digest'])}`")
+    if covered := coverage_string(row):
+        parts.append(covered)
+    parts += [f"contract `{md(k['contract_digest'])}`", f"repeat {k['repeat']}"]
+    return ", ".join(parts)
+
+
+def shown_string(shown: dict[str, int]) -> str:
+    span = str(shown["min"])
+    if shown["max"] != shown["min"]:
+        span += f" to {shown['max']}"
+    if shown.get("overflowed", 0) > 0:
+        span += f", {shown['overflowed']} over budget"
+    return span
+
+
+def surface_label(row: Row) -> str:
+    """What a row decided for itself, printed beside it in a cross-surface note."""
+    parts = []
+    if row.key.get("slice_size", 0) > 0:
+        label = f"slice of {row.key['slice_size']} tools"
+        if row.counts.get("shown") is not None:
+            label += f" (shown {shown_string(row.counts['shown'])})"
+        parts.append(label)
+    if row.key.get("meta_param_schema"):
+        parts.append(f"meta schema `{md(row.key['meta_param_schema'])}`")
+    return ", ".join(parts)
+
+
+@dataclass
+class Group:
+    caption: str
+    rows: list[Row]
+
+
+def group_by_vendor(rows: list[Row]) -> list[Group]:
+    """Cross-vendor tables sorted by caption, each sorted by model (a stable sort)."""
+    by: dict[str, list[Row]] = {}
+    for one in rows:
+        by.setdefault(vendor_caption(one), []).append(one)
+    return [
+        Group(caption, sorted(by[caption], key=lambda r: r.key["model"].encode()))
+        for caption in sorted(by, key=str.encode)
+    ]
+
+
+# --- drawing (docgen.RenderMarkdownTable, render.go) -----------------------------------------
+
+LEFT, RIGHT = "left", "right"
+
+
+def markdown_table(headers: list[str], aligns: list[str], rows: list[list[str]]) -> str:
+    """docgen.RenderMarkdownTable: padded to the widest cell (in runes), at least 3 wide and
+    4 for a right-aligned column, every line ended by a newline."""
+    widths = [max(len(h), 3) for h in headers]
+    for r in rows:
+        for i in range(len(headers)):
+            widths[i] = max(widths[i], len(r[i]) if i < len(r) else 0)
+    widths = [max(w, 4) if aligns[i] == RIGHT else w for i, w in enumerate(widths)]
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            (c.rjust(widths[i]) if aligns[i] == RIGHT else c.ljust(widths[i]))
+            for i, c in enumerate(cells)
+        ]
+        return "|" + "".join(f" {p} |" for p in padded) + "\n"
+
+    separator = "|" + "".join(
+        f" {'-' * (w - 1) + ':' if aligns[i] == RIGHT else '-' * w} |" for i, w in enumerate(widths)
+    )
+    return (
+        line(headers)
+        + separator
+        + "\n"
+        + "".join(line(r + [""] * (len(headers) - len(r))) for r in rows)
+    )
+
+
+COLUMN_HEADERS = [
+    "Model",
+    "Clean",
+    "Reached",
+    "Accepted first time",
+    "Argument fidelity",
+    "Confirmation",
+    "Unaided",
+    "Completion",
+    "Overhead",
+]
+COLUMN_KEYS = [
+    "clean",
+    "reached",
+    "accepted_first_time",
+    "argument_fidelity",
+    "confirmation",
+    "unaided",
+    "completion",
+]
+
+
+def overhead_cell(o: dict[str, int]) -> str:
+    if o["steps"] == 0:
+        return "-"
+    return (
+        f"{o['discovery'] + o['invalid_params']} / {o['steps']} "
+        f"({o['discovery']} find, {o['invalid_params']} invalid_params)"
+    )
+
+
+def columns_table(rows: list[Row]) -> str:
+    headers = list(COLUMN_HEADERS)
+    aligns = [LEFT] + [RIGHT] * 8
+    cells = [
+        [
+            f"`{md(r.key['model'])}`",
+            *(ratio_string(r.columns[c]) for c in COLUMN_KEYS),
+            overhead_cell(r.columns["overhead"]),
+        ]
+        for r in rows
+    ]
+    if any(r.intervals is not None for r in rows):
+        headers.append("95% intervals (" + ", ".join(COLUMN_HEADERS[1:8]) + ")")
+        aligns.append(LEFT)
+        for cell, r in zip(cells, rows, strict=True):
+            cell.append(r.intervals or "")
+    return markdown_table(headers, aligns, cells)
+
+
+APART_SENTENCE = (
+    "What the columns leave out: an attempt the instance could not offer, one the server's span "
+    "never described, one the provider would not answer, one this side broke, and one GitLab "
+    "refused after a correct dispatch. None of the five is the model's, so none is in any "
+    "denominator."
+)
+TOKENS_SENTENCE = (
+    "Tokens, never folded into one figure: a cache read is not an input token, and a table that "
+    "added them together is how sixty thousand tokens came to be published against five million."
+)
+APART = (
+    "attempts",
+    "turns",
+    "skipped",
+    "unobserved",
+    "provider_errors",
+    "harness_errors",
+    "gitlab_refused",
+)
+
+
+def apart_table(rows: list[Row]) -> str:
+    return (
+        APART_SENTENCE
+        + "\n\n"
+        + markdown_table(
+            [
+                "Model",
+                "Attempts",
+                "Turns",
+                "Skipped",
+                "Unobserved",
+                "Provider errors",
+                "Harness errors",
+                "GitLab refused",
+            ],
+            [LEFT] + [RIGHT] * 7,
+            [[f"`{md(r.key['model'])}`", *(str(r.counts[k]) for k in APART)] for r in rows],
+        )
+    )
+
+
+def tokens_table(rows: list[Row]) -> str:
+    return (
+        TOKENS_SENTENCE
+        + "\n\n"
+        + markdown_table(
+            ["Model", "Input", "Output", "Cache created", "Cache read"],
+            [LEFT] + [RIGHT] * 4,
+            [
+                [
+                    f"`{md(r.key['model'])}`",
+                    *(str(r.tokens[k]) for k in ("input", "output", "cache_created", "cache_read")),
+                ]
+                for r in rows
+            ],
+        )
+    )
+
+
+def request_options(options: dict[str, str] | None) -> str:
+    if not options:
+        return "-"
+    return ", ".join(
+        f"`{md(name)}={md(options[name])}`" for name in sorted(options, key=str.encode)
+    )
+
+
+def provenance_table(rows: list[Row]) -> str:
+    cells = []
+    for r in rows:
+        p = r.provenance
+        cells.append(
+            [
+                f"`{md(r.key['model'])}`",
+                f"`{md(p['provider'])}`",
+                f"`{md(p['commit'][:9])}`",
+                md(p["date"]),
+                md(p["gitlab_version"] + " " + p["edition"]),
+                str(p["served_tools"]),
+                md(", ".join(p["token_scopes"] or [])),
+                request_options(p["request_options"]),
+            ]
+        )
+    return markdown_table(
+        [
+            "Model",
+            "Provider",
+            "Commit",
+            "Date",
+            "GitLab",
+            "Tools served",
+            "Token scopes",
+            "Request options",
+        ],
+        [LEFT] * 5 + [RIGHT, LEFT, LEFT],
+        cells,
+    )
+
+
+def cross_surface_notes(rows: list[Row], everything: list[Row]) -> str:
+    notes = []
+    for one in rows:
+        key = surface_key(one)
+        peers = []
+        for other in everything:
+            if other.surface != one.surface and surface_key(other) == key:
+                label = surface_label(other)
+                peers.append(f"its `{md(other.surface)}` row" + (f" ({label})" if label else ""))
+        if not peers:
+            continue
+        peers = list(dict.fromkeys(sorted(peers, key=str.encode)))
+        notes.append(
+            f"- `{md(one.key['model'])}` may be read beside {' and '.join(peers)}: they agree on "
+            f"{surface_caption(one)}."
+        )
+    if not notes:
+        return ""
+    return "Cross-surface comparisons this table takes part in:\n\n" + "\n".join(notes) + "\n"
+
+
+META_OPAQUE_NOTE = (
+    "These rows ran in the default `opaque` meta schema mode, which withholds parameter names: a "
+    "model learned them from the tool description and from `invalid_params` refusals and from "
+    "nothing else. Their argument fidelity is therefore not comparable with a dynamic row, where "
+    "`gitlab_find_action` returns the schema, or with an individual row, where the tool carries "
+    "it. What the mode costs is visible in the `invalid_params` half of the overhead column."
+)
+
+
+@dataclass(frozen=True)
+class Block:
+    path: str
+    start: str
+    end: str
+    surface: str = ""
+    licensed: bool = False
+    detailed: bool = False
+    legend: bool = False
+    empty: str = ""
+
+    def selects(self, row: Row) -> bool:
+        return not self.legend and row.surface == self.surface and row.licensed == self.licensed
+
+    @property
+    def name(self) -> str:
+        return self.start.removeprefix("<!-- START ").removesuffix(" -->")
+
+
+_WITHDRAWN = "4587cbfb3"
+_UNSOUND = "` and is not reproduced because the measurement behind it was unsound."
+BLOCKS = [
+    Block(
+        README_PATH,
+        "<!-- START MODEL EVAL DYNAMIC SUMMARY -->",
+        "<!-- END MODEL EVAL DYNAMIC SUMMARY -->",
+        "dynamic",
+        empty="Withdrawn. The CE dynamic table published here, last refreshed from a Docker run "
+        f"dated 20260627-232303, is readable at commit `{_WITHDRAWN}{_UNSOUND}",
+    ),
+    Block(
+        README_PATH,
+        "<!-- START MODEL EVAL META SUMMARY -->",
+        "<!-- END MODEL EVAL META SUMMARY -->",
+        "meta",
+        empty="Withdrawn. No CE meta-tools table was ever published here, and none will be until "
+        "the rebuilt harness produces one.",
+    ),
+    Block(
+        README_PATH,
+        "<!-- START MODEL EVAL ENTERPRISE META SUMMARY -->",
+        "<!-- END MODEL EVAL ENTERPRISE META SUMMARY -->",
+        "meta",
+        licensed=True,
+        empty="Withdrawn. The Enterprise meta table published here, last refreshed from a Docker "
+        f"run dated 20260527, is readable at commit `{_WITHDRAWN}{_UNSOUND}",
+    ),
+    Block(
+        README_PATH,
+        "<!-- START MODEL EVAL ENTERPRISE DYNAMIC SUMMARY -->",
+        "<!-- END MODEL EVAL ENTERPRISE DYNAMIC SUMMARY -->",
+        "dynamic",
+        licensed=True,
+        empty="Withdrawn. The Enterprise dynamic table published here, last refreshed from a "
+        f"Docker run dated 20260628-015421, is readable at commit `{_WITHDRAWN}{_UNSOUND}",
+    ),
+    Block(
+        PAGE_PATH, "<!-- START MODEL EVAL LEGEND -->", "<!-- END MODEL EVAL LEGEND -->", legend=True
+    ),
+    Block(
+        PAGE_PATH,
+        "<!-- START MODEL EVAL DYNAMIC RESULTS -->",
+        "<!-- END MODEL EVAL DYNAMIC RESULTS -->",
+        "dynamic",
+        detailed=True,
+        empty="Withdrawn. The CE dynamic run published here, dated 20260627-232303, is readable "
+        f"at commit `{_WITHDRAWN}`.",
+    ),
+    Block(
+        PAGE_PATH,
+        "<!-- START MODEL EVAL META RESULTS -->",
+        "<!-- END MODEL EVAL META RESULTS -->",
+        "meta",
+        detailed=True,
+        empty="No CE meta-tools run has been published here. The rebuilt harness has not put the "
+        "corpus to a model.",
+    ),
+    Block(
+        PAGE_PATH,
+        "<!-- START MODEL EVAL ENTERPRISE META RESULTS -->",
+        "<!-- END MODEL EVAL ENTERPRISE META RESULTS -->",
+        "meta",
+        licensed=True,
+        detailed=True,
+        empty="Withdrawn. The Enterprise meta-tools run published here, dated 20260527, is "
+        f"readable at commit `{_WITHDRAWN}`.",
+    ),
+    Block(
+        PAGE_PATH,
+        "<!-- START MODEL EVAL ENTERPRISE DYNAMIC RESULTS -->",
+        "<!-- END MODEL EVAL ENTERPRISE DYNAMIC RESULTS -->",
+        "dynamic",
+        licensed=True,
+        detailed=True,
+        empty="Withdrawn. The Enterprise dynamic run published here, dated 20260628-015421, is "
+        f"readable at commit `{_WITHDRAWN}`.",
+    ),
+]
+
+
+def render_group(block: Block, group: Group, everything: list[Row]) -> str:
+    body = "Compared as one table because these rows agree on " + group.caption + ".\n\n"
+    body += columns_table(group.rows)
+    if block.surface == "meta" and group.rows[0].key.get("meta_param_schema") == "opaque":
+        body += "\n" + META_OPAQUE_NOTE + "\n"
+    if not block.detailed:
+        return body
+    body += "\n" + apart_table(group.rows)
+    body += "\n" + tokens_table(group.rows)
+    body += "\n" + provenance_table(group.rows)
+    if note := cross_surface_notes(group.rows, everything):
+        body += "\n" + note
+    return body
+
+
+def render_block(block: Block, everything: list[Row], corpus_cases: int = 0) -> str:
+    """renderBlock: a block's body from every published row (a cross-surface note may name a
+    row of another block); `corpus_cases` sizes the legend's example coverage."""
+    if block.legend:
+        return legend_block(corpus_cases)
+    mine = [r for r in everything if block.selects(r)]
+    if not mine:
+        return block.empty
+    return "\n".join(render_group(block, g, everything) for g in group_by_vendor(mine)).rstrip("\n")
+
+
+def managed_block(block: Block, everything: list[Row], corpus_cases: int = 0) -> str:
+    """A block as docgen.ComputeReplacedSection leaves it between its markers."""
+    return f"{block.start}\n\n{render_block(block, everything, corpus_cases)}\n{block.end}"
+
+
+def unpublished(rows: list[Row]) -> list[Row]:
+    """Rows no block selects (today: every individual-surface row)."""
+    return [r for r in rows if not any(b.selects(r) for b in BLOCKS)]
+
+
+def md_line(text: str) -> str:
+    """Run-supplied text on a line of its own: no markup, no line break."""
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
+
+
+def refused_line(key: str, rule: str, reason: str) -> str:
+    """A refusal as `gen_model_results` reports it."""
+    return md_line(f"refused [{rule}] {key}: {reason}")
+
+
+def unpublished_line(row: Row) -> str:
+    return md_line(f"no managed block publishes the row {row.name}")
+
+
+# --- the legend (legend.go) ------------------------------------------------------------------
+
+LEGEND_MODEL = "example:not-a-real-model"
+_FIGURE_GLOSSES = [
+    ("Clean", "The headline. Attempts that went right end to end **with no help at all**: the task finished, every step was reached, every argument the case gives a truth for matched, every destructive step carried its approval, nothing of ours had to refuse anything, and what it did to GitLab checked out afterwards. It is a conjunction of the columns after it, never an average of them: there is no defensible weighting between them, so a weighted score would be a reading of whoever chose the weights."),
+    ("Reached", "Steps the model got to, or correctly declined, over the steps the case declares. A step is reached when a call named it and the server dispatched it."),
+    ("Accepted first time", "Of the steps reached, how many were reached by the **first** call about them. A second call means the first was refused and repaired."),
+    ("Argument fidelity", "Argument **values** compared against the truth the case declares, not argument names. A model that places `title` correctly and writes the wrong title fails here, which is the whole reason values are compared."),
+    ("Confirmation", "Destructive steps whose reaching call carried the approval, over destructive steps declared. A deletion that ran without one is a finding, not a faster model."),
+    ("Unaided", "Attempts that finished with no refusal of ours anywhere. Weaker than Clean: an attempt can be unaided and still have written a wrong value."),
+    ("Completion", "Attempts that finished the task at all. Weakest of the three: it says the conversation ended correctly and nothing about how."),
+    ("Overhead", "What getting there cost, per step reached, with the two halves apart. A `find` is the dynamic surface's declared cost, since the catalog is not in the tool list and has to be searched. An `invalid_params` is the model learning a parameter name from a rejection, which is what the opaque meta schema leaves it to do. One rate over both would hide each inside the other."),
+]  # fmt: skip
+_APART_GLOSSES = [
+    ("Attempts", "How many attempts are behind the figures above. The five columns after Turns are **not** in this number."),
+    ("Turns", "Provider requests the row paid for, which is not the same as calls: one turn can carry several tool calls, and a refused request is a turn of its own."),
+    ("Skipped", "The instance did not meet the case's needs, so it never ran. Counting it would rank a model by the license of the instance it was measured on."),
+    ("Unobserved", "It ran and the server's span never described it, so nothing can be said about it either way."),
+    ("Provider errors", "The provider would not answer."),
+    ("Harness errors", "This side broke."),
+    ("GitLab refused", "GitLab refused a call the model dispatched correctly, with the arguments the case declares. That reports the instance or the fixture, not the model."),
+]  # fmt: skip
+_TOKEN_GLOSSES = [
+    ("Input", "Uncached input tokens."),
+    ("Output", "Output tokens, reasoning included where the provider bills it there."),
+    ("Cache created", "Input tokens written into the provider's prompt cache."),
+    ("Cache read", "Input tokens served from it, billed at a fraction of the others."),
+]
+
+
+def _fnv1a64(names: list[str]) -> str:
+    h = 0xCBF29CE484222325
+    for name in sorted(names, key=str.encode):
+        for b in name.encode() + b"\x00":
+            h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return format(h, "x")
+
+
+def legend_row(corpus_cases: int) -> Row:
+    names = [f"XX-{i:03d}" for i in range(1, 11)]
+    return Row(
+        key={
+            "model": LEGEND_MODEL,
+            "surface": "dynamic",
+            "mode": "default",
+            "tier": "free",
+            "corpus_digest": "example-corpus",
+            "contract_digest": "example-contract",
+            "tool_schema_digest": "example-tools",
+            "repeat": 1,
+        },
+        provenance={},
+        counts={
+            "attempts": 10,
+            "skipped": 2,
+            "unobserved": 1,
+            "provider_errors": 1,
+            "harness_errors": 0,
+            "gitlab_refused": 1,
+            "turns": 23,
+        },
+        columns={
+            "clean": {"numerator": 5, "denominator": 10},
+            "reached": {"numerator": 17, "denominator": 19},
+            "accepted_first_time": {"numerator": 14, "denominator": 17},
+            "argument_fidelity": {"numerator": 24, "denominator": 26},
+            "confirmation": {"numerator": 3, "denominator": 4},
+            "unaided": {"numerator": 6, "denominator": 10},
+            "completion": {"numerator": 7, "denominator": 10},
+            "overhead": {"discovery": 9, "invalid_params": 3, "steps": 17},
+        },
+        tokens={"input": 120000, "output": 4200, "cache_created": 30000, "cache_read": 88000},
+        coverage=_fnv1a64(names),
+        case_count=len(names),
+        corpus_cases=corpus_cases,
+    )
+
+
+def _glosses(glosses: list[tuple[str, str]]) -> str:
+    return "\n".join(f"- **{column}** — {means}" for column, means in glosses)
+
+
+def legend_block(corpus_cases: int) -> str:
+    """legendBlock: the worked example, over a corpus of `corpus_cases` cases."""
+    example = legend_row(corpus_cases)
+    return "\n\n".join(
+        [
+            "**How to read the tables below.** Every figure is a numerator over a denominator "
+            "rather than a percentage, because a column reading 100% over one attempt and one "
+            "reading 100% over ninety are not the same claim and a rate cannot tell them apart. "
+            "The row here is invented; the columns are the real ones, drawn by the same code.",
+            columns_table([example]).rstrip("\n"),
+            _glosses(_FIGURE_GLOSSES),
+            apart_table([example]).rstrip("\n"),
+            _glosses(_APART_GLOSSES),
+            tokens_table([example]).rstrip("\n"),
+            _glosses(_TOKEN_GLOSSES),
+            "And one thing no column carries: a row is only comparable with another row that "
+            "agreed with it on everything a caption lists. That list is not written out here, it "
+            "is drawn by the same code that captions the real tables, so it cannot come to say "
+            "less than the rule enforces:",
+            "> Compared as one table because these rows agree on " + vendor_caption(example) + ".",
+            "Two tables with different captions are two measurements rather than two readings of "
+            "one. Case coverage is in there for a reason worth stating: the corpus fingerprint "
+            "says which corpus was asked, never how much of it, so a run narrowed to a handful of "
+            "cases would otherwise sit beside a full one under a caption claiming they agree.",
+        ]
+    )

@@ -1,0 +1,288 @@
+"""What upstream's `gen_model_results` would publish of stored runs: each scored row as the
+committed record holds it (`records.formats.model_results.Row`), the rows its rules refuse with
+upstream's reasons, and the managed blocks drawn from the rest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db.models import Case, IntegerField, Max, Min, Q, Sum, When
+
+from records.formats.model_results import (
+    BLOCKS,
+    RECORD_PATH,
+    Block,
+    Row,
+    go_quote,
+    managed_block,
+    refused_line,
+    render_block,
+    unpublished,
+    unpublished_line,
+)
+from records.models import Run, Scoring, Verdict
+from records.models import ScoreRow as StoredRow
+from records.scorer.score import OUTCOMES
+from records.scores.tables import Group, TableRow, score_groups
+
+# The provenance fields upstream requires, with what a reader loses when one is empty
+# (refusals.go requiredProvenance), in its order, which is the order tables.py checks them in.
+REQUIRED_PROVENANCE = {
+    "commit": "nothing says which tree was measured",
+    "date": "nothing says when",
+    "gitlab_version": "nothing says which GitLab answered",
+    "edition": "nothing says whether the instance was licensed",
+    "tier": "nothing says which catalog was served",
+    "surface": "nothing says which tool surface the model was given",
+    "mode": "nothing says whether mutations were withheld or previewed",
+    "capability_surface": "nothing says which resources and prompts were served",
+    "token_scopes": "nothing says what the credential could reach",
+    "served_tools": "nothing says how large a tool list the model read",
+    "provider": "nothing says who was asked",
+    "model": "nothing says which model",
+    "request_options": "nothing says how it was asked",
+    "repeat": "nothing says how many times each attempt was made",
+    "corpus_digest": "nothing fingerprints what was asked",
+    "contract_digest": "nothing fingerprints how it was framed",
+    "tool_schema_digest": "nothing fingerprints the tool list this provider was served, and two "
+    "rows whose runs both failed to note one agree on the empty string, which seats them in one "
+    "cross-vendor table captioned with tool schemas neither recorded",
+}
+
+
+@dataclass
+class Refusal:
+    key: str
+    rule: str
+    reason: str
+
+    def __str__(self) -> str:
+        return refused_line(self.key, self.rule, self.reason)
+
+
+@dataclass
+class Publication:
+    """What upstream would make of some runs: the rows it publishes and the ones it refuses."""
+
+    rows: list[Row] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    corpus_cases: int = 0
+
+    def report(self) -> list[str]:
+        """The lines upstream's command prints about rows it does not publish."""
+        return [str(r) for r in self.refused] + [
+            unpublished_line(r) for r in unpublished(self.rows)
+        ]
+
+    def block(self, block: Block) -> str:
+        return managed_block(block, self.rows, self.corpus_cases)
+
+
+def upstream_reason(rule: str, row: TableRow, run: Run, scoring: Scoring, why: str) -> str:
+    """A refusal worded as refusals.go words it, from the rule evaldash found and its facts."""
+    s, p = row.session, row.provider
+    if rule == "filtered-run":
+        return (
+            f"the run was filtered with -run {go_quote(run.filter)}, so it put part of the corpus "
+            "and the row would read as the whole of it"
+        )
+    if rule == "unobserved-session":
+        return (
+            f"session {go_quote(s.label if s else '')} made {s.call_count if s else 0} call(s) "
+            "and the server's span described none of them"
+        )
+    if rule == "fake-provider":
+        return f"{go_quote(row.model)} is the fake provider, which answers from the corpus key"
+    if rule == "incomplete-provenance":
+        if p is None:
+            return (
+                f"the run line describes no provider for model {go_quote(row.model)}, so the row "
+                "carries neither a provider nor the options it was asked with"
+            )
+        name = why.removesuffix(" is empty")
+        return f"the provenance field {go_quote(name)} is empty, so {REQUIRED_PROVENANCE[name]}"
+    if rule == "stale-corpus":
+        return (
+            f"the run was put the corpus {run.corpus_digest} and the corpus at HEAD is "
+            f"{scoring.key.digest}"
+        )
+    return why
+
+
+def _shown(scoring: Scoring) -> dict[str, dict[str, int]]:
+    """Per row key, the span of tool-list sizes its attempts were shown (record.go shownOf)."""
+    shown = Q(attempt__shown_tools__gt=0)
+    return {
+        r["row_key"]: {"min": r["low"], "max": r["high"], "overflowed": r["over"]}
+        for r in Verdict.objects.filter(scoring=scoring)
+        .values("row_key")
+        .annotate(
+            low=Min("attempt__shown_tools", filter=shown),
+            high=Max("attempt__shown_tools", filter=shown),
+            over=Sum(
+                Case(
+                    When(shown, attempt__overflowed=True, then=1),
+                    default=0,
+                    output_field=IntegerField(),
+                )
+            ),
+        )
+        .order_by()
+        if r["low"] is not None
+    }
+
+
+def _named(figures: dict, names: dict[str, str]) -> dict[str, int] | None:
+    """One of the scorer's tallies as the record spells it: nil when empty."""
+    tally = {name: int(figures.get(column) or 0) for column, name in names.items()}
+    tally = {k: v for k, v in sorted(tally.items()) if v}
+    return tally or None
+
+
+_DECLINES = {"declined_by_refusal": "by-refusal", "declined_by_text": "by-text"}
+_CONFIRMATIONS = {
+    "confirmed_never": "never",
+    "confirmed_server_aided": "server-aided",
+    "confirmed_unaided": "unaided",
+}
+
+
+def record_row(row: TableRow, run: Run, corpus_cases: int, shown: dict | None) -> Row:
+    """A scored row as upstream's record holds it."""
+    f, s, p = row.figures, row.session, row.provider
+    tools = (s.tool_schema_digests or {}).get(row.model, "") if s else ""
+    key = {
+        "model": row.model,
+        "surface": row.surface,
+        "mode": s.mode if s else "",
+        "tier": run.tier,
+        "tier_pin": s.tier_pin if s else "",
+        "meta_param_schema": s.meta_param_schema if s else "",
+        "slice_size": (s.slice_size or 0) if s else 0,
+        "corpus_digest": run.corpus_digest,
+        "contract_digest": run.contract_digest,
+        "tool_schema_digest": tools,
+        "repeat": run.repeat,
+    }
+    provenance = {
+        "commit": run.commit,
+        "date": run.started_at.strftime("%Y-%m-%d") if run.started_at else "",
+        "gitlab_version": run.gitlab_version,
+        "edition": run.edition,
+        "tier": run.tier,
+        "tier_confirmed": bool(run.tier_confirmed),
+        "tier_pin": key["tier_pin"],
+        "surface": s.surface if s else "",
+        "mode": s.mode if s else "",
+        "capability_surface": s.capabilities if s else "",
+        "meta_param_schema": key["meta_param_schema"],
+        "slice_size": key["slice_size"],
+        "token_scopes": list(s.token_scopes or []) if s else [],
+        "served_tools": (s.served_tools or 0) if s else 0,
+        "provider": p.name if p else "",
+        "model": p.model if p else "",
+        "request_options": dict(p.options or {}) if p else {},
+        "repeat": run.repeat,
+        "corpus_digest": run.corpus_digest,
+        "contract_digest": run.contract_digest,
+        "tool_schema_digest": tools,
+    }
+    outcomes = {o: int(f.get(o) or 0) for o in sorted(OUTCOMES)}
+    counts = {
+        "attempts": int(f["attempts"] or 0),
+        "skipped": int(f.get("skipped") or 0),
+        "unobserved": int(f.get("unobserved") or 0),
+        "provider_errors": int(f.get("provider_error") or 0),
+        "harness_errors": int(f.get("harness_error") or 0),
+        "gitlab_refused": int(f.get("gitlab_refused") or 0),
+        "turns": int(f.get("turns") or 0),
+        "outcomes": {o: n for o, n in outcomes.items() if n} or None,
+        "declines": _named(f, _DECLINES),
+        "confirmations": _named(f, _CONFIRMATIONS),
+        "shown": shown,
+    }
+    columns = {name: {"numerator": n, "denominator": d} for name, (n, d) in row.columns}
+    columns["overhead"] = {
+        "discovery": int(f["discovery"] or 0),
+        "invalid_params": int(f["invalid_params"] or 0),
+        "steps": int(f["steps"] or 0),
+    }
+    tokens = {
+        "input": int(f.get("input_tokens") or 0),
+        "output": int(f.get("output_tokens") or 0),
+        "cache_created": int(f.get("cache_created_tokens") or 0),
+        "cache_read": int(f.get("cache_read_tokens") or 0),
+    }
+    return Row(
+        key,
+        provenance,
+        counts,
+        columns,
+        tokens,
+        coverage=row.coverage,
+        case_count=row.case_count,
+        corpus_cases=corpus_cases,
+    )
+
+
+def publication_of_run(
+    scoring: Scoring, groups: list[Group] | None = None, *, intervals: bool = False
+) -> Publication:
+    """What `gen_model_results -shards` would publish of one scored run (its `groups`, as
+    `score_groups` reads them) into a record holding the rows of the runs stored before it
+    (evaldash's duplicate-row rule); with `intervals`, each row carries its 95% intervals."""
+    run = scoring.run
+    out = Publication(corpus_cases=scoring.key.case_count)
+    shown = _shown(scoring)
+    groups = score_groups(scoring) if groups is None else groups
+    dupes = [
+        r.row_key for g in groups for r in g.rows if r.refusal and r.refusal[0] == "duplicate-row"
+    ]
+    first_stood = _first_claims(dupes, run)
+    for g in groups:
+        for r in g.rows:
+            if r.refusal:
+                rule, why = r.refusal
+                reason = (
+                    f"a row with this key already stands in {first_stood.get(r.row_key, RECORD_PATH)}"
+                    if rule == "duplicate-row"
+                    else upstream_reason(rule, r, run, scoring, why)
+                )
+                out.refused.append(Refusal(r.row_key, rule, reason))
+                continue
+            one = record_row(r, run, out.corpus_cases, shown.get(r.row_key))
+            if intervals:
+                one.intervals = "; ".join(
+                    ci.points() if ci else "-" for _, _, ci in r.columns_with_intervals
+                )
+            out.rows.append(one)
+    return out
+
+
+def _first_claims(keys: list[str], run: Run) -> dict[str, str]:
+    """Where each key first stood: the shard of the earliest run before `run` that scored it."""
+    if not keys:
+        return {}
+    found: dict[str, str] = {}
+    for key, name in (
+        StoredRow.objects.filter(row_key__in=keys, scoring__run__pk__lt=run.pk)
+        .order_by("scoring__run__pk")
+        .values_list("row_key", "scoring__run__shard__name")
+    ):
+        found.setdefault(key, name)
+    return found
+
+
+def upstream_markdown(publication: Publication) -> str:
+    """The detailed blocks' bodies for the published rows, byte for byte as render.go draws
+    them, then one line per row upstream would not publish, as its command prints them."""
+    parts = [
+        render_block(block, publication.rows)
+        for block in BLOCKS
+        if block.detailed and any(block.selects(r) for r in publication.rows)
+    ]
+    text = "\n\n".join(parts) + "\n" if parts else ""
+    report = publication.report()
+    if report:
+        text += ("\n" if text else "") + "\n".join(report) + "\n"
+    return text or "Nothing here would be published.\n"
