@@ -14,7 +14,13 @@ from typing import Any
 
 import orjson
 
-from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
+from records.formats.text import (
+    NUL_ESCAPE,
+    NUL_MESSAGE,
+    go_json_string,
+    invalid_utf8,
+    nul_field,
+)
 
 SUITE = "taisce-conformance/v1"
 PREFIX = "taisce-memory/v1 untrusted"
@@ -340,23 +346,9 @@ def killed_from_outside(exit_status: int) -> bool:
     return exit_status < 0 or 128 < exit_status <= 128 + 64
 
 
-_GO_SHORT = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-}
-_GO_ESCAPED = re.compile('["\\\\\x00-\x1f<>&\u2028\u2029]')
-
-
 def go_string(text: str) -> str:
-    """`text` as Go's json.Encoder writes a string: `"` and `\\` and the controls escaped
-    (`\\b \\f \\n \\r \\t` short, others `\\u00XX`), and `<`, `>`, `&`, U+2028 and U+2029 as
-    `\\u003c`...; everything else as itself, in UTF-8."""
-    return '"' + _GO_ESCAPED.sub(lambda m: _GO_SHORT.get(m[0]) or f"\\u{ord(m[0]):04x}", text) + '"'
+    """`text` as Go's json.Encoder writes a string (escaping `<`, `>` and `&`)."""
+    return go_json_string(text)
 
 
 def runner_case_line(result: CaseResult) -> bytes:

@@ -17,6 +17,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from records.formats.text import go_json_string
+
 RECORD_PATH = "docs/development/testing/model-results.json"
 PAGE_PATH = "docs/development/testing/model-results.md"
 README_PATH = "README.md"
@@ -683,3 +685,293 @@ def legend_block(corpus_cases: int) -> str:
             "cases would otherwise sit beside a full one under a caption claiming they agree.",
         ]
     )
+
+
+# --- the committed record (record.go, cases.go, mergeguard.go) -------------------------------
+
+RECORD_NOTE = (
+    "What the model evaluation measured, one row per configuration, written by "
+    "`make model-results-record` from the shards of a run and scored, at that moment, against "
+    "the corpus at HEAD. The columns here are that scoring: redrawing a page re-reads them and "
+    "scores nothing, so a scoring rule corrected later reaches a published row only by "
+    "re-folding the run's retained shards with `make model-results-refold`, which drops the "
+    "rows those shards publish and folds them again, naming each. The pages at README.md and "
+    "docs/development/testing/model-results.md are rendered from this file, and "
+    "`make check-model-results` compares all three without a GitLab and without a network. "
+    "Every figure is a numerator over a denominator: a rate with nothing behind it is what the "
+    "tables this replaces published."
+)
+_ADDITIVE_COUNTS = (
+    "attempts",
+    "skipped",
+    "unobserved",
+    "provider_errors",
+    "harness_errors",
+    "gitlab_refused",
+)
+_TALLIES = ("outcomes", "declines", "confirmations")
+
+
+def _tally_sum(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    out = dict(a or {})
+    for k, v in (b or {}).items():
+        out[k] = out.get(k, 0) + v
+    out = {k: out[k] for k in sorted(out, key=str.encode) if out[k]}
+    return out or None
+
+
+def _shown_merge(span: dict | None, other: dict | None) -> dict | None:
+    if other is None:
+        return span
+    if span is None:
+        return dict(other)
+    return {
+        "min": min(span["min"], other["min"]),
+        "max": max(span["max"], other["max"]),
+        "overflowed": span.get("overflowed", 0) + other.get("overflowed", 0),
+    }
+
+
+def sum_cases(cases: dict[str, dict[str, Any]]) -> tuple[dict, dict, dict]:
+    """cases.go sumCases: a row's counts, columns and tokens re-derived from its cases."""
+    counts: dict[str, Any] = {k: 0 for k in _ADDITIVE_COUNTS}
+    counts["turns"] = 0
+    tallies: dict[str, dict[str, int] | None] = dict.fromkeys(_TALLIES)
+    span = None
+    columns = {c: {"numerator": 0, "denominator": 0} for c in COLUMN_KEYS}
+    columns["overhead"] = {"discovery": 0, "invalid_params": 0, "steps": 0}
+    tokens = {"input": 0, "output": 0, "cache_created": 0, "cache_read": 0}
+    for name in sorted(cases, key=str.encode):
+        one = cases[name]
+        for k in (*_ADDITIVE_COUNTS, "turns"):
+            counts[k] += one["counts"].get(k, 0)
+        for t in _TALLIES:
+            tallies[t] = _tally_sum(tallies[t], one["counts"].get(t))
+        span = _shown_merge(span, one["counts"].get("shown"))
+        for c in COLUMN_KEYS:
+            for half in ("numerator", "denominator"):
+                columns[c][half] += one["columns"][c][half]
+        for half in ("discovery", "invalid_params", "steps"):
+            columns["overhead"][half] += one["columns"]["overhead"][half]
+        for k in tokens:
+            tokens[k] += one["tokens"][k]
+    counts.update(tallies, shown=span)
+    return counts, columns, tokens
+
+
+def merge_refusal(standing: Row, incoming: Row) -> str:
+    """mergeguard.go mergeRefusal: why an incoming row may not merge into a standing one."""
+    if not standing.cases:
+        return (
+            "the standing row records no per-case figures, so merging into it would replace "
+            f"{standing.counts['attempts']} case(s) of measurement with the "
+            f"{incoming.counts['attempts']} this run carries and no part of the record would say "
+            "so; re-fold the run that published it, or drop the row"
+        )
+    a, b = standing.provenance, incoming.provenance
+    differs = ""
+    for name, field_name in (
+        ("the GitLab version", "gitlab_version"),
+        ("the instance edition", "edition"),
+        ("the capability surface", "capability_surface"),
+        ("the provider", "provider"),
+    ):
+        if a[field_name] != b[field_name]:
+            differs = f"{name} ({go_quote(a[field_name])} and {go_quote(b[field_name])})"
+            break
+    else:
+        if a["tier_confirmed"] != b["tier_confirmed"]:
+            differs = (
+                "whether the tier was confirmed "
+                f"({str(a['tier_confirmed']).lower()} and {str(b['tier_confirmed']).lower()})"
+            )
+        elif a["served_tools"] != b["served_tools"]:
+            differs = (
+                f"how many tools the session served ({a['served_tools']} and {b['served_tools']})"
+            )
+        elif list(a["token_scopes"] or []) != list(b["token_scopes"] or []):
+            differs = (
+                f"the credential's scopes ({'+'.join(a['token_scopes'] or [])} and "
+                f"{'+'.join(b['token_scopes'] or [])})"
+            )
+        elif dict(a["request_options"] or {}) != dict(b["request_options"] or {}):
+            differs = (
+                f"the request options ({_options(a['request_options'])} and "
+                f"{_options(b['request_options'])})"
+            )
+    if differs:
+        return (
+            f"the two runs disagree about {differs}, which the row key does not hold and the "
+            "merged figures would carry only one of; re-fold the whole run rather than merging "
+            "part of it"
+        )
+    return ""
+
+
+def _options(options: dict[str, str] | None) -> str:
+    if not options:
+        return "none"
+    return ", ".join(sorted((f"{k}={v}" for k, v in options.items()), key=str.encode))
+
+
+def merge_rows(held: list[Row], incoming: list[Row]) -> list[str]:
+    """main.go mergeRows: each incoming row added, or merged case by case into the row of its
+    key (its cases replacing theirs, every figure re-derived), or refused by the merge guard;
+    `held` is changed in place and the lines upstream prints are returned."""
+    lines = []
+    index = {r.name: i for i, r in enumerate(held)}
+    for row in incoming:
+        name = row.name
+        if name not in index:
+            index[name] = len(held)
+            held.append(row)
+            continue
+        standing = held[index[name]]
+        if why := merge_refusal(standing, row):
+            lines.append(f"refused to merge into the published row {name}: {why}")
+            continue
+        replaced = sorted((c for c in row.cases if c in standing.cases), key=str.encode)
+        kept = len(standing.cases) - len(replaced)
+        row.cases = {**standing.cases, **row.cases}
+        row.counts, row.columns, row.tokens = sum_cases(row.cases)
+        row.case_count = len(row.cases)
+        row.coverage = _fnv1a64(list(row.cases))
+        held[index[name]] = row
+        lines.append(
+            f"merged into the published row {name}: {len(replaced)} case(s) replaced "
+            f"({', '.join(replaced)}), {kept} kept as they stood"
+        )
+    return lines
+
+
+# Go's encoding/json: which fields a struct leaves out when empty (`omitempty`), in field order.
+_KEY_FIELDS = (
+    ("model", False), ("surface", False), ("mode", False), ("tier", False), ("tier_pin", True),
+    ("meta_param_schema", True), ("slice_size", True), ("corpus_digest", False),
+    ("contract_digest", False), ("tool_schema_digest", False), ("repeat", False),
+)  # fmt: skip
+_PROVENANCE_FIELDS = (
+    ("commit", False), ("date", False), ("gitlab_version", False), ("edition", False),
+    ("tier", False), ("tier_confirmed", False), ("tier_pin", True), ("surface", False),
+    ("mode", False), ("capability_surface", False), ("meta_param_schema", True),
+    ("slice_size", True), ("token_scopes", False), ("served_tools", False), ("provider", False),
+    ("model", False), ("request_options", False), ("repeat", False), ("corpus_digest", False),
+    ("contract_digest", False), ("tool_schema_digest", False),
+)  # fmt: skip
+_COUNTS_FIELDS = (
+    ("attempts", False), ("skipped", False), ("unobserved", False), ("provider_errors", False),
+    ("harness_errors", False), ("gitlab_refused", False), ("turns", False), ("outcomes", False),
+    ("declines", True), ("confirmations", True), ("shown", True),
+)  # fmt: skip
+_ZERO = {"": True}
+
+
+def _struct(values: dict[str, Any], fields: tuple[tuple[str, bool], ...]) -> dict[str, Any]:
+    out = {}
+    for name, omitempty in fields:
+        value = values.get(name)
+        if omitempty and (value is None or value == "" or value == 0 or value == {} or value == []):
+            continue
+        out[name] = value
+    return out
+
+
+def _counts_json(counts: dict[str, Any]) -> dict[str, Any]:
+    out = _struct(counts, _COUNTS_FIELDS)
+    for tally in _TALLIES:
+        if out.get(tally):
+            out[tally] = {k: out[tally][k] for k in sorted(out[tally], key=str.encode)}
+    if out.get("outcomes") == {}:
+        out["outcomes"] = None
+    if "shown" in out:
+        out["shown"] = _struct(out["shown"], (("min", False), ("max", False), ("overflowed", True)))
+    return out
+
+
+def _columns_json(columns: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        c: {"numerator": columns[c]["numerator"], "denominator": columns[c]["denominator"]}
+        for c in COLUMN_KEYS
+    }
+    o = columns["overhead"]
+    out["overhead"] = {
+        "discovery": o["discovery"],
+        "invalid_params": o["invalid_params"],
+        "steps": o["steps"],
+    }
+    return out
+
+
+def _tokens_json(tokens: dict[str, int]) -> dict[str, int]:
+    return {k: tokens[k] for k in ("input", "output", "cache_created", "cache_read")}
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    """A row as record.go's types marshal it: Go's field order and omitempty."""
+    provenance = _struct(row.provenance, _PROVENANCE_FIELDS)
+    if provenance.get("request_options"):
+        options = provenance["request_options"]
+        provenance["request_options"] = {k: options[k] for k in sorted(options, key=str.encode)}
+    out: dict[str, Any] = {
+        "key": _struct(row.key, _KEY_FIELDS),
+        "provenance": provenance,
+        "counts": _counts_json(row.counts),
+        "columns": _columns_json(row.columns),
+        "tokens": _tokens_json(row.tokens),
+    }
+    if row.cases:
+        out["cases"] = {
+            name: {
+                "run": one["run"],
+                "date": one["date"],
+                "commit": one["commit"],
+                "counts": _counts_json(one["counts"]),
+                "columns": _columns_json(one["columns"]),
+                "tokens": _tokens_json(one["tokens"]),
+            }
+            for name, one in sorted(row.cases.items(), key=lambda item: item[0].encode())
+        }
+    return out
+
+
+def go_json(value: Any, indent: str = " ", level: int = 0) -> str:
+    """`value` as Go's json.MarshalIndent(value, "", indent) writes it (HTML escaped)."""
+    pad, inner = "\n" + indent * level, "\n" + indent * (level + 1)
+    if value is None:
+        return "null"
+    if value is True or value is False:
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return go_json_string(value)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        members = [
+            f"{go_json_string(k)}: {go_json(v, indent, level + 1)}" for k, v in value.items()
+        ]
+        return "{" + inner + ("," + inner).join(members) + pad + "}"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "[]"
+        return (
+            "["
+            + inner
+            + ("," + inner).join(go_json(v, indent, level + 1) for v in value)
+            + pad
+            + "]"
+        )
+    raise TypeError(f"no JSON for {type(value).__name__}")
+
+
+def record_bytes(rows: list[Row]) -> bytes:
+    """The committed record as `gen_model_results -shards` writes it: schema version, note,
+    the rows sorted by key, one space of indent, a final newline."""
+    ordered = sorted(rows, key=lambda r: r.name.encode())
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "note": RECORD_NOTE,
+        "rows": [row_json(r) for r in ordered] or None,
+    }
+    return (go_json(document) + "\n").encode()

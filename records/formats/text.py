@@ -6,6 +6,7 @@ answering alike, every reader refuses a decoded string that carries one, naming 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -45,3 +46,22 @@ def invalid_utf8(raw: bytes) -> str | None:
     except UnicodeDecodeError as exc:
         return f"invalid UTF-8 at byte {exc.start + 1:,}"
     return None
+
+
+_GO_SHORT = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+}
+_GO_ESCAPED = re.compile('["\\\\\x00-\x1f<>&\u2028\u2029]')
+
+
+def go_json_string(text: str) -> str:
+    """`text` as Go's encoding/json writes a string (HTML escaping on, as json.Marshal and a
+    default Encoder have it): `"`, `\\` and the controls escaped (`\\b \\f \\n \\r \\t` short,
+    others `\\u00XX`), `<`, `>`, `&`, U+2028 and U+2029 as `\\u003c`...; the rest as itself."""
+    return '"' + _GO_ESCAPED.sub(lambda m: _GO_SHORT.get(m[0]) or f"\\u{ord(m[0]):04x}", text) + '"'

@@ -15,15 +15,20 @@ from records.formats.model_results import (
     Row,
     go_quote,
     managed_block,
+    md_line,
+    merge_rows,
+    record_bytes,
     refused_line,
     render_block,
+    sum_cases,
     unpublished,
     unpublished_line,
 )
 from records.models import Run, Scoring, Verdict
 from records.models import ScoreRow as StoredRow
+from records.scorer.batch import CONFIRMATIONS
 from records.scorer.score import OUTCOMES
-from records.scores.tables import Group, TableRow, score_groups
+from records.scores.tables import Group, TableRow, count_where, score_groups, verdict_sums
 
 # The provenance fields upstream requires, with what a reader loses when one is empty
 # (refusals.go requiredProvenance), in its order, which is the order tables.py checks them in.
@@ -67,12 +72,22 @@ class Publication:
     rows: list[Row] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     corpus_cases: int = 0
+    lines: list[str] = field(default_factory=list)  # what merging rows printed
 
     def report(self) -> list[str]:
-        """The lines upstream's command prints about rows it does not publish."""
-        return [str(r) for r in self.refused] + [
-            unpublished_line(r) for r in unpublished(self.rows)
-        ]
+        """The lines upstream's command prints about rows it does not publish as they came."""
+        return (
+            [str(r) for r in self.refused]
+            + [md_line(line) for line in self.lines]
+            + [unpublished_line(r) for r in unpublished(self.rows)]
+        )
+
+    def blocks(self) -> str:
+        """The nine managed blocks with their markers, in the order a reader meets them."""
+        return "\n\n".join(self.block(b) for b in BLOCKS) + "\n"
+
+    def record(self) -> bytes:
+        return record_bytes(self.rows)
 
     def block(self, block: Block) -> str:
         return managed_block(block, self.rows, self.corpus_cases)
@@ -286,3 +301,120 @@ def upstream_markdown(publication: Publication) -> str:
     if report:
         text += ("\n" if text else "") + "\n".join(report) + "\n"
     return text or "Nothing here would be published.\n"
+
+
+# --- several runs, as folded one after another into an empty record --------------------------
+
+
+def _cases(scoring: Scoring, run: Run, keys: list[str]) -> dict[str, dict[str, dict]]:
+    """Per row key, each case's figures as record.go's caseFigures holds them, summed in the
+    database in one query."""
+    if not keys:
+        return {}
+    shown = Q(attempt__shown_tools__gt=0)
+    query = (
+        Verdict.objects.filter(scoring=scoring, row_key__in=keys)
+        .values("row_key", "case")
+        .annotate(
+            attempts=count_where("counted"),
+            **verdict_sums(),
+            **{c: Sum(c) for c in CONFIRMATIONS},
+            **{o: count_where("outcome", o) for o in OUTCOMES},
+            low=Min("attempt__shown_tools", filter=shown),
+            high=Max("attempt__shown_tools", filter=shown),
+            over=Sum(
+                Case(
+                    When(shown, attempt__overflowed=True, then=1),
+                    default=0,
+                    output_field=IntegerField(),
+                )
+            ),
+        )
+        .order_by()
+    )
+    date = run.started_at.strftime("%Y-%m-%d") if run.started_at else ""
+    out: dict[str, dict[str, dict]] = {}
+    for f in query:
+        # PostgreSQL sums a bigint as a numeric.
+        f = {k: v if isinstance(v, str) or v is None else int(v) for k, v in f.items()}
+        columns = {
+            name: {"numerator": int(n or 0), "denominator": int(d or 0)}
+            for name, (n, d) in _columns_of(f)
+        }
+        columns["overhead"] = {
+            "discovery": int(f["discovery"] or 0),
+            "invalid_params": int(f["invalid_params"] or 0),
+            "steps": int(f["steps"] or 0),
+        }
+        out.setdefault(f["row_key"], {})[f["case"]] = {
+            "run": run.run_id,
+            "date": date,
+            "commit": run.commit,
+            "counts": _counts_of(
+                f,
+                None
+                if f["low"] is None
+                else {"min": f["low"], "max": f["high"], "overflowed": f["over"]},
+            ),
+            "columns": columns,
+            "tokens": _tokens_of(f),
+        }
+    return out
+
+
+def _columns_of(f: dict) -> list[tuple[str, tuple[int, int]]]:
+    return TableRow("", "", "", {k: v or 0 for k, v in f.items()}).columns
+
+
+def _counts_of(f: dict, shown: dict | None) -> dict:
+    outcomes = {o: int(f.get(o) or 0) for o in sorted(OUTCOMES)}
+    return {
+        "attempts": int(f["attempts"] or 0),
+        "skipped": int(f.get("skipped") or 0),
+        "unobserved": int(f.get("unobserved") or 0),
+        "provider_errors": int(f.get("provider_error") or 0),
+        "harness_errors": int(f.get("harness_error") or 0),
+        "gitlab_refused": int(f.get("gitlab_refused") or 0),
+        "turns": int(f.get("turns") or 0),
+        "outcomes": {o: n for o, n in outcomes.items() if n} or None,
+        "declines": _named(f, _DECLINES),
+        "confirmations": _named(f, _CONFIRMATIONS),
+        "shown": shown,
+    }
+
+
+def _tokens_of(f: dict) -> dict[str, int]:
+    return {
+        "input": int(f.get("input_tokens") or 0),
+        "output": int(f.get("output_tokens") or 0),
+        "cache_created": int(f.get("cache_created_tokens") or 0),
+        "cache_read": int(f.get("cache_read_tokens") or 0),
+    }
+
+
+def publication_of_runs(scorings: list[Scoring]) -> Publication:
+    """What upstream publishes of several scored runs folded one after another into an empty
+    record, the first with `-shards DIR`, each later one with `-shards DIR -refold`: a row of a
+    key already published is merged into it case by case, or refused by the merge guard. Each
+    row carries its cases, and its figures are their sum, as record.go derives them."""
+    out = Publication(corpus_cases=scorings[0].key.case_count if scorings else 0)
+    for scoring in scorings:
+        run = scoring.run
+        incoming: list[tuple[TableRow, Row]] = []
+        for g in score_groups(scoring):
+            for r in g.rows:
+                refusal = r.refusal
+                if refusal and refusal[0] != "duplicate-row":
+                    rule, why = refusal
+                    reason = upstream_reason(rule, r, run, scoring, why)
+                    out.refused.append(Refusal(r.row_key, rule, reason))
+                    continue
+                incoming.append((r, record_row(r, run, out.corpus_cases, None)))
+        cases = _cases(scoring, run, [r.row_key for r, _ in incoming])
+        rows = []
+        for r, one in incoming:
+            one.cases = cases.get(r.row_key, {})
+            one.counts, one.columns, one.tokens = sum_cases(one.cases)
+            rows.append(one)
+        out.lines += merge_rows(out.rows, rows)
+    return out
