@@ -89,4 +89,6 @@ urlpatterns = [
     path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
     path("publish/blocks.md", publish.publish_blocks, name="publish-blocks"),
     path("publish/model-results.json", publish.publish_record, name="publish-record"),
+    path("publish/records/", publish.published_records, name="published-records"),
+    path("publish/records/<int:pk>/", publish.published_record, name="published-record"),
 ]

@@ -17,6 +17,8 @@ import orjson
 from records.formats.text import (
     NUL_ESCAPE,
     NUL_MESSAGE,
+    go_field,
+    go_fold,
     go_json_string,
     invalid_utf8,
     nul_field,
@@ -107,32 +109,6 @@ _SCHEMA: dict[str, Any] = {
         }
     ],
 }
-
-
-def go_fold(name: str) -> str:
-    """A JSON key as Go's encoding/json folds it to find a struct field (fold.go): ASCII
-    letters upper-cased, any other character lower-cased then upper-cased by Unicode's simple
-    (one character) mappings. So `ſuite` folds as `SUITE`, and the Kelvin sign as `K`."""
-    out = []
-    for ch in name:
-        if ch.isascii():
-            out.append(ch.upper())
-            continue
-        lower = ch.lower()
-        if len(lower) != 1:  # only U+0130 has a longer full mapping; its simple one is `i`
-            lower = "i" if ch == "\u0130" else ch
-        upper = lower.upper()
-        out.append(upper if len(upper) == 1 else lower)
-    return "".join(out)
-
-
-def go_field(key: str, names: Any) -> str | None:
-    """The field of `names` Go's decoder fills for `key`: the exact name first, else the first
-    whose fold is the key's."""
-    if key in names:
-        return key
-    folded = go_fold(key)
-    return next((name for name in names if go_fold(name) == folded), None)
 
 
 def _decoded(value: Any, schema: Any, path: str, file: str, held: Any = None) -> Any:

@@ -17,7 +17,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from records.formats.text import go_json_string
+from records.formats.text import go_field, go_fold, go_json_string
 
 RECORD_PATH = "docs/development/testing/model-results.json"
 PAGE_PATH = "docs/development/testing/model-results.md"
@@ -607,7 +607,8 @@ _TOKEN_GLOSSES = [
 ]
 
 
-def _fnv1a64(names: list[str]) -> str:
+def fnv1a64(names: list[str]) -> str:
+    """compare.go coverageOf's digest of the case identifiers behind a row."""
     h = 0xCBF29CE484222325
     for name in sorted(names, key=str.encode):
         for b in name.encode() + b"\x00":
@@ -649,7 +650,7 @@ def legend_row(corpus_cases: int) -> Row:
             "overhead": {"discovery": 9, "invalid_params": 3, "steps": 17},
         },
         tokens={"input": 120000, "output": 4200, "cache_created": 30000, "cache_read": 88000},
-        coverage=_fnv1a64(names),
+        coverage=fnv1a64(names),
         case_count=len(names),
         corpus_cases=corpus_cases,
     )
@@ -835,7 +836,7 @@ def merge_rows(held: list[Row], incoming: list[Row]) -> list[str]:
         row.cases = {**standing.cases, **row.cases}
         row.counts, row.columns, row.tokens = sum_cases(row.cases)
         row.case_count = len(row.cases)
-        row.coverage = _fnv1a64(list(row.cases))
+        row.coverage = fnv1a64(list(row.cases))
         held[index[name]] = row
         lines.append(
             f"merged into the published row {name}: {len(replaced)} case(s) replaced "
@@ -975,3 +976,141 @@ def record_bytes(rows: list[Row]) -> bytes:
         "rows": [row_json(r) for r in ordered] or None,
     }
     return (go_json(document) + "\n").encode()
+
+
+# --- reading a committed record back (record.go unmarshalDocument) ----------------------------
+
+
+class RecordError(ValueError):
+    """A committed record upstream would not read, naming the file and the field."""
+
+    def __init__(self, file: str, message: str, *, field: str | None = None) -> None:
+        self.file, self.message, self.field = file, message, field
+        super().__init__(f"{file}: {field + ': ' if field else ''}{message}")
+
+
+STR, INT, BOOL = "string", "int", "bool"
+_RATIO = {"numerator": INT, "denominator": INT}
+_COUNTS = {
+    **{name: INT for name in (*_ADDITIVE_COUNTS, "turns")},
+    "outcomes": ("map", INT),
+    "declines": ("map", INT),
+    "confirmations": ("map", INT),
+    "shown": ("pointer", {"min": INT, "max": INT, "overflowed": INT}),
+}
+_COLUMNS = {
+    **{c: _RATIO for c in COLUMN_KEYS},
+    "overhead": {"discovery": INT, "invalid_params": INT, "steps": INT},
+}
+_TOKENS = {"input": INT, "output": INT, "cache_created": INT, "cache_read": INT}
+_ROW = {
+    "key": {name: (INT if name in ("slice_size", "repeat") else STR) for name, _ in _KEY_FIELDS},
+    "provenance": {
+        **{name: STR for name, _ in _PROVENANCE_FIELDS},
+        "tier_confirmed": BOOL,
+        "slice_size": INT,
+        "served_tools": INT,
+        "repeat": INT,
+        "token_scopes": ("list", STR),
+        "request_options": ("map", STR),
+    },
+    "counts": _COUNTS,
+    "columns": _COLUMNS,
+    "tokens": _TOKENS,
+    "cases": (
+        "map",
+        {
+            "run": STR,
+            "date": STR,
+            "commit": STR,
+            "counts": _COUNTS,
+            "columns": _COLUMNS,
+            "tokens": _TOKENS,
+        },
+    ),
+}
+_DOCUMENT = {"schema_version": INT, "note": STR, "rows": ("list", _ROW)}
+_ZERO_OF = {STR: "", INT: 0, BOOL: False}
+
+
+def _unmarshal(value: Any, schema: Any, path: str, file: str) -> Any:
+    """`value` as Go's json.Unmarshal reads it into record.go's types: field names matched as
+    Go matches them, unknown fields ignored, a null leaving the zero value, a value of another
+    type refused by name."""
+    if isinstance(schema, tuple):
+        kind, inner = schema
+        if value is None:
+            return None
+        if kind == "pointer":
+            return _unmarshal(value, inner, path, file)
+        if kind == "list":
+            if not isinstance(value, list):
+                raise RecordError(file, "must be a list", field=path)
+            return [_unmarshal(v, inner, f"{path}[{i}]", file) for i, v in enumerate(value)]
+        if not isinstance(value, dict):
+            raise RecordError(file, "must be an object", field=path)
+        return {k: _unmarshal(v, inner, f"{path}.{k}", file) for k, v in value.items()}
+    if isinstance(schema, dict):
+        out = {}
+        for name, inner in schema.items():
+            zero = _ZERO_OF.get(inner) if isinstance(inner, str) else None
+            out[name] = zero if not isinstance(inner, dict) else _unmarshal({}, inner, path, file)
+        if value is None:
+            return out
+        if not isinstance(value, dict):
+            raise RecordError(file, "must be an object", field=path or None)
+        for key, item in value.items():
+            name = go_field(key, schema)
+            if name is None:
+                continue  # Go's Unmarshal ignores a field its type lacks
+            where = f"{path}.{name}" if path else name
+            if item is None and not isinstance(schema[name], tuple):
+                continue
+            out[name] = _unmarshal(item, schema[name], where, file)
+        return out
+    if value is None:
+        return _ZERO_OF[schema]
+    if schema == STR and not isinstance(value, str):
+        raise RecordError(file, "must be a string", field=path)
+    if schema == BOOL and not isinstance(value, bool):
+        raise RecordError(file, "must be true or false", field=path)
+    if schema == INT and (
+        isinstance(value, bool) or not isinstance(value, int) or not -(2**63) <= value < 2**63
+    ):
+        raise RecordError(file, "must be a whole number that fits 64 bits", field=path)
+    return value
+
+
+def is_record(doc: Any) -> bool:
+    """Whether a decoded .json document is a committed model results record."""
+    return isinstance(doc, dict) and any(go_fold(k) == "SCHEMA_VERSION" for k in doc)
+
+
+def read_record(doc: Any, file: str) -> tuple[str, list[Row]]:
+    """A committed record's note and rows, read as `gen_model_results` reads one: another
+    schema version is refused with upstream's words."""
+    document = _unmarshal(doc, _DOCUMENT, "", file)
+    version = document["schema_version"]
+    if version != SCHEMA_VERSION:
+        raise RecordError(
+            file,
+            f"carries schema version {version} and this command writes {SCHEMA_VERSION}; "
+            "regenerate it with make gen-model-results",
+            field="schema_version",
+        )
+    rows = []
+    for one in document["rows"] or []:
+        cases = one["cases"] or {}
+        rows.append(
+            Row(
+                key=one["key"],
+                provenance=one["provenance"],
+                counts=one["counts"],
+                columns=one["columns"],
+                tokens=one["tokens"],
+                cases=cases,
+                coverage=fnv1a64(list(cases)) if cases else "",
+                case_count=len(cases),
+            )
+        )
+    return document["note"], rows

@@ -65,3 +65,29 @@ def go_json_string(text: str) -> str:
     default Encoder have it): `"`, `\\` and the controls escaped (`\\b \\f \\n \\r \\t` short,
     others `\\u00XX`), `<`, `>`, `&`, U+2028 and U+2029 as `\\u003c`...; the rest as itself."""
     return '"' + _GO_ESCAPED.sub(lambda m: _GO_SHORT.get(m[0]) or f"\\u{ord(m[0]):04x}", text) + '"'
+
+
+def go_fold(name: str) -> str:
+    """A JSON key as Go's encoding/json folds it to find a struct field (fold.go): ASCII
+    letters upper-cased, any other character lower-cased then upper-cased by Unicode's simple
+    (one character) mappings. So `ſuite` folds as `SUITE`, and the Kelvin sign as `K`."""
+    out = []
+    for ch in name:
+        if ch.isascii():
+            out.append(ch.upper())
+            continue
+        lower = ch.lower()
+        if len(lower) != 1:  # only U+0130 has a longer full mapping; its simple one is `i`
+            lower = "i" if ch == "\u0130" else ch
+        upper = lower.upper()
+        out.append(upper if len(upper) == 1 else lower)
+    return "".join(out)
+
+
+def go_field(key: str, names: Any) -> str | None:
+    """The field of `names` Go's decoder fills for `key`: the exact name first, else the first
+    whose fold is the key's."""
+    if key in names:
+        return key
+    folded = go_fold(key)
+    return next((name for name in names if go_fold(name) == folded), None)

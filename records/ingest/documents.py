@@ -6,6 +6,7 @@ import orjson
 
 from records.conformance.store import looks_like_suite, store_suite
 from records.formats.corpus_key import CorpusKeyError
+from records.formats.model_results import is_record
 from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
 from records.ingest.inputs import (
     IngestReport,
@@ -15,6 +16,7 @@ from records.models import (
     Upload,
 )
 from records.replays.store import ingest_document, looks_like_replay
+from records.scores.publish import store_record
 from records.scores.run import rescore_for_key, store_key
 
 MAX_KEY_BYTES = 64 * 1024 * 1024
@@ -39,6 +41,9 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
 
     if looks_like_suite(doc):
         report.suites.append(store_suite(data, item.name, upload))
+        return
+    if is_record(doc):
+        report.records.append(store_record(data, doc, item.name, upload))
         return
     if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
         report.replays.append(ingest_document(doc, item.name, upload, data))

@@ -4,19 +4,25 @@ upstream's reasons, and the managed blocks drawn from the rest."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.db import transaction
 from django.db.models import Case, IntegerField, Max, Min, Q, Sum, When
 
+from records.formats.corpus_key import CorpusKeyError
 from records.formats.model_results import (
     BLOCKS,
     RECORD_PATH,
     Block,
+    RecordError,
     Row,
     go_quote,
     managed_block,
     md_line,
     merge_rows,
+    read_record,
     record_bytes,
     refused_line,
     render_block,
@@ -24,7 +30,7 @@ from records.formats.model_results import (
     unpublished,
     unpublished_line,
 )
-from records.models import Run, Scoring, Verdict
+from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, Verdict
 from records.models import ScoreRow as StoredRow
 from records.scorer.batch import CONFIRMATIONS
 from records.scorer.score import OUTCOMES
@@ -417,4 +423,67 @@ def publication_of_runs(scorings: list[Scoring]) -> Publication:
             one.counts, one.columns, one.tokens = sum_cases(one.cases)
             rows.append(one)
         out.lines += merge_rows(out.rows, rows)
+    return out
+
+
+# --- a committed record, uploaded -----------------------------------------------------------
+
+
+class RecordUploadError(CorpusKeyError):
+    """A record upstream would not read: reported as every refused .json document is."""
+
+
+def store_record(data: bytes, doc: Any, name: str, upload: Upload) -> dict[str, Any]:
+    """Store an uploaded record's rows as published rows, all of them or none."""
+    try:
+        note, rows = read_record(doc, name)
+    except RecordError as exc:
+        raise RecordUploadError(exc.file, exc.message, field=exc.field) from None
+    sha = hashlib.sha256(data).hexdigest()
+    if existing := PublishedRecord.objects.filter(sha256=sha).first():
+        return {"file": name, "record": existing.pk, "rows": existing.row_count, "created": False}
+    with transaction.atomic():
+        record = PublishedRecord.objects.create(
+            name=name[:500], sha256=sha, note=note, row_count=len(rows), upload=upload
+        )
+        PublishedRow.objects.bulk_create(
+            PublishedRow(
+                record=record,
+                position=i,
+                row_key=row.name,
+                model=row.key["model"],
+                surface=row.key["surface"],
+                corpus_digest=row.key["corpus_digest"],
+                date=row.provenance.get("date") or "",
+                key=row.key,
+                provenance=row.provenance,
+                counts=row.counts,
+                columns=row.columns,
+                tokens=row.tokens,
+                cases=row.cases,
+            )
+            for i, row in enumerate(rows)
+        )
+    return {"file": name, "record": record.pk, "rows": len(rows), "created": True}
+
+
+def stored_rows_like(
+    keys: list[str], per_key: int
+) -> dict[str, list[tuple[Run, list[tuple[int, int]]]]]:
+    """For each row key, the latest scored runs (at most `per_key`) whose row has that key, with
+    that row's columns: what an imported row is compared with. One query."""
+    out: dict[str, list[tuple[Run, list[tuple[int, int]]]]] = {}
+    seen: set[tuple[str, int]] = set()
+    for stored in (
+        StoredRow.objects.filter(row_key__in=keys, scoring__verdict_count__gt=0)
+        .select_related("scoring__run")
+        .order_by("row_key", "-scoring__run__started_at", "-scoring__run_id", "-scoring_id")
+    ):
+        run = stored.scoring.run
+        found = out.setdefault(stored.row_key, [])
+        if (stored.row_key, run.pk) in seen or len(found) >= per_key:
+            continue  # the run's latest scoring only
+        seen.add((stored.row_key, run.pk))
+        row = TableRow(stored.row_key, stored.model, stored.surface, stored.figures)
+        found.append((run, [pair for _, pair in row.columns]))
     return out

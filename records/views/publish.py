@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 from django import forms
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
-from records.models import Run, Scoring
-from records.scores.publish import publication_of_runs
+from records.formats.model_results import COLUMN_KEYS
+from records.models import PublishedRecord, Run, Scoring
+from records.scores.publish import publication_of_runs, stored_rows_like
 from records.scores.run import latest_scoring
+from records.scores.tables import COLUMN_TITLES
 from records.views.access import query_form, read_access
 
 
@@ -61,3 +65,44 @@ def publish_record(request: HttpRequest, form: PublishForm) -> HttpResponse:
     response = HttpResponse(publication.record(), content_type="application/json")
     response["Content-Disposition"] = 'attachment; filename="model-results.json"'
     return response
+
+
+RECORD_ROWS_PER_PAGE = 50
+RUNS_PER_ROW = 10
+
+
+class PageForm(forms.Form):
+    page = forms.IntegerField(required=False, min_value=1)
+
+
+@require_GET
+@read_access
+def published_records(request: HttpRequest) -> HttpResponse:
+    """Every uploaded model results record."""
+    records = PublishedRecord.objects.select_related("upload")[:200]
+    return render(request, "records/publish/records.html", {"records": records})
+
+
+@require_GET
+@read_access
+@query_form(PageForm)
+def published_record(request: HttpRequest, pk: int, form: PageForm) -> HttpResponse:
+    """A record's published rows, each with its provenance and cases, beside the stored runs
+    whose row has the same key."""
+    record = get_object_or_404(PublishedRecord, pk=pk)
+    page = Paginator(record.rows.all(), RECORD_ROWS_PER_PAGE).get_page(form.cleaned_data["page"])
+    rows = list(page)
+    matches = stored_rows_like([r.row_key for r in rows], RUNS_PER_ROW)
+    entries = [(r, _columns(r.columns), matches.get(r.row_key, [])) for r in rows]
+    context = {
+        "record": record,
+        "page": page,
+        "entries": entries,
+        "titles": COLUMN_TITLES,
+        "per_row": RUNS_PER_ROW,
+    }
+    return render(request, "records/publish/record.html", context)
+
+
+def _columns(columns: dict) -> list[tuple[int, int]]:
+    return [(columns[c]["numerator"], columns[c]["denominator"]) for c in COLUMN_KEYS]
