@@ -97,3 +97,13 @@ def test_keys_are_read_as_gos_unmarshal_reads_them(exported):
     report = ingest_bytes(("model-results.json", json.dumps(doc).encode()))
     assert report.ok, report.refused
     assert PublishedRow.objects.get().model == "fake:perfect"
+
+
+def test_a_published_row_is_shown_in_its_history(client, exported):
+    ingest_bytes(("model-results.json", exported))
+    record = PublishedRecord.objects.get()
+    html = client.get(
+        "/history/?digest=b519a10571ab2192&model=fake:perfect&surface=dynamic&mode=default"
+    ).content.decode()
+    assert "Published by uploaded records" in html
+    assert f'href="/publish/records/{record.pk}/"' in html and "2026-11-01" in html
