@@ -864,7 +864,6 @@ _COUNTS_FIELDS = (
     ("harness_errors", False), ("gitlab_refused", False), ("turns", False), ("outcomes", False),
     ("declines", True), ("confirmations", True), ("shown", True),
 )  # fmt: skip
-_ZERO = {"": True}
 
 
 def _struct(values: dict[str, Any], fields: tuple[tuple[str, bool], ...]) -> dict[str, Any]:
