@@ -4,7 +4,7 @@ from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, cases, compare, history, runs, scores, uploads
+from records.views import attempts, cases, compare, history, publish, runs, scores, uploads
 
 
 class ExportFormat:
@@ -103,4 +103,8 @@ urlpatterns = [
     path("cases/", cases.cases, name="cases"),
     path("cases.json", cases.cases_json, name="cases-json"),
     path("cases/case/", cases.case_page, name="case"),
+    path("publish/blocks.md", publish.publish_blocks, name="publish-blocks"),
+    path("publish/model-results.json", publish.publish_record, name="publish-record"),
+    path("publish/records/", publish.published_records, name="published-records"),
+    path("publish/records/<int:pk>/", publish.published_record, name="published-record"),
 ]

@@ -441,6 +441,7 @@ PAYLOADS: dict[str, _Struct] = {
     "verify": _Struct({"attempt": _str, "name": _str, "passed": _bool, "detail": _str}),
 }
 _ENVELOPE_KEYS = {"schema": "schema", "type": "type", **{t: t for t in LINE_TYPES}}
+_ENVELOPE_FOLDED = {go_fold(key): name for key, name in _ENVELOPE_KEYS.items()}
 
 
 def _blank(p: dict[str, Any], name: str) -> bool:
@@ -821,7 +822,7 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
     typ: Any = ""
     payloads: dict[str, Any] = {}
     for key, value in _members(_with_members(raw, doc)):
-        name = _ENVELOPE_KEYS.get(key) or _ENVELOPE_KEYS.get(go_fold(key))
+        name = _ENVELOPE_KEYS.get(key) or _ENVELOPE_FOLDED.get(go_fold(key))
         if name is None:
             raise _FieldError(key, "unknown field (this reader is strict)")
         if name == "schema":

@@ -11,6 +11,7 @@ from records.formats.shard import ENDINGS
 from records.models.conformance import ConformanceResult, ConformanceRun, ConformanceSuite
 from records.models.fields import WholeJSONField
 from records.models.intake import ApiToken, AuditEvent, ShardFile, Upload
+from records.models.published import PublishedRecord, PublishedRow
 from records.models.replays import ObsCorpus, ObsReplay
 from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSummary, Turn, Verify
 from records.models.scoring import (
@@ -38,6 +39,8 @@ __all__ = [
     "ObsCorpus",
     "ObsReplay",
     "Provider",
+    "PublishedRecord",
+    "PublishedRow",
     "Run",
     "ScoreCase",
     "ScoreRow",
