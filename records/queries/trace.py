@@ -46,7 +46,9 @@ def shown_json(value: Any, limit: int = SHOWN_JSON_CHARS) -> ShownJson:
     clipped, cut = _clipped(value, 0)
     text = json.dumps(clipped, indent=2, ensure_ascii=False)
     if len(text) > limit:
-        text = text[: text.rfind("\n", 0, limit) + 1] + "…"
+        # Cut after the last whole line, unless one long line (a long string) holds most of it.
+        end = text.rfind("\n", 0, limit) + 1
+        text = text[: end if end > limit // 2 else limit] + "…"
         cut = True
     return ShownJson(text, cut)
 
