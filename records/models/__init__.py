@@ -14,6 +14,7 @@ from records.models.intake import ApiToken, AuditEvent, ShardFile, Upload
 from records.models.replays import ObsCorpus, ObsReplay
 from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSummary, Turn, Verify
 from records.models.scoring import CorpusKey, KeyCase, ScoreCase, ScoreRow, Scoring, Verdict
+from records.search.models import SearchEntry
 
 __all__ = [
     "ApiToken",
@@ -32,6 +33,7 @@ __all__ = [
     "Run",
     "ScoreCase",
     "ScoreRow",
+    "SearchEntry",
     "Scoring",
     "Session",
     "ShardFile",
