@@ -4,7 +4,7 @@ from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, compare, history, runs, scores, uploads
+from records.views import attempts, compare, history, runs, scores, search, uploads
 
 
 class ExportFormat:
@@ -87,4 +87,7 @@ urlpatterns = [
     path("uploads/<int:pk>/", uploads.upload_detail, name="upload-detail"),
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
     path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
+    path("search/", search.search, name="search"),
+    path("search.json", search.search_json, name="search-json"),
+    path("search.csv", search.search_csv, name="search-csv"),
 ]
