@@ -4,7 +4,7 @@ from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, cases, compare, history, publish, runs, scores, uploads
+from records.views import attempts, cases, compare, history, publish, runs, scores, search, uploads
 
 
 class ExportFormat:
@@ -107,4 +107,7 @@ urlpatterns = [
     path("publish/model-results.json", publish.publish_record, name="publish-record"),
     path("publish/records/", publish.published_records, name="published-records"),
     path("publish/records/<int:pk>/", publish.published_record, name="published-record"),
+    path("search/", search.search, name="search"),
+    path("search.json", search.search_json, name="search-json"),
+    path("search.csv", search.search_csv, name="search-csv"),
 ]

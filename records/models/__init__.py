@@ -23,6 +23,7 @@ from records.models.scoring import (
     Scoring,
     Verdict,
 )
+from records.search.models import SearchEntry
 
 __all__ = [
     "ApiToken",
@@ -44,6 +45,7 @@ __all__ = [
     "Run",
     "ScoreCase",
     "ScoreRow",
+    "SearchEntry",
     "Scoring",
     "Session",
     "ShardFile",
