@@ -11,6 +11,13 @@ from records.ingest import ingest, inputs_from_paths
 from records.models import Run, Upload
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """PBKDF2's deliberate cost guards stored passwords; tests that log in and fail dozens of
+    times would spend minutes on it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def viewer(client, django_user_model):
     """A logged-in account with no permission beyond reading."""
