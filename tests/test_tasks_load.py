@@ -103,7 +103,9 @@ def test_four_waiting_uploads_leave_the_production_server_answering_pages(tmp_pa
     answers: dict[int, tuple[int, dict]] = {}
 
     def upload(i: int) -> None:
-        body, kind = _multipart(f"modeleval-{i}.jsonl", synth_run(f"load-{i}", seed=i, max_attempts=60))
+        body, kind = _multipart(
+            f"modeleval-{i}.jsonl", synth_run(f"load-{i}", seed=i, max_attempts=60)
+        )
         request = urllib.request.Request(
             f"{base}/api/v1/uploads?wait=120",
             data=body,
