@@ -4,6 +4,7 @@ following it on the upload's own page; the staff's queue page shows what waits. 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,8 @@ from tests.browser.conftest import check_layout
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
-SHOTS = Path(__import__("os").environ.get("EVALDASH_SHOTS", "")) or None
+# Where to keep the screenshots to look at them (a directory); the test's own by default.
+SHOTS = os.environ.get("EVALDASH_SHOTS", "")
 
 
 def _log_in_staff(page) -> None:
@@ -30,7 +32,7 @@ def _log_in_staff(page) -> None:
 
 
 def _shots(page, tmp_path: Path, name: str) -> None:
-    where = SHOTS if SHOTS and SHOTS.is_dir() else tmp_path
+    where = Path(SHOTS) if SHOTS and Path(SHOTS).is_dir() else tmp_path
     for width in (1440, 390):
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(where / f"{name}-{width}.png"), full_page=True)
