@@ -150,6 +150,7 @@ def test_the_schema_page_lists_every_table_and_its_constraints():
 # its example has in docs/api.md.
 JSON_OR_UPLOAD = {
     "api-upload": ("/api/v1/uploads", "POST /api/v1/uploads"),
+    "api-upload-status": ("/api/v1/uploads/1", "GET /api/v1/uploads/<pk>"),
     "api-conformance": ("/api/v1/conformance", "POST /api/v1/conformance"),
     "api-gate": ("/api/v1/runs/x/gate", "GET /api/v1/runs/<run_id>/gate"),
     "runs-export": ("/runs.json", "GET /runs.json"),
@@ -169,6 +170,7 @@ JSON_OR_UPLOAD = {
     "conformance-export": ("/conformance.json", "GET /conformance.json"),
     "upload": ("/upload/", "POST /upload/"),
     "upload-conformance": ("/upload/conformance/", "POST /upload/conformance/"),
+    "upload-progress": ("/uploads/1/progress/", "GET /uploads/<pk>/progress/"),
 }
 
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import orjson
+from django.db import transaction
 
 from records.conformance.store import looks_like_suite, store_suite
 from records.formats.corpus_key import CorpusKeyError
@@ -13,6 +18,7 @@ from records.ingest.inputs import (
     Input,
 )
 from records.models import (
+    CorpusKey,
     Upload,
 )
 from records.replays.store import ingest_document, looks_like_replay
@@ -20,6 +26,23 @@ from records.scores.publish import store_record
 from records.scores.run import rescore_for_key, store_key
 
 MAX_KEY_BYTES = 64 * 1024 * 1024
+
+# How the runs a newly stored key applies to are re-scored: here, in the ingest, unless the
+# caller (a task worker's ingest of an upload) names a function that queues them instead and
+# returns the run ids it queued. The function runs in the key's transaction.
+_queue_rescoring: ContextVar[Callable[[CorpusKey], list[int]] | None] = ContextVar(
+    "queue_rescoring", default=None
+)
+
+
+@contextmanager
+def rescoring_queued_by(queue: Callable[[CorpusKey], list[int]]) -> Iterator[None]:
+    """Within this block, a new key's runs are queued by `queue` rather than scored inline."""
+    token = _queue_rescoring.set(queue)
+    try:
+        yield
+    finally:
+        _queue_rescoring.reset(token)
 
 
 def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
@@ -48,8 +71,16 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
     if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
         report.replays.append(ingest_document(doc, item.name, upload, data))
         return
-    key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
-    rescored = [s.run_id for s in rescore_for_key(key)] if created else []
+    queue = _queue_rescoring.get()
+    rescored: list[int] = []
+    queued: list[int] = []
+    if queue is None:
+        key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
+        rescored = [s.run_id for s in rescore_for_key(key)] if created else []
+    else:
+        with transaction.atomic():  # the key and its runs' tasks, together or neither
+            key, created = store_key(data, item.name, upload, allow_digest_mismatch=allow_mismatch)
+            queued = queue(key) if created else []
     report.keys.append(
         {
             "file": item.name,
@@ -59,5 +90,6 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
             "verified": key.verified,
             "created": created,
             "rescored_runs": rescored,
+            "queued_runs": queued,
         }
     )

@@ -1,4 +1,5 @@
-"""Heavy work as tasks of Django's Tasks framework: an upload's ingest and a run's scoring.
+"""Heavy work as tasks of Django's Tasks framework: an upload's ingest here, a run's scoring and
+the sweep of unscored runs in `records.tasks.scoring`.
 
 Each task is safe to run twice (a worker killed after its work but before marking it done, or a
 claim taken to be stale): an upload is claimed by a conditional update of its status and an
@@ -22,8 +23,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from records.ingest import ingest
+from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
 from records.tasks.pending import discard, keep_inputs, pending_inputs
+from records.tasks.scoring import enqueue_rescoring, score_run_task
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +76,9 @@ def run_upload(upload_id: int) -> str:
         return upload.status
     reporter = ProgressReporter(upload)
     try:
-        with reporter:
+        # A key this upload brings queues its runs' scoring (one task per run) rather than
+        # scoring every run of its digest here.
+        with reporter, rescoring_queued_by(enqueue_rescoring):
             report = ingest(
                 pending_inputs(upload),
                 upload,
@@ -208,15 +213,3 @@ class ProgressReporter:
                     close_old_connections()
         finally:
             connection.close()
-
-
-@task()
-def score_run_task(run_pk: int) -> str | None:
-    """Score one stored run against the key for its digest (if one is stored)."""
-    from records.scores.run import score_if_key
-
-    run = Run.objects.filter(pk=run_pk).first()
-    if run is None:
-        return None
-    scoring = score_if_key(run)
-    return scoring.key.digest if scoring else None

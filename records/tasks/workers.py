@@ -23,6 +23,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from records.models.intake import Upload, WorkerBeat
+from records.tasks.scoring import Sweeper
 
 log = logging.getLogger(__name__)
 
@@ -79,11 +80,13 @@ def _given_up(result: DBTaskResult, message: str) -> None:
 
 
 class Heart:
-    """The beating thread of one worker process (its own database connection)."""
+    """The beating thread of one worker process (its own database connection); on its beats it
+    also queues the sweep of unscored runs when one is due (`records.tasks.scoring`)."""
 
     def __init__(self, worker_id: str) -> None:
         self.worker_id = worker_id
         self.every = max(1.0, settings.EVALDASH_TASK_STALE_SECONDS / 4)
+        self.sweeper = Sweeper()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="worker-heart", daemon=True)
 
@@ -98,6 +101,7 @@ class Heart:
             try:
                 beat(self.worker_id)
                 requeue_orphans()
+                self.sweeper.maybe_enqueue()
             except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)
                 log.warning("worker %s: heartbeat failed", self.worker_id, exc_info=True)
                 close_old_connections()

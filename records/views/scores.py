@@ -15,6 +15,7 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from records.models import (
     CorpusKey,
@@ -25,8 +26,10 @@ from records.scores.changes import verdict_changes
 from records.scores.markdown import markdown
 from records.scores.run import latest_scoring, score_run
 from records.scores.tables import case_matrix, cases_on, score_groups
+from records.tasks.scoring import rescoring_progress, run_states
 from records.views.access import (
     _get_run_or_404,
+    _partial,
     query_form,
     read_access,
 )
@@ -205,23 +208,26 @@ def keys(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @read_access
+@vary_on_headers("HX-Request")
 def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
     key = get_object_or_404(CorpusKey, pk=pk)
-    cases = list(key.cases.all())
     runs = list(
         Run.objects.filter(Q(corpus_digest=key.digest) | Q(scorings__key=key))
         .distinct()
         .order_by("-started_at")[:100]
     )
+    states = run_states(key, runs)
+    context: dict[str, Any] = {
+        "key": key,
+        "runs": [(r, states[r.pk]) for r in runs],
+        "progress": rescoring_progress(key),
+    }
+    if _partial(request):  # the re-scoring section polling itself
+        return render(request, "records/scores/key.html#rescoring", context)
     scored_cases = _tally(Verdict.objects.filter(scoring__key=key), "case")
-    return render(
-        request,
-        "records/scores/key.html",
-        {
-            "key": key,
-            "cases": [(c, scored_cases.get(c.case_id, 0)) for c in cases],
-            "runs": runs,
-            "catalog": key.document.get("catalog", {}),
-            "retired": key.document.get("retired", []),
-        },
-    )
+    context |= {
+        "cases": [(c, scored_cases.get(c.case_id, 0)) for c in key.cases.all()],
+        "catalog": key.document.get("catalog", {}),
+        "retired": key.document.get("retired", []),
+    }
+    return render(request, "records/scores/key.html", context)

@@ -17,6 +17,11 @@ class Command(BaseCommand):
             help="score against this key id (stale if its digest is not the run's)",
         )
         parser.add_argument(
+            "--enqueue",
+            action="store_true",
+            help="queue one task per run for a worker (verdicts, score rows and statistics made again)",
+        )
+        parser.add_argument(
             "--pending",
             action="store_true",
             help="score only the runs whose key is stored but that have no scoring",
@@ -28,8 +33,16 @@ class Command(BaseCommand):
         run: list[int] | None = None,
         key: int | None = None,
         pending: bool = False,
+        enqueue: bool = False,
         **opts,
     ) -> None:
+        if enqueue:
+            if key or pending:
+                raise CommandError(
+                    "--enqueue scores each run against the newest key of its digest: drop --key/--pending"
+                )
+            self._enqueue(run)
+            return
         if pending:
             if run or key:
                 raise CommandError(
@@ -56,6 +69,15 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{done} run(s) scored, {skipped} without a matching key, {failed} failed"
         )
+
+    def _enqueue(self, run: list[int] | None) -> None:
+        from records.tasks.scoring import score_run_task
+
+        runs = Run.objects.filter(pk__in=run) if run else Run.objects.all()
+        ids = list(runs.exclude(corpus_digest="").order_by("pk").values_list("pk", flat=True))
+        for pk in ids:
+            score_run_task.enqueue(pk, rebuild=True)
+        self.stdout.write(f"{len(ids)} run(s) queued to be scored again by a worker")
 
     def _pending(self) -> None:
         failed = 0
