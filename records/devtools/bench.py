@@ -21,6 +21,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 from django.conf import settings
@@ -408,6 +409,112 @@ def run(
             + (f", process tree PSS {pss:.0f} MB" if pss else "")
             + f" for {total / 1e6:.0f} MB of shards"
         )
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def corpus_store(tmp: Path, runs: int, attempts: int, say: Callable[[str], None]) -> Run:
+    """`runs` scored runs of `attempts` attempts each over a corpus of upstream's size, for the
+    corpus and case pages. One run is generated, ingested and scored for real; the others are
+    its copies (run, shard record and scoring), each given per-case figures of its own drawn
+    as the generator draws outcomes, and stored as a scoring stores them: the pages read
+    nothing else, and 50 real ingests would take an hour. Returns the newest run."""
+    import random
+    from datetime import timedelta
+
+    from records.models import CaseFigure, Scoring, ShardFile
+
+    say(f"building {runs} runs of {attempts:,} attempts for the corpus pages")
+    path, key, _ = generate(tmp, 2000, run_id="bench-corpus-0", seed=500)
+    figs = ingest_paths([path])
+    first = Run.objects.get(pk=figs["runs"][0])
+    stored_key = _stored(key)
+    scoring = score_run(first, stored_key)
+    models = [m.spec for m in _models(attempts)]
+    surfaces = ("dynamic", "meta", "individual")
+    repeat = max(1, -(-attempts // (CORPUS_CASES * len(surfaces) * len(models))))
+    quality = {m.spec: m.quality for m in _models(attempts)}
+    cases = [c.id for c in key.cases]
+    rng = random.Random(500)
+    CaseFigure.objects.filter(scoring=scoring).delete()
+    newest = first
+    for n in range(runs):
+        if n:
+            shard = ShardFile.objects.get(pk=first.shard_id)
+            shard.pk, shard.sha256 = None, f"{n:064x}"
+            shard.save()
+            run = Run.objects.get(pk=first.pk)
+            run.pk, run.shard = None, shard
+            run.run_id = f"bench-corpus-{n}"
+            run.started_at = first.started_at + timedelta(days=n)
+            run.attempt_count = attempts
+            run.save()
+            scoring = Scoring.objects.create(
+                run=run, key=stored_key, scorer_version=scoring.scorer_version, verdict_count=1
+            )
+            newest = run
+        figures = []
+        for case in cases:
+            for model in models:
+                for surface in surfaces:
+                    marks = "".join(
+                        "1" if rng.random() < quality[model] else "0" for _ in range(repeat)
+                    )
+                    figures.append(
+                        CaseFigure(
+                            scoring=scoring,
+                            case=case,
+                            row_key=f"model={model} surface={surface}",
+                            model=model,
+                            surface=surface,
+                            clean=marks.count("1"),
+                            counted=repeat,
+                            total=repeat,
+                            marks=marks,
+                        )
+                    )
+        CaseFigure.objects.bulk_create(figures, batch_size=2000)
+    return newest
+
+
+def corpus_pages(
+    client: Any, runs: int = 50, attempts: int = 20_000, say: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """The corpus page and a case's page over `runs` runs of `attempts` attempts, against their
+    targets (500 ms and 200 ms), with their query counts."""
+    with tempfile.TemporaryDirectory() as tmp_name:
+        newest = corpus_store(Path(tmp_name), runs, attempts, say)
+    digest = newest.corpus_digest
+    from records.models import CaseFigure
+
+    case = CaseFigure.objects.filter(scoring__run=newest).values_list("case", flat=True).first()
+    times = page_times(
+        client,
+        {
+            "corpus page": f"/cases/?digest={digest}",
+            "case page": "/cases/case/?" + urlencode({"digest": digest, "case": case}),
+        },
+    )
+    times["corpus page"]["target_ms"] = 500
+    times["case page"]["target_ms"] = 200
+    return {
+        "runs": runs,
+        "attempts_per_run": attempts,
+        "case_figures": CaseFigure.objects.count(),
+        "pages": times,
+    }
+
+
+def corpus_only(
+    *, runs: int, attempts: int, out: Path, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """The corpus pages alone (`manage.py bench --corpus-only`), on a fresh database."""
+    settings.EVALDASH_PUBLIC_READ = True
+    settings.ALLOWED_HOSTS = ["*"]
+    report = {
+        "database": connection.vendor,
+        "corpus_pages": corpus_pages(Client(), runs, attempts, say),
+    }
     out.write_text(json.dumps(report, indent=2))
     return report
 

@@ -403,3 +403,87 @@ def health(c: Corpus) -> list[str]:
     flaky, flipped = c.count("flaky"), c.count("flipped")
     out.append(f"{flaky} case{'s are' if flaky != 1 else ' is'} flaky and {flipped} flipped.")
     return out
+
+
+# --- a run's case x model matrix, flagged as the corpus page flags ------------------------------
+
+
+@dataclass
+class Cell:
+    """One case for one model on a surface in a run: its Clean attempts over its counted ones,
+    whether its repeats disagree (mixed), and whether the case is flaky for the model over the
+    runs of the corpus up to this run (the corpus page's flag)."""
+
+    clean: tuple[int, int] = (0, 0)
+    flaky: bool = False
+
+    @property
+    def mixed(self) -> bool:
+        return 0 < self.clean[0] < self.clean[1]
+
+
+MATRIX_SHOWS = ("flaky", "mixed", "flaky_or_mixed")
+MATRIX_SORTS = ("case", "-case", "clean", "-clean", "flaky", "mixed")
+
+
+def matrix_cells(run: Run, scoring: Scoring, surface: str) -> dict[tuple[str, str], Cell]:
+    """Per (case, model) on a surface, the run's figures and the case's flakiness over the runs
+    of its corpus digest up to and including this one, from the kept per-case figures (four
+    queries, whatever the number of runs; every case of the surface, so that a filter or a
+    sort sees them all before the page is cut)."""
+    choice = Choice(run.corpus_digest, surface=surface)
+    runs, scorings = chosen_runs(choice)
+    if run.pk in scorings:
+        runs = runs[: [r.pk for r in runs].index(run.pk) + 1]
+    else:
+        # Not scored against a key of its own digest: this scoring's figures, with no history.
+        runs, scorings = [run], {run.pk: scoring}
+    fill_missing(scorings.values())
+    order = {scorings[r.pk].pk: n for n, r in enumerate(runs)}
+    run_of = {scorings[r.pk].pk: r for r in runs}
+    own = scorings[run.pk].pk
+    points: dict[tuple[str, str], list[Point]] = defaultdict(list)
+    cells: dict[tuple[str, str], Cell] = {}
+    for scoring_id, case, model, _, row_key, clean, counted, marks in _figures(choice, scorings):
+        if scoring_id not in order:
+            continue
+        points[(case, model)].append(Point(run_of[scoring_id], (clean, counted), marks, row_key))
+        if scoring_id == own:
+            held = cells.setdefault((case, model), Cell()).clean
+            cells[(case, model)].clean = (held[0] + clean, held[1] + counted)
+    for place, cell in cells.items():
+        counts = [p.clean for p in _merge(points[place], order, scorings)]
+        cell.flaky = stats.flakiness(counts).flaky
+    return cells
+
+
+def matrix_cases(
+    cases: Iterable[str], cells: dict[tuple[str, str], Cell], show: str = "", sort: str = ""
+) -> list[str]:
+    """The matrix's cases, only those with a flaky or mixed cell when `show` asks, in the
+    order asked: by case id, by the case's Clean over every model in the run (unscored cases
+    last), or the most flaky (or mixed) cells first."""
+    by_case: dict[str, list[Cell]] = defaultdict(list)
+    for (case, _), cell in cells.items():
+        by_case[case].append(cell)
+    wanted = {
+        "flaky": lambda c: c.flaky,
+        "mixed": lambda c: c.mixed,
+        "flaky_or_mixed": lambda c: c.flaky or c.mixed,
+    }.get(show)
+    out = [c for c in cases if wanted is None or any(wanted(x) for x in by_case.get(c, []))]
+    name = sort.lstrip("-") or "case"
+    out.sort(reverse=sort == "-case")
+    if name == "clean":
+
+        def rate(case: str) -> tuple[bool, float]:
+            k = sum(x.clean[0] for x in by_case.get(case, []))
+            n = sum(x.clean[1] for x in by_case.get(case, []))
+            if not n:
+                return (True, 0.0)
+            return (False, -k / n if sort.startswith("-") else k / n)
+
+        out.sort(key=rate)
+    elif name in ("flaky", "mixed"):
+        out.sort(key=lambda case: -sum(getattr(x, name) for x in by_case.get(case, [])))
+    return out

@@ -242,6 +242,13 @@ def shared_cases(scoring_rows: list[tuple[Scoring, str]]) -> list[str]:
 FLIPS_SHOWN = 50
 
 
+def evidence_of(labels: Iterable[str]) -> str:
+    """What tests' labels say together: "regressed" if any regressed, else "improved" if any
+    improved, else "within noise" ("" for no test)."""
+    found = set(labels)
+    return next((x for x in ("regressed", "improved", "within noise") if x in found), "")
+
+
 @dataclass
 class RowComparison:
     key: RowKey  # the rows' identity (model, surface, mode, pins), as parts
@@ -264,11 +271,7 @@ class RowComparison:
     def evidence(self) -> str:
         """ "regressed" if any column fell beyond noise, else "improved" if any rose, else
         "within noise" (or "" when the rows were not compared case by case)."""
-        labels = {t.label for t in self.tests.values()}
-        for label in ("regressed", "improved", "within noise"):
-            if label in labels:
-                return label
-        return ""
+        return evidence_of(t.label for t in self.tests.values())
 
     @property
     def shared(self) -> int:
@@ -376,6 +379,21 @@ def _prices(run: Run) -> dict[str, tuple[float, float, float, float] | None]:
     return {p.spec: p.price for p in Provider.objects.filter(run=run)}
 
 
+def refusal(a: Side, b: Side, differs: list[str]) -> str:
+    """Why two matched rows are not compared ("" when they are): a different corpus, or a
+    difference (`differences`) other than case coverage, whose shared cases still compare."""
+    if row_key_of(a.row).corpus != row_key_of(b.row).corpus:
+        return (
+            "the two rows were scored against different corpora, so their "
+            "answers differ: re-score one run against the other's key to "
+            "compare them (it is then fenced as stale corpus)"
+        )
+    apart = [d for d in differs if not d.startswith("case coverage")]
+    if apart:
+        return "the rows differ in " + "; ".join(apart) + ", so they are not placed in one table"
+    return ""
+
+
 ROWS_PER_PAGE = 12
 
 
@@ -399,23 +417,11 @@ def compare_runs(
         comp = RowComparison(row_key_of(b or a), ra, rb)
         if ra and rb:
             comp.differs = differences(ra, rb)
-            if row_key_of(a).corpus != row_key_of(b).corpus:
-                comp.refused = (
-                    "the two rows were scored against different corpora, so their "
-                    "answers differ: re-score one run against the other's key to "
-                    "compare them (it is then fenced as stale corpus)"
-                )
-            elif comp.differs:
-                if any(not d.startswith("case coverage") for d in comp.differs):
-                    comp.refused = (
-                        "the rows differ in "
-                        + "; ".join(d for d in comp.differs if not d.startswith("case coverage"))
-                        + ", so they are not placed in one table"
-                    )
-                else:
-                    shared = shared_cases([(sa, a.row_key), (sb, b.row_key)])
-                    comp.shared_only, comp.shared_cases = True, len(shared)
-                    ra.figures, rb.figures = _shared(sa, a, shared), _shared(sb, b, shared)
+            comp.refused = refusal(ra, rb, comp.differs)
+            if comp.differs and not comp.refused:
+                shared = shared_cases([(sa, a.row_key), (sb, b.row_key)])
+                comp.shared_only, comp.shared_cases = True, len(shared)
+                ra.figures, rb.figures = _shared(sa, a, shared), _shared(sb, b, shared)
         out.append(comp)
     pairs = [
         (c.baseline.row.row_key, c.candidate.row.row_key)

@@ -24,6 +24,26 @@ def _sorts(keys: Iterable[str]) -> list[tuple[str, str]]:
 
 class MatrixForm(forms.Form):
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
+    show = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "every case"),
+            ("flaky_or_mixed", "flaky or mixed cells"),
+            ("flaky", "flaky cells"),
+            ("mixed", "mixed cells"),
+        ],
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[
+            ("", "case"),
+            ("-case", "case, last first"),
+            ("clean", "Clean, lowest first"),
+            ("-clean", "Clean, highest first"),
+            ("flaky", "most flaky cells first"),
+            ("mixed", "most mixed cells first"),
+        ],
+    )
     page = forms.IntegerField(required=False, min_value=1)
 
 

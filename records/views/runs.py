@@ -24,6 +24,7 @@ from records.models import (
     CorpusKey,
     Run,
 )
+from records.queries.answers import answers
 from records.queries.compare import rate
 from records.queries.cost import run_figures, sort_figures
 from records.queries.overview import boards as overview_boards
@@ -32,7 +33,6 @@ from records.queries.runs import (
     column_over,
     headlines,
     model_suggestions,
-    previous_runs,
     runs_for_list,
 )
 from records.scorer.score import RATIO_COLUMNS
@@ -82,7 +82,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         "form": form,
         "page": page,
         "rows": rows,
-        "previous": previous_runs(run_list),
+        "answers": answers(run_list),
         "headlines": headlines(run_list),
         "model_suggestions": model_suggestions(),
     }

@@ -22,6 +22,7 @@ from records.models import (
     Run,
     Verdict,
 )
+from records.queries.cases import matrix_cases, matrix_cells
 from records.scores.changes import verdict_changes
 from records.scores.markdown import markdown
 from records.scores.run import latest_scoring, score_run
@@ -129,7 +130,13 @@ def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
         "form": form,
     }
     if scoring and scoring.verdict_count:
-        all_cases = cases_on(scoring, surface)
+        flags = matrix_cells(run, scoring, surface)
+        all_cases = matrix_cases(
+            cases_on(scoring, surface),
+            flags,
+            form.cleaned_data.get("show") or "",
+            form.cleaned_data.get("sort") or "",
+        )
         # A page holds about MATRIX_CELLS outcomes, however many models and repeats a run has.
         columns = max(1, scoring.rows.filter(surface=surface).count() * max(1, run.repeat))
         per_page = max(5, min(50, MATRIX_CELLS // columns))
@@ -145,6 +152,7 @@ def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
                         "attempts": got,
                         "pass_k": bool(got) and all(o == "completed" for _, _, o, _ in got),
                         "k": len(got),
+                        "flags": flags.get((case, m)),
                     }
                 )
             rows.append((case, row))

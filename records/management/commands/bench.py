@@ -16,9 +16,32 @@ class Command(BaseCommand):
         parser.add_argument("--artifact-mb", type=float, default=200, help="MB of shards to zip")
         parser.add_argument("--out", default="bench-report.json", help="where to write the JSON")
         parser.add_argument("--keep-db", action="store_true", help="keep the bench database")
+        parser.add_argument(
+            "--db-name", default="evaldash_bench", help="the PostgreSQL database to make and drop"
+        )
+        parser.add_argument(
+            "--corpus-only",
+            action="store_true",
+            help="only the corpus and case pages over --corpus-runs runs of --corpus-attempts",
+        )
+        parser.add_argument("--corpus-runs", type=int, default=50, help="runs for the corpus pages")
+        parser.add_argument(
+            "--corpus-attempts", type=int, default=20_000, help="attempts per corpus-page run"
+        )
 
     def handle(
-        self, *args, small: int, large: int, artifact_mb: float, out: str, keep_db: bool, **options
+        self,
+        *args,
+        small: int,
+        large: int,
+        artifact_mb: float,
+        out: str,
+        keep_db: bool,
+        db_name: str,
+        corpus_only: bool,
+        corpus_runs: int,
+        corpus_attempts: int,
+        **options,
     ) -> None:
         # Imported when the benchmark runs, not when `manage.py help` loads every command.
         from records.devtools import bench
@@ -28,10 +51,27 @@ class Command(BaseCommand):
         if connection.vendor == "sqlite":
             test["NAME"] = str(Path(settings.BASE_DIR) / "var" / "bench.sqlite3")
         else:
-            test["NAME"] = "evaldash_bench"
+            test["NAME"] = db_name
         old_name = settings.DATABASES["default"]["NAME"]
         connection.creation.create_test_db(verbosity=0, autoclobber=True)
         try:
+            if corpus_only:
+                report = bench.corpus_only(
+                    runs=corpus_runs,
+                    attempts=corpus_attempts,
+                    out=Path(out),
+                    say=lambda s: self.stderr.write(s),
+                )
+                pages = report["corpus_pages"]["pages"]
+                self.stdout.write(
+                    f"bench ({report['database']}): over {corpus_runs} runs x "
+                    f"{corpus_attempts:,} attempts, corpus page "
+                    f"{pages['corpus page']['median_ms']:.0f} ms "
+                    f"({pages['corpus page']['queries']} queries), case page "
+                    f"{pages['case page']['median_ms']:.0f} ms "
+                    f"({pages['case page']['queries']} queries); report in {out}"
+                )
+                return
             report = bench.run(
                 small=small,
                 large=large,
