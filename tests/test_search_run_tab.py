@@ -4,6 +4,9 @@ attempts, the score cells' drill links are conditions of the search, and the tab
 
 from __future__ import annotations
 
+import re
+from html import unescape
+
 import pytest
 from django.test import override_settings
 
@@ -83,3 +86,24 @@ def test_the_tabs_export_reads_the_same_conditions(client):
     listed = _tab(client, run, q="project", call_outcome="ok")
     doc = client.get(f"/runs/{run.pk}/attempts.json", {"q": "project", "call_outcome": "ok"}).json()
     assert {r["attempt"] for r in doc["rows"]} == listed
+
+
+_LINK = re.compile(r'<a (class="calls" )?href="(/runs/\d+/attempts/\?[^"]+)">([\d,]+)( \w+)?</a>')
+
+
+@PUBLIC
+@pytest.mark.parametrize("tab", ["scores/", "sessions/"])
+def test_each_count_of_attempts_or_calls_links_to_a_search_of_exactly_that_many(client, tab):
+    run = _busiest()
+    html = client.get(f"/runs/{run.pk}/{tab}").content.decode()
+    links = _LINK.findall(html)
+    assert links, "the tab links its counts"
+    kinds = set()
+    for calls, href, n, label in links:
+        page = client.get(unescape(href))
+        assert page.status_code == 200, href
+        got = page.context["call_count"] if calls else page.context["count"]
+        assert got == int(n.replace(",", "")), (href, label)
+        kinds.add(label.strip() or unescape(href).rsplit("&", 1)[-1].split("=")[0])
+    if tab == "scores/":
+        assert {"find", "invalid_params", "outcome"} <= kinds, kinds
