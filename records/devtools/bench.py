@@ -527,3 +527,100 @@ def _database_url() -> str:
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     auth = f"{user}{password}@" if user else ""
     return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+# The search's targets: a store of `runs` runs, a facet-only query and a text query, across the
+# store and narrowed to one run, measured once the first two runs are in and again once all are.
+SEARCH_QUERIES = {
+    "facets only": "tool=gitlab_find_action&outcome=refused&ended_by=completed",
+    "text": "q=default+branch&surface=dynamic",
+}
+
+
+def _store_size() -> dict[str, int | None]:
+    """The store's size on disk, the index's share, and the size without it."""
+    from records.search import engine
+
+    index = engine.size_bytes()
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_database_size(current_database())")
+            total = int(cursor.fetchone()[0])
+        else:
+            cursor.execute(
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+            )
+            total = int(cursor.fetchone()[0])
+    return {
+        "bytes": total,
+        "index_bytes": index,
+        "bytes_without_index": total - index if index is not None else None,
+    }
+
+
+def _search_times(client: Any, runs: list[Run]) -> dict[str, dict[str, float]]:
+    one = f"&run={runs[0].run_id}"
+    urls = {}
+    for name, query in SEARCH_QUERIES.items():
+        urls[f"{name}, whole store"] = f"/search/?{query}"
+        urls[f"{name}, one run"] = f"/search/?{query}{one}"
+        urls[f"{name}, a run's Attempts tab"] = f"/runs/{runs[0].pk}/attempts/?" + query.replace(
+            "outcome=", "call_outcome="
+        )
+    return page_times(client, urls, repeat=5)
+
+
+def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """Ingest `runs` runs of `attempts` attempts with the index maintained (against the floor),
+    time the search's queries on the first two runs and on all of them, and size the store."""
+    report: dict[str, Any] = {
+        "database": connection.vendor,
+        "sizes": {"runs": runs, "attempts_per_run": attempts},
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "method": {
+            "pages": "server time through the test client: the median of 5 requests to each "
+            "page (count, facets and a page of results) after one warm-up request",
+            "floor": "orjson and one row per line into SQLite, over the same shards",
+        },
+        "queries": SEARCH_QUERIES,
+    }
+    client = Client()
+    settings.EVALDASH_PUBLIC_READ = True
+    settings.ALLOWED_HOSTS = ["*"]
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        say(f"generating {runs} runs of {attempts:,} attempts")
+        paths = []
+        for i in range(runs):
+            path, _, _ = generate(tmp, attempts, run_id=f"bench-search-{i:02d}", seed=200 + i)
+            paths.append(path)
+        _quiet()
+        floor_figs = floor(paths, tmp / "floor.sqlite3")
+        stages = {"first two runs": paths[:2], "every run": paths[2:]}
+        ingested: list[dict[str, Any]] = []
+        for stage, some in stages.items():
+            _quiet()
+            figs = ingest_paths(some)
+            ingested.append(figs)
+            stored = list(Run.objects.order_by("pk"))
+            report[f"search, {stage}"] = _search_times(client, stored)
+            report[f"size, {stage}"] = _store_size()
+            say(f"{stage} ({len(stored)} runs): " + json.dumps(report[f"search, {stage}"]))
+        lines = sum(f["lines"] for f in ingested)
+        seconds = sum(f["seconds"] for f in ingested)
+        report["ingest"] = {
+            "floor": floor_figs,
+            "evaldash": {"lines": lines, "seconds": seconds, "lines_per_s": lines / seconds},
+            "ratio_lines": lines / seconds / floor_figs["lines_per_s"],
+        }
+        first, every = report["search, first two runs"], report["search, every run"]
+        report["growth"] = {
+            name: {
+                "time_ratio": every[name]["median_ms"] / first[name]["median_ms"],
+                "queries_two_runs": first[name]["queries"],
+                "queries_every_run": every[name]["queries"],
+            }
+            for name in first
+        }
+    out.write_text(json.dumps(report, indent=2))
+    return report

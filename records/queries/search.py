@@ -13,13 +13,47 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, TextField
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
 from records.models import Attempt, Call, Scoring, Turn, Verdict
 from records.search import engine
 from records.search.snippets import snippet
+
+# What a score cell's drill links select, per column: the verdicts behind its numerator, and
+# the ones that missed it (the counted attempts that are not behind it; for a column of steps,
+# the attempts with a step that missed). Summed over the attempts listed, the column then reads
+# the cell's numerator, or what the numerator lacks of the denominator.
+HITS: dict[str, tuple[Q, Q]] = {
+    "clean": (Q(clean=True), Q(counted=True, clean=False)),
+    "unaided": (Q(unaided=True), Q(counted=True, unaided=False)),
+    "completion": (Q(outcome="completed"), Q(counted=True) & ~Q(outcome="completed")),
+    **{
+        column: (Q(**{f"{n}__gt": 0}), Q(**{f"{n}__lt": F(d)}))
+        for column, n, d in (
+            ("reached", "reached_n", "reached_d"),
+            ("accepted_first_time", "aft_n", "aft_d"),
+            ("argument_fidelity", "fidelity_n", "fidelity_d"),
+            ("confirmation", "confirmation_n", "confirmation_d"),
+        )
+    },
+}
+
+# How a list may be ordered (`-` first: the other way), by the attempt's own columns; ties go
+# newest run first, then in file order, so pages stay stable.
+SORTS = {
+    "line": "line",
+    "case": "case",
+    "model": "model",
+    "surface": "effective_surface",
+    "repeat": "repeat",
+    "ended_by": "ended_by",
+    "turns": "turn_count",
+    "tries": "try_count",
+    "calls": "call_count",
+    "input_tokens": "input_tokens",
+}
 
 FACET_LIMIT = 30  # values per facet, the commonest first
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
@@ -28,6 +62,7 @@ SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
 @dataclass
 class SearchQuery:
     runs: list[str] = field(default_factory=list)
+    run_pk: int | None = None  # one stored run (its Attempts tab)
     digest: str = ""
     commit: str = ""
     model: str = ""
@@ -43,11 +78,50 @@ class SearchQuery:
     truncated: bool = False
     turn_status: str = ""
     verify_failed: bool = False
+    row: str = ""  # a score table's row key
+    column: str = ""  # with `hit`: the verdicts behind a column's numerator, or those that missed
+    hit: bool | None = None
+    sort: str = ""
     q: str = ""
 
     @property
     def words(self) -> list[str]:
         return engine.words(self.q)
+
+    def verdict_condition(self) -> Q | None:
+        """What the query asks of an attempt's verdict; None when nothing."""
+        parts = []
+        if self.verdict:
+            parts.append(Q(outcome=self.verdict))
+        if self.clean is not None:
+            parts.append(Q(clean=self.clean))
+        if self.row:
+            parts.append(Q(row_key=self.row))
+        if self.column and self.hit is not None:
+            hit, miss = HITS[self.column]
+            parts.append(hit if self.hit else miss)
+        if not parts:
+            return None
+        condition = parts[0]
+        for part in parts[1:]:
+            condition &= part
+        return condition
+
+    def order(self) -> list[str]:
+        """The list's order: the chosen column, then newest run first, then file order."""
+        tail = ["-run_id", "line"]
+        if not self.sort:
+            return tail
+        column = SORTS[self.sort.lstrip("-")]
+        return [f"-{column}" if self.sort.startswith("-") else column, *tail]
+
+    def narrowed(self) -> bool:
+        """Whether the query asks more than which run: otherwise its size is known."""
+        return any(
+            value not in ("", None, False, [])
+            for name, value in vars(self).items()
+            if name not in ("runs", "run_pk", "sort")
+        )
 
     def call_condition(self) -> Q | None:
         """What the call conditions ask of one call; None when none is set."""
@@ -84,6 +158,8 @@ class Search:
         self.query = query
         self.words = query.words
         runs = Scoring.objects.filter(verdict_count__gt=0)
+        if query.run_pk is not None:
+            runs = runs.filter(run=query.run_pk)
         if query.runs:
             runs = runs.filter(run__run_id__in=query.runs)
         latest: dict[int, int] = {}
@@ -97,6 +173,8 @@ class Search:
         """The attempts the attempt conditions select."""
         q = self.query
         qs = Attempt.objects.all()
+        if q.run_pk is not None:
+            qs = qs.filter(run=q.run_pk)
         if q.runs:
             qs = qs.filter(run__run_id__in=q.runs)
         if q.digest:
@@ -111,13 +189,10 @@ class Search:
             qs = qs.filter(case=q.case)
         if q.ended_by:
             qs = qs.filter(ended_by=q.ended_by)
-        if q.verdict or q.clean is not None:
+        condition = q.verdict_condition()
+        if condition is not None:
             verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt=OuterRef("pk"))
-            if q.verdict:
-                verdicts = verdicts.filter(outcome=q.verdict)
-            if q.clean is not None:
-                verdicts = verdicts.filter(clean=q.clean)
-            qs = qs.filter(Exists(verdicts))
+            qs = qs.filter(Exists(verdicts.filter(condition)))
         if q.turn_status:
             turns = Turn.objects.filter(attempt=OuterRef("pk"), status=q.turn_status)
             qs = qs.filter(Exists(turns))
@@ -163,7 +238,15 @@ class Search:
             qs = qs.filter(pk__in=_hits(engine.CALL, words))
         return qs
 
-    def count(self) -> int:
+    def ordered(self) -> QuerySet:
+        """The attempts in the list's order."""
+        return self.attempts.order_by(*self.query.order())
+
+    def count(self, known: int | None = None) -> int:
+        """How many attempts match; `known`, a run's stored size, when the query asks nothing
+        past the run (no page counts a whole run's attempts)."""
+        if known is not None and not self.query.narrowed():
+            return known
         return self.attempts.count()
 
     def call_count(self) -> int:
@@ -208,7 +291,7 @@ class Search:
         start = (number - 1) * per_page
         verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt=OuterRef("pk"))
         attempts = list(
-            self.attempts.order_by("-run_id", "line")
+            self.ordered()
             .select_related("run")
             .only(*ATTEMPT_FIELDS, "run__run_id", "run__commit", "run__started_at")
             .annotate(
@@ -270,6 +353,12 @@ ATTEMPT_FIELDS = (
     "ended_by",
     "reason",
     "call_count",
+    "turn_count",
+    "try_count",
+    "input_tokens",
+    "output_tokens",
+    "cache_created_tokens",
+    "cache_read_tokens",
 )
 CALL_FIELDS = (
     "id",

@@ -14,7 +14,7 @@ from records.queries.cost import COST_PARTS
 from records.queries.cost import usd as _usd
 from records.queries.trace import shown_json as shown
 from records.scorer.batch import TOKENS
-from records.scorer.score import COUNTED_APART
+from records.scorer.score import COUNTED_APART, DISCOVERY_TOOL
 
 register = template.Library()
 
@@ -225,7 +225,7 @@ def score_row(context: Any, r: Any) -> SafeString:
                 else "",
             )
         )
-    cells.append(_num(r.overhead))
+    cells.append(_overhead(link, r))
     if r.refusal:
         cells.append(
             format_html(
@@ -237,6 +237,37 @@ def score_row(context: Any, r: Any) -> SafeString:
     else:
         cells.append(mark_safe('<td><span class="ok">yes</span></td>'))
     return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
+
+
+def _overhead(link: str, r: Any) -> SafeString:
+    """Overhead: the calls to find an action and those refused for invalid params, each count
+    linked to the search of those calls among the row's attempts."""
+    f = r.figures
+    if not f["steps"]:
+        return mark_safe('<td class="num">-</td>')
+    parts = []
+    for n, condition, label in (
+        (f["discovery"], f"tool={_q(DISCOVERY_TOOL)}", "find"),
+        (f["invalid_params"], "call_outcome=refused:invalid_params", "invalid_params"),
+    ):
+        if n:
+            parts.append(
+                format_html(
+                    '<a class="calls" href="{}&{}">{} {}</a>',
+                    mark_safe(link),  # noqa: S308 (percent-encoded above)
+                    mark_safe(condition),  # noqa: S308
+                    intcomma(n),
+                    label,
+                )
+            )
+        else:
+            parts.append(format_html("0 {}", label))
+    return format_html(
+        '<td class="num">{} / {} ({})</td>',
+        f["discovery"] + f["invalid_params"],
+        f["steps"],
+        mark_safe(", ".join(parts)),  # noqa: S308 (each part built above)
+    )
 
 
 @register.simple_tag(takes_context=True)

@@ -26,6 +26,7 @@ from records.models import (
     Verify,
 )
 from records.queries.cost import Tokens, cost_of
+from records.queries.search import Search
 from records.queries.trace import (
     PREVIEW_CHARS,
     TURNS_PER_PAGE,
@@ -42,7 +43,7 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export, json_object_pieces, json_stream, raw_download
-from records.views.filters import AttemptFilter
+from records.views.search import RunSearchForm
 
 
 def _price_for(attempt: Attempt) -> tuple[Any, str]:
@@ -100,7 +101,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "facts": sorted((attempt.facts or {}).items()),
         "failing_step": failing,
         "target_call": target_call,
-        **_neighbours(request, attempt, scoring if verdict else None),
+        **_neighbours(request, attempt),
     }
     if _partial(request) and request.htmx.target == "trace":
         response = render(request, "records/attempts/_trace.html", context)
@@ -110,17 +111,17 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
-def _neighbours(request: HttpRequest, attempt: Attempt, scoring: Any) -> dict[str, Any]:
+def _neighbours(request: HttpRequest, attempt: Attempt) -> dict[str, Any]:
     """The attempts before and after this one in the list it was opened from (the run's attempt
     list with the filters in this page's query string), and that list's address."""
     run = attempt.run
-    listed = AttemptFilter(
-        request.GET, queryset=Attempt.objects.filter(run=run).order_by("line"), scoring=scoring
-    )
+    listed = RunSearchForm(request.GET, run.pk)
     if not listed.is_valid():
         return {}
-    qs = listed.qs
-    order = [str(f) for f in qs.query.order_by] or ["line"]
+    found = Search(listed.query())
+    qs = found.attempts
+    order = [f for f in found.query.order() if f.lstrip("-") != "run_id"]  # one run
+    qs = qs.order_by(*order)
     query = request.GET.copy()
     query.pop("page", None)
     suffix = f"?{query.urlencode()}" if query else ""

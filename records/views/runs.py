@@ -29,12 +29,12 @@ from records.queries.compare import rate
 from records.queries.cost import run_figures, sort_figures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
-    attempts_for_list,
     column_over,
     headlines,
     model_suggestions,
     runs_for_list,
 )
+from records.queries.search import Search
 from records.scorer.score import RATIO_COLUMNS
 from records.scores.run import (
     PAGE_SCORING_MAX_ATTEMPTS,
@@ -58,8 +58,9 @@ from records.views.access import (
     read_access,
 )
 from records.views.exports import _export
-from records.views.filters import AttemptFilter, RunFilter
+from records.views.filters import RunFilter
 from records.views.forms import ColumnForm, FiguresSortForm, SortForm
+from records.views.search import RunSearchForm, results_context
 
 RUNS_PER_PAGE = 25
 
@@ -267,28 +268,18 @@ def _sort_rows(groups: list[Any], sort: str) -> None:
 def _attempts_tab(
     request: HttpRequest, run: Run, scoring: Any, context: dict[str, Any]
 ) -> HttpResponse | None:
-    """Fill the attempts tab's context; an answer of its own for a bad filter or for the list
-    alone (a filter changed in place)."""
-    attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run, scoring), scoring=scoring)
-    if not attempts.is_valid():
-        return _bad_request(attempts.form, request)
-    form = attempts.form
-    paginator = Paginator(attempts.qs, ATTEMPTS_PER_PAGE)
-    if not attempts.narrowed:
-        # The whole list: its size was stored at ingest, so no page counts a run's attempts.
-        paginator.__dict__["count"] = run.attempt_count
-    data = form.cleaned_data
-    column = data.get("column")
+    """Fill the attempts tab's context (the search narrowed to this run); an answer of its own
+    for a bad filter or for the list alone (a filter changed in place)."""
+    form = RunSearchForm(request.GET, run.pk)
+    if not form.is_valid():
+        return _bad_request(form, request)
+    context.update(results_context(form, request.GET, ATTEMPTS_PER_PAGE, run.attempt_count))
+    column = form.cleaned_data.get("column")
     context.update(
-        form=form,
-        page=paginator.get_page(data.get("page") or 1),
         models=sorted(run.models_seen),
-        drilled=_drilled(data),
+        drilled=form.drilled,
         column_sum=(
-            (
-                TITLE_OF[column],
-                column_over(scoring, attempts.qs, column),
-            )
+            (TITLE_OF[column], column_over(scoring, context["search"].attempts, column))
             if column and scoring
             else None
         ),
@@ -296,19 +287,6 @@ def _attempts_tab(
     if _partial(request) and request.htmx.target == "attempt-list":
         return render(request, "records/runs/_attempts.html#attempts", context)
     return None
-
-
-def _drilled(data: dict[str, Any]) -> str:
-    """The score filters a drill link set, in words (they have no control of their own)."""
-    parts = []
-    if data.get("row"):
-        parts.append(f"row {data['row']}")
-    if data.get("column") and data.get("hit"):
-        title = TITLE_OF[data["column"]]
-        parts.append(
-            f"behind the {title} numerator" if data["hit"] == "yes" else f"that missed {title}"
-        )
-    return "; ".join(parts)
 
 
 def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
@@ -338,10 +316,10 @@ def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
 @read_access
 def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     run = _get_run_or_404(pk)
-    attempts = AttemptFilter(request.GET, queryset=attempts_for_list(run))
-    if not attempts.is_valid():
-        return _bad_request(attempts.form, request)
-    qs = attempts.qs
+    form = RunSearchForm(request.GET, run.pk)
+    if not form.is_valid():
+        return _bad_request(form, request)
+    qs = Search(form.query()).ordered().defer("stimulus", "facts")
     return _export(
         fmt, f"run-{run.pk}-attempts", _attempt_export_rows(qs.iterator(chunk_size=1000))
     )

@@ -14,8 +14,9 @@ from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
 from records.formats.shard import ENDINGS, TURN_STATUSES
-from records.queries.search import Search, SearchQuery
+from records.queries.search import SORTS, Search, SearchQuery
 from records.scorer.score import OUTCOMES
+from records.scores.tables import TITLED_COLUMNS
 from records.views.access import _bad_request, _partial, read_access
 from records.views.exports import _export
 
@@ -79,6 +80,22 @@ class SearchForm(forms.Form):
         required=False, choices=[("", "any"), *((s, s) for s in TURN_STATUSES)]
     )
     verify = forms.ChoiceField(required=False, choices=[("", "any"), ("failed", "failed")])
+    # A score cell's drill links: a row of the score table, a column's hits or misses (read
+    # from each run's latest scoring); they have no control of their own.
+    row = forms.CharField(required=False, max_length=2000, widget=forms.HiddenInput)
+    column = forms.ChoiceField(
+        required=False, choices=[("", ""), *TITLED_COLUMNS], widget=forms.HiddenInput
+    )
+    hit = forms.ChoiceField(
+        required=False,
+        choices=[("", ""), ("yes", "behind the numerator"), ("no", "missed")],
+        widget=forms.HiddenInput,
+    )
+    sort = forms.ChoiceField(
+        required=False,
+        choices=[("", ""), *((s, s) for key in SORTS for s in (key, f"-{key}"))],
+        widget=forms.HiddenInput,
+    )
     page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     per_page = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_PER_PAGE, widget=forms.HiddenInput
@@ -100,31 +117,53 @@ class SearchForm(forms.Form):
     def query(self) -> SearchQuery:
         d = self.cleaned_data
         return SearchQuery(
-            runs=d["run"],
-            digest=d["digest"],
-            commit=d["commit"],
+            runs=d.get("run") or [],
+            digest=d.get("digest") or "",
+            commit=d.get("commit") or "",
             model=d["model"],
             surface=d["surface"],
             case=d["case"],
             ended_by=d["ended_by"],
-            verdict=d["verdict"],
+            verdict=d[self.VERDICT],
             clean=_yes_no(d["clean"]),
             tool=d["tool"],
             action=d["action"],
-            outcome=d["outcome"],
+            outcome=d[self.CALL_OUTCOME],
             observed=_yes_no(d["observed"]),
             truncated=d["truncated"] == "yes",
             turn_status=d["turn_status"],
             verify_failed=d["verify"] == "failed",
+            row=d["row"],
+            column=d["column"],
+            hit=_yes_no(d["hit"]),
+            sort=d["sort"],
             q=d["q"],
         )
+
+    # The parameters naming a verdict's outcome and a call's.
+    VERDICT = "verdict"
+    CALL_OUTCOME = "outcome"
+
+    @property
+    def drilled(self) -> str:
+        """The score conditions a drill link set, in words (they have no control of their own)."""
+        d = self.cleaned_data
+        parts = []
+        if d.get("row"):
+            parts.append(f"row {d['row']}")
+        if d.get("column") and d.get("hit"):
+            title = dict(TITLED_COLUMNS)[d["column"]]
+            parts.append(
+                f"behind the {title} numerator" if d["hit"] == "yes" else f"that missed {title}"
+            )
+        return "; ".join(parts)
 
     @property
     def narrowed(self) -> list[tuple[str, str, str]]:
         """The conditions set, each as (parameter, value, the address without it)."""
         out = []
         for name in self.fields:
-            if name in ("page", "per_page"):
+            if name in ("page", "per_page", "sort", "row", "column", "hit"):
                 continue
             for value in self.data.getlist(name):
                 if value:
@@ -139,17 +178,47 @@ class SearchForm(forms.Form):
 SearchForm.base_fields["clean"] = forms.ChoiceField(required=False, choices=YES_NO)
 
 
+class RunSearchForm(SearchForm):
+    """The search narrowed to one run (its Attempts tab, its export, an attempt's neighbours).
+    There `outcome` names the verdict's outcome, as a run's pages have always linked it, and
+    `call_outcome` the call's; the run is the page's own, not a parameter."""
+
+    VERDICT = "outcome"
+    CALL_OUTCOME = "call_outcome"
+
+    def __init__(self, data: QueryDict, run_pk: int, **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.run_pk = run_pk
+        for name in ("run", "digest", "commit"):
+            del self.fields[name]
+        self.fields["call_outcome"] = self.fields["outcome"]
+        self.fields["call_outcome"].label = "Call outcome"
+        self.fields["outcome"] = self.fields.pop("verdict")
+        self.fields["outcome"].label = "Verdict"
+
+    def query(self) -> SearchQuery:
+        query = super().query()
+        query.run_pk = self.run_pk
+        return query
+
+
 def _parse(request: HttpRequest) -> SearchForm:
     form = SearchForm(request.GET)
     form.is_valid()
     return form
 
 
-def facet_links(data: QueryDict, facets: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+def facet_links(
+    data: QueryDict, facets: dict[str, dict[str, int]], form: SearchForm | None = None
+) -> list[dict[str, Any]]:
     """Each facet's values with their counts and the address a click goes to (the query with
     that value set, back to its first page), and whether that value is set already."""
     out = []
+    names = {"verdict": form.VERDICT, "outcome": form.CALL_OUTCOME} if form else {}
     for key, title, param in FACETS:
+        param = names.get(param, param)
+        if form is not None and param not in form.fields:
+            continue
         values = []
         for value, count in facets.get(key, {}).items():
             query = data.copy()
@@ -180,11 +249,13 @@ def search(request: HttpRequest) -> HttpResponse:
     return render(request, template + "#results" if _partial(request) else template, context)
 
 
-def results_context(form: SearchForm, data: QueryDict, per_page: int) -> dict[str, Any]:
+def results_context(
+    form: SearchForm, data: QueryDict, per_page: int, known_count: int | None = None
+) -> dict[str, Any]:
     """What the results show: a page of attempts with their matching calls, the counts and
-    the facets (also a run's Attempts tab)."""
+    the facets (also a run's Attempts tab, whose stored size is `known_count`)."""
     found = Search(form.query())
-    count = found.count()
+    count = found.count(known_count)
     paginator = Paginator(range(count), form.cleaned_data.get("per_page") or per_page)
     page = paginator.get_page(form.cleaned_data.get("page") or 1)
     query = data.copy()
@@ -195,9 +266,10 @@ def results_context(form: SearchForm, data: QueryDict, per_page: int) -> dict[st
         "count": count,
         "call_count": found.call_count(),
         "attempts": found.page(page.number, paginator.per_page),
-        "facets": facet_links(data, found.facets()),
+        "facets": facet_links(data, found.facets(), form),
         "words": found.words,
         "query": query.urlencode(),
+        "search": found,
     }
 
 

@@ -28,6 +28,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--corpus-attempts", type=int, default=20_000, help="attempts per corpus-page run"
         )
+        parser.add_argument(
+            "--search", action="store_true", help="measure the search's targets instead"
+        )
+        parser.add_argument("--runs", type=int, default=10, help="runs in the search's store")
+        parser.add_argument(
+            "--attempts", type=int, default=20_000, help="attempts per run in the search's store"
+        )
 
     def handle(
         self,
@@ -41,6 +48,9 @@ class Command(BaseCommand):
         corpus_only: bool,
         corpus_runs: int,
         corpus_attempts: int,
+        search: bool,
+        runs: int,
+        attempts: int,
         **options,
     ) -> None:
         # Imported when the benchmark runs, not when `manage.py help` loads every command.
@@ -55,6 +65,9 @@ class Command(BaseCommand):
         old_name = settings.DATABASES["default"]["NAME"]
         connection.creation.create_test_db(verbosity=0, autoclobber=True)
         try:
+            if search:
+                self._search(bench, runs, attempts, Path(out))
+                return
             if corpus_only:
                 report = bench.corpus_only(
                     runs=corpus_runs,
@@ -87,4 +100,18 @@ class Command(BaseCommand):
             f"bench ({report['database']}): ingest {i['evaldash']['lines_per_s']:,.0f} lines/s = "
             f"{i['ratio_lines']:.2f}x the floor; peak {report['peak_memory']['max_rss_mb']:.0f} MB; "
             f"re-score/ingest {report['scoring']['rescore_over_ingest']:.2f}; report in {out}"
+        )
+
+    def _search(self, bench, runs: int, attempts: int, out: Path) -> None:
+        report = bench.search(
+            runs=runs, attempts=attempts, out=out, say=lambda s: self.stderr.write(s)
+        )
+        every = report["search, every run"]
+        slowest = max(every.items(), key=lambda item: item[1]["median_ms"])
+        size = report["size, every run"]
+        self.stdout.write(
+            f"bench search ({report['database']}, {runs} x {attempts:,} attempts): ingest "
+            f"{report['ingest']['ratio_lines']:.2f}x the floor; slowest {slowest[0]} "
+            f"{slowest[1]['median_ms']:.0f} ms; store {size['bytes'] / 1e6:,.0f} MB, index "
+            f"{(size['index_bytes'] or 0) / 1e6:,.0f} MB; report in {out}"
         )
