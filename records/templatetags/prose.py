@@ -14,7 +14,7 @@ register = template.Library()
 
 @register.filter
 def inline_code(text: Any) -> SafeString:
-    """"agree on surface `meta`" as "agree on surface <code>meta</code>"; text with an unpaired
+    """Surface `meta` as surface <code>meta</code>; text with an unpaired
     backtick is shown as written."""
     if isinstance(text, SafeData):  # already escaped (a joined list, say)
         kept = mark_safe  # noqa: E731
