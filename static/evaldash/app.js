@@ -217,6 +217,39 @@
     var want = entries(new FormData(form));
     if (want === entries(new URLSearchParams(window.location.search))) e.preventDefault();
   });
+  // A request under way shows where its answer will go: its target is marked busy (dimmed, with
+  // a note) until the answer replaces it, and a clicked tab is highlighted at once (put back if the
+  // request fails).
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.defaultPrevented) return;
+    var target = e.detail.target;
+    if (target && target.setAttribute) target.setAttribute("aria-busy", "true");
+    var link = e.detail.elt;
+    var nav = link && link.tagName === "A" && link.closest("nav.tabs");
+    if (!nav) return;
+    nav.querySelectorAll("a").forEach(function (a) {
+      if (a.classList.contains("current")) a.dataset.wasCurrent = a.getAttribute("aria-current") || "true";
+      a.classList.remove("current");
+      a.removeAttribute("aria-current");
+    });
+    link.classList.add("current");
+    link.setAttribute("aria-current", "page");
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var target = e.detail.target;
+    if (target && target.removeAttribute) target.removeAttribute("aria-busy");
+    var link = e.detail.elt;
+    var nav = link && link.tagName === "A" && link.closest && link.closest("nav.tabs");
+    if (!nav) return;
+    nav.querySelectorAll("a").forEach(function (a) {
+      if (!e.detail.successful) {
+        a.classList.remove("current");
+        a.removeAttribute("aria-current");
+        if (a.dataset.wasCurrent) { a.classList.add("current"); a.setAttribute("aria-current", a.dataset.wasCurrent); }
+      }
+      delete a.dataset.wasCurrent;
+    });
+  });
   // A page the browser kept (its back-forward cache) shows the controls as last touched.
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
