@@ -287,6 +287,18 @@ class TableRow:
             f"({f['discovery']} find, {f['invalid_params']} invalid_params)"
         )
 
+    @property
+    def overhead_shown(self) -> str:
+        """`overhead` as pages show it, with thousands separators (the Markdown export keeps
+        upstream's plain figures)."""
+        f = self.figures
+        if not f["steps"]:
+            return "-"
+        return (
+            f"{f['discovery'] + f['invalid_params']:,} / {f['steps']:,} "
+            f"({f['discovery']:,} find, {f['invalid_params']:,} invalid_params)"
+        )
+
 
 def row_key_of(row: TableRow) -> RowKey:
     """A row's key parts (`score_rows` sets them; a row built by hand has none)."""

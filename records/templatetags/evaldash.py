@@ -224,7 +224,7 @@ def score_row(context: Any, r: Any) -> SafeString:
                 else "",
             )
         )
-    cells.append(_num(r.overhead))
+    cells.append(_num(r.overhead_shown))
     if r.refusal:
         cells.append(
             format_html(
