@@ -7,6 +7,7 @@ naming the variable, so a typo in a deployment fails at start-up instead of beha
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -83,13 +84,45 @@ def env_url(name: str, default: str = "") -> str:
     return value.rstrip("/")
 
 
+def refuse_to_start(message: str) -> None:
+    """Stop with `message` as the one line a command-line user reads (no traceback); a server
+    that imports the settings itself still gets the ImproperlyConfigured to log."""
+    previous = sys.excepthook
+
+    def one_line(kind, value, traceback) -> None:
+        if isinstance(value, ImproperlyConfigured):
+            print(f"evaldash: {value}", file=sys.stderr)
+        else:
+            previous(kind, value, traceback)
+
+    sys.excepthook = one_line
+    raise ImproperlyConfigured(message)
+
+
+def read_secret_key_file(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        refuse_to_start(f"EVALDASH_SECRET_KEY_FILE {path} cannot be read: {exc.strerror}")
+        raise  # not reached
+
+
 DEBUG = env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
+# The key comes from SECRET_KEY, else from the file `scripts/serve` writes once (a random key in
+# var/, which git ignores), so commands run in a checkout that has served the demo work as the
+# README writes them. A deployment sets SECRET_KEY; with neither, only DEBUG=1 (or the test
+# command) starts, on a fixed key that must never serve real users.
+SECRET_KEY_FILE = Path(
+    os.environ.get("EVALDASH_SECRET_KEY_FILE") or BASE_DIR / "var" / "secret_key"
+)
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or read_secret_key_file(SECRET_KEY_FILE)
 if not SECRET_KEY:
     if not DEBUG and not env_bool("EVALDASH_INSECURE_DEV_KEY", False):
-        raise ImproperlyConfigured(
-            "SECRET_KEY is not set: set it to a long random string "
-            "(or set DEBUG=1 for local development)"
+        refuse_to_start(
+            "SECRET_KEY is not set: export SECRET_KEY=<a long random string>, "
+            "or run scripts/serve once to keep a local key in var/secret_key"
         )
     SECRET_KEY = "insecure-development-key-do-not-deploy"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
@@ -127,7 +160,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_filters",
+    # Before django_tasks_db: records' `db_worker` (the same worker, with heartbeats and the
+    # re-queueing of orphaned tasks) takes the name.
     "records",
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -187,6 +223,28 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["TEST"] = {"NAME": str(BASE_DIR / "var" / "test.sqlite3")}
 
+# Heavy work (an upload's ingest, scoring) runs as tasks. The database backend is the one
+# backend: the queue is a table, so SQLite serves one machine and PostgreSQL any number of
+# workers anywhere (`manage.py db_worker`), with nothing else to run. `immediate` runs each task
+# in the process that enqueues it (the test suite uses it; real workers are tested apart).
+_TASK_BACKENDS = {
+    "database": "django_tasks_db.DatabaseBackend",
+    "immediate": "django.tasks.backends.immediate.ImmediateBackend",
+}
+_task_backend = os.environ.get("EVALDASH_TASK_BACKEND", "database").strip().lower()
+if _task_backend not in _TASK_BACKENDS:
+    raise ImproperlyConfigured(
+        f"EVALDASH_TASK_BACKEND={_task_backend!r} is not one of {', '.join(_TASK_BACKENDS)}"
+    )
+TASKS = {"default": {"BACKEND": _TASK_BACKENDS[_task_backend]}}
+# A running task whose worker has not beaten its heart for this long is queued again.
+EVALDASH_TASK_STALE_SECONDS = env_int("EVALDASH_TASK_STALE_SECONDS", 60, minimum=2)
+# A task that failed (or whose worker died) this many times is given up and shown as failed.
+EVALDASH_TASK_MAX_TRIES = env_int("EVALDASH_TASK_MAX_TRIES", 3, minimum=1)
+# At most this many API requests per server process hold their answer (`?wait=`) at once; more
+# are answered 503 with Retry-After, so waiting never takes every thread from the pages.
+EVALDASH_API_WAITERS = env_int("EVALDASH_API_WAITERS", 4, minimum=0)
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -229,9 +287,10 @@ SECURE_HSTS_SECONDS = env_int("EVALDASH_HSTS_SECONDS", 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE_HSTS_SECONDS > 0
 SECURE_HSTS_PRELOAD = SECURE_HSTS_SECONDS > 0
 SECURE_SSL_REDIRECT = env_bool("EVALDASH_SSL_REDIRECT", False)
-SECURE_PROXY_SSL_HEADER = (
-    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("EVALDASH_BEHIND_TLS_PROXY", False) else None
-)
+# Behind the one TLS proxy the README asks for, the proxy says the scheme and appends the client's
+# address to X-Forwarded-For; without it, both headers are the client's own text and ignored.
+EVALDASH_BEHIND_TLS_PROXY = env_bool("EVALDASH_BEHIND_TLS_PROXY", False)
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if EVALDASH_BEHIND_TLS_PROXY else None
 X_FRAME_OPTIONS = "DENY"
 SECURE_CSP = {
     "default-src": [CSP.SELF],

@@ -8,4 +8,5 @@ class RecordsConfig(AppConfig):
     verbose_name = "Evaluation records"
 
     def ready(self) -> None:
+        from records.search import index  # noqa: F401 (connects the receiver forgetting runs)
         from records.views import login  # noqa: F401 (connects the failed-login receiver)

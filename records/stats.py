@@ -126,23 +126,40 @@ def compare(
     baseline: Sequence[tuple[int, int]], candidate: Sequence[tuple[int, int]]
 ) -> Paired | None:
     """Paired comparison of one column over shared cases: each item is a case's (n, d) on each
-    side, in the same case order. Cases with d = 0 on either side are left out."""
+    side, in the same case order. Cases with d = 0 on either side are left out.
+
+    The difference, its interval and its p all read one estimator over one set of cases: each
+    side's rate is its sum of n over its sum of d on the paired cases (the rate a row shows),
+    and a bootstrap resample of cases recomputes exactly that. A percentile interval of a
+    ratio over few or lopsided cases can fall just short of the estimate itself; it is then
+    widened to hold it, so a difference never reads outside its own interval."""
     pairs = [(a, b) for a, b in zip(baseline, candidate, strict=True) if a[1] and b[1]]
     if not pairs:
         return None
-    ra = np.array([a[0] / a[1] for a, _ in pairs])
-    rb = np.array([b[0] / b[1] for _, b in pairs])
-    one_each = all(a[1] == 1 and b[1] == 1 for a, b in pairs)
-    differences = rb - ra
-    means = _resampled_means(differences)  # read by the interval and the bootstrap's p
-    delta = _bootstrap_delta(means)
+    na, da, nb, db = (np.array(column, dtype=np.float64) for column in _columns(pairs))
+    one_each = bool(np.all(da == 1) and np.all(db == 1))
+    base_rate, cand_rate = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
+    seen = cand_rate - base_rate
+    counts = _counts(len(pairs))
+    # Every resample draws at least one case, and each kept case has d > 0 on both sides.
+    resampled = (counts @ nb) / (counts @ db) - (counts @ na) / (counts @ da)
+    delta = _bootstrap_delta(resampled, seen)
     discordant = None
     if one_each:
-        discordant = (int(np.sum((ra == 1) & (rb == 0))), int(np.sum((ra == 0) & (rb == 1))))
+        discordant = (int(np.sum((na == 1) & (nb == 0))), int(np.sum((na == 0) & (nb == 1))))
         p, test = mcnemar_exact(*discordant), "McNemar exact"
     else:
-        p, test = _bootstrap_p(differences, means), "paired bootstrap"
-    return Paired(len(pairs), float(ra.mean()), float(rb.mean()), delta, p, test, discordant)
+        p, test = _bootstrap_p(seen, resampled), "paired bootstrap"
+    return Paired(len(pairs), base_rate, cand_rate, delta, p, test, discordant)
+
+
+def _columns(pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> tuple[list[int], ...]:
+    return (
+        [a[0] for a, _ in pairs],
+        [a[1] for a, _ in pairs],
+        [b[0] for _, b in pairs],
+        [b[1] for _, b in pairs],
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -154,25 +171,19 @@ def _counts(cases: int) -> np.ndarray:
     return rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
 
 
-def _resampled_means(values: np.ndarray) -> np.ndarray:
-    return _counts(len(values)) @ values / len(values)
+def _bootstrap_delta(resampled: np.ndarray, seen: float) -> Interval:
+    """The 95% percentile interval of the paired difference from its resamples, widened where
+    needed to hold the difference seen."""
+    low, high = np.quantile(resampled, [ALPHA / 2, 1 - ALPHA / 2])
+    return Interval(min(float(low), seen), max(float(high), seen))
 
 
-def _bootstrap_delta(means: np.ndarray) -> Interval:
-    """The 95% percentile interval of the mean paired difference, from its resampled means."""
-    low, high = np.quantile(means, [ALPHA / 2, 1 - ALPHA / 2])
-    return Interval(float(low), float(high))
-
-
-def _bootstrap_p(d: np.ndarray, means: np.ndarray) -> float:
-    """Two-sided p of a zero mean paired difference: the differences centred at zero and
-    resampled (each resample draws as many cases as there are, so its mean of the centred
-    differences is its mean of `d` less the mean seen); how often is a mean as far from zero
-    as the one seen?"""
-    if not d.any():
+def _bootstrap_p(seen: float, resampled: np.ndarray) -> float:
+    """Two-sided p of no difference: the resampled differences centred on zero (less the one
+    seen); how often is one as far from zero as the one seen?"""
+    if seen == 0 and not np.any(resampled):
         return 1.0
-    seen = d.mean()
-    return float((np.sum(np.abs(means - seen) >= abs(seen) - 1e-12) + 1) / (RESAMPLES + 1))
+    return float((np.sum(np.abs(resampled - seen) >= abs(seen) - 1e-12) + 1) / (RESAMPLES + 1))
 
 
 def detectable_difference(cases: int, power: float = 0.8) -> float | None:
@@ -183,3 +194,121 @@ def detectable_difference(cases: int, power: float = 0.8) -> float | None:
         return None
     z = _Z + NormalDist().inv_cdf(power)
     return float(min(1.0, z * math.sqrt(0.5 / cases)))
+
+
+# --- one case across runs --------------------------------------------------------------------
+#
+# A case's figures per run are (clean, counted) for one model and surface. Three questions:
+# do its repeats disagree more than slips explain (flaky), did its rate change at some run
+# (first flip), and does it separate the models (discrimination)?
+
+SLIP = 0.05  # an attempt of a steady case may go the other way this often without it being flaky
+FLAKY_RUNS = 2  # at least this many runs must disagree within themselves
+
+
+@dataclass(frozen=True)
+class Flakiness:
+    runs: int  # runs with two or more counted repeats
+    disagreeing: int  # of those, runs whose repeats disagree
+    p_value: float  # of that many disagreeing runs if every attempt slips at SLIP at most
+
+    @property
+    def flaky(self) -> bool:
+        return self.disagreeing >= FLAKY_RUNS and self.p_value < ALPHA
+
+
+def flakiness(runs: Sequence[tuple[int, int]]) -> Flakiness:
+    """Whether repeats under one run, model and surface disagree beyond slips. A steady case
+    (one that would pass, or fail, every time) may still slip: an attempt goes the other way
+    with probability SLIP at most. Then a run of m repeats disagrees within itself with
+    probability at most 1 - (1 - SLIP)^m - SLIP^m, runs independently; the count of
+    disagreeing runs is Poisson-binomial, and its upper tail is the p. Flaky when at least
+    FLAKY_RUNS runs disagree and p < 0.05. A case whose rate is only uncertain (few attempts,
+    all agreeing in each run) is never flaky, however wide its interval."""
+    m = np.array([d for _, d in runs if d >= 2], dtype=np.float64)
+    disagree = sum(1 for k, d in runs if d >= 2 and 0 < k < d)
+    if disagree < FLAKY_RUNS:
+        return Flakiness(len(m), disagree, 1.0)
+    q = 1 - (1 - SLIP) ** m - SLIP**m
+    return Flakiness(len(m), disagree, _poisson_binomial_tail(q, disagree))
+
+
+def _poisson_binomial_tail(q: np.ndarray, at_least: int) -> float:
+    """P(at least `at_least` of independent events with probabilities q happen)."""
+    pmf = np.zeros(len(q) + 1)
+    pmf[0] = 1.0
+    for p in q:
+        pmf[1:] = pmf[1:] * (1 - p) + pmf[:-1] * p
+        pmf[0] *= 1 - p
+    return float(min(1.0, pmf[at_least:].sum()))
+
+
+@dataclass(frozen=True)
+class Flip:
+    index: int  # the first run (0-based, in run order) of the changed rate
+    before: tuple[int, int]  # clean / counted over the runs before it
+    after: tuple[int, int]  # over it and the runs after
+    p_value: float  # Fisher's exact test of the split, before the correction for the splits
+
+
+def first_flip(runs: Sequence[tuple[int, int]]) -> Flip | None:
+    """The run after which a case's rate differs from the runs before it beyond noise: each
+    split of the runs in order (runs before t against t and after) is tested by Fisher's exact
+    test (two-sided, by doubling the smaller tail); the split with the smallest p is the
+    change point, taken when its p is below 0.05 divided by the number of splits (Bonferroni,
+    so a steady case is flagged in at most 5% of its histories). None when no split is."""
+    k = np.array([n for n, d in runs], dtype=np.int64)
+    d = np.array([d for n, d in runs], dtype=np.int64)
+    splits = len(runs) - 1
+    total_k, total_d = int(k.sum()), int(d.sum())
+    if splits < 1 or total_k in (0, total_d):
+        return None
+    from scipy.stats import hypergeom
+
+    before_k, before_d = np.cumsum(k)[:-1], np.cumsum(d)[:-1]
+    ok = (before_d > 0) & (before_d < total_d)
+    if not ok.any():
+        return None
+    low = hypergeom.cdf(before_k, total_d, total_k, before_d)
+    high = hypergeom.sf(before_k - 1, total_d, total_k, before_d)
+    p = np.where(ok, np.minimum(1.0, 2 * np.minimum(low, high)), 1.0)
+    best = int(np.argmin(p))  # the earliest of equal p
+    if p[best] >= ALPHA / splits:
+        return None
+    t = best + 1
+    return Flip(
+        t,
+        (int(before_k[best]), int(before_d[best])),
+        (total_k - int(before_k[best]), total_d - int(before_d[best])),
+        float(p[best]),
+    )
+
+
+@dataclass(frozen=True)
+class Discrimination:
+    v: float  # Cramér's V of models against Clean: 0 (no separation) to 1 (complete)
+    p_value: float  # the chi-square test of equal Clean rates across the models
+    models: int  # models with a counted attempt
+
+
+def discrimination(per_model: Sequence[tuple[int, int]]) -> Discrimination:
+    """How strongly a case separates the models: each model's (clean, counted) on it as a
+    models x {clean, not} table; Cramér's V = sqrt(chi-square / attempts), between 0 (every
+    model passes it as often) and 1 (some models always pass it, the others never), with the
+    chi-square test of equal rates across models. V needs no ranking of the models and is
+    bounded, so cases with different numbers of attempts compare; a case every model always
+    (or never) passes has V = 0 and p = 1."""
+    rows = [(k, d - k) for k, d in per_model if d > 0]
+    if len(rows) < 2:
+        return Discrimination(0.0, 1.0, len(rows))
+    table = np.array(rows, dtype=np.float64)
+    n = table.sum()
+    col = table.sum(axis=0)
+    if (col == 0).any():
+        return Discrimination(0.0, 1.0, len(rows))
+    expected = np.outer(table.sum(axis=1), col) / n
+    chi2 = float(((table - expected) ** 2 / expected).sum())
+    from scipy.stats import chi2 as chi2_dist
+
+    p = float(chi2_dist.sf(chi2, len(rows) - 1))
+    return Discrimination(float(min(1.0, math.sqrt(chi2 / n))), p, len(rows))

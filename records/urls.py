@@ -4,7 +4,7 @@ from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, compare, history, runs, scores, uploads
+from records.views import attempts, cases, compare, history, publish, runs, scores, search, uploads
 
 
 class ExportFormat:
@@ -67,6 +67,16 @@ urlpatterns = [
         name="attempt-raw-call",
     ),
     path(
+        "attempts/<int:pk>/calls/<int:call>/<str:part>/",
+        attempts.attempt_call_body,
+        name="attempt-call-body",
+    ),
+    path(
+        "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>/",
+        attempts.attempt_block_body,
+        name="attempt-block-body",
+    ),
+    path(
         "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>.json",
         attempts.attempt_raw_block,
         name="attempt-raw-block",
@@ -85,6 +95,19 @@ urlpatterns = [
     path("api/v1/conformance", conformance.api_conformance, name="api-conformance"),
     path("upload/", uploads.upload, name="upload"),
     path("uploads/<int:pk>/", uploads.upload_detail, name="upload-detail"),
+    path("uploads/<int:pk>/progress/", uploads.upload_progress, name="upload-progress"),
+    path("queue/", uploads.queue, name="queue"),
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
+    path("api/v1/uploads/<int:pk>", uploads.api_upload_status, name="api-upload-status"),
     path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
+    path("cases/", cases.cases, name="cases"),
+    path("cases.json", cases.cases_json, name="cases-json"),
+    path("cases/case/", cases.case_page, name="case"),
+    path("publish/blocks.md", publish.publish_blocks, name="publish-blocks"),
+    path("publish/model-results.json", publish.publish_record, name="publish-record"),
+    path("publish/records/", publish.published_records, name="published-records"),
+    path("publish/records/<int:pk>/", publish.published_record, name="published-record"),
+    path("search/", search.search, name="search"),
+    path("search.json", search.search_json, name="search-json"),
+    path("search.csv", search.search_csv, name="search-csv"),
 ]

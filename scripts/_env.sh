@@ -21,3 +21,9 @@ ensure_venv() {  # $1: requirements file
   fi
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r "$1"
 }
+ensure_secret_key() {  # a random key kept in var/ (ignored by git) for the commands run later
+  local file="${EVALDASH_SECRET_KEY_FILE:-var/secret_key}"
+  [ -s "$file" ] && return 0
+  mkdir -p "$(dirname "$file")"
+  (umask 077 && .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(50))' >"$file")
+}

@@ -429,6 +429,50 @@ def _variants() -> list[bytes]:
         b'"outcome":"ok","arguments":1e400}}',
         b'{"schema":1,"type":"verify","verify":{"attempt":"a1","name":"n","passed":true}} {}',
     ]
+    # Repeated and folded keys: Go's decoder assigns every member in order.
+    t = b'"attempt":"a1","index":1,"try":1,"status":"ok"'
+    a = b'"id":"a1","case":"c","model":"m","session":"s","repeat":1'
+    out += [
+        b'{"schema":1,"type":"turn","turn":{%s,"usage":{"input":5},"usage":{"output":3}}}' % t,
+        b'{"schema":1,"type":"turn","turn":{%s,"usage":{"input":5},"u\\u0073age":{"output":3}}}'
+        % t,
+        b'{"schema":1,"type":"turn","turn":{%s,"blocks":[{"kind":"text","text":"x"}],'
+        b'"blocks":[{"kind":"thinking"}]}}' % t,
+        b'{"schema":1,"type":"turn","turn":{%s,"latency_ms":5,"latency_ms":null}}' % t,
+        b'{"schema":1,"type":"turn","turn":{%s,"status":"ok","status":null}}' % t,
+        b'{"schema":1,"type":"turn","turn":{%s},"turn":{"detail":"d"}}' % t,
+        b'{"schema":1,"type":"turn","turn":{%s},"turn":null}' % t,
+        b'{"schema":1,"type":"turn","type":"call","turn":{%s}}' % t,
+        b'{"schema":1,"type":"call","type":"turn","turn":{%s}}' % t,
+        b'{"schema":1,"schema":null,"type":"turn","turn":{%s}}' % t,
+        b'{"schema":1,"type":"\\u0074urn","turn":{%s},"turn":{"detail":"d"}}' % t,
+        b'{"schema":1,"type":"attempt","attempt":{%s,"ended_by":"completed","ended_by":null}}' % a,
+        b'{"schema":1,"type":"attempt","attempt":{%s,"ended_by":"completed","shown_tools":3,'
+        b'"shown_tools":null}}' % a,
+        b'{"schema":1,"type":"attempt","attempt":{%s,"ended_by":"completed","facts":{"a":"1"},'
+        b'"facts":{"b":"2"}}}' % a,
+        b'{"schema":1,"type":"attempt","attempt":{%s,"ended_by":"completed","facts":{"a":null}}}'
+        % a,
+        b'{"schema":1,"type":"attempt","attempt":{%s,"ended_by":"completed",'
+        b'"\xc5\xbfession":"t"}}' % a,
+        b'{"schema":1,"type":"call","call":{"attempt":"a1","tool":"t","turn":1,"index":1,'
+        b'"outcome":"ok","requests":4,"requests":null}}',
+        b'{"schema":1,"type":"call","call":{"attempt":"a1","tool":"t","turn":1,"index":1,'
+        b'"outcome":"ok","text":"\\"requests\\":1","requests":2}}',
+    ]
+    # Numbers at the bounds evaldash keeps, and past them.
+    for typ, changes in [
+        ("turn", {"index": 2**31 - 1, "usage": {"input": 2**32, "output": 2**32}}),
+        ("turn", {"index": 2**31}),
+        ("turn", {"try": 3_000_000_000}),
+        ("turn", {"usage": {"input": 2**63 - 1}}),
+        ("turn", {"latency_ms": 1e308}),
+        ("call", {"requests": -(2**31) - 1}),
+        ("call", {"duration_ms": -1e11}),
+        ("attempt", {"shown_tools": 2**31}),
+        ("attempt", {"repeat": 2**31}),
+    ]:
+        out.append(json.dumps(line(typ, **changes)).encode())
     for depth in (1000, 1022, 1023, 1030):
         nested = b"[" * depth + b"]" * depth
         out.append(

@@ -67,13 +67,13 @@ def test_a_spooled_upload_has_no_name_in_the_temporary_directory(
     settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
     settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024  # the shard goes to a temporary file
     seen: list[list[str]] = []
-    real = views.ingest
+    real = views.queue_upload
 
     def looking(inputs, *args, **kwargs):
         seen.append(os.listdir(tmp_path))
         return real(inputs, *args, **kwargs)
 
-    monkeypatch.setattr(views, "ingest", looking)
+    monkeypatch.setattr(views, "queue_upload", looking)
     r = client.post("/upload/", {"file": SimpleUploadedFile("modeleval-a.jsonl", GOOD)})
     assert r.status_code == 200 and Run.objects.count() == 1
     assert seen == [[]]

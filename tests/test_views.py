@@ -287,7 +287,7 @@ class TestAttemptPage:
         assert turns[0].blocks[1].call.tool == "gitlab_find_action"
         assert turns[1].blocks[0].call.dispatched_action == "project.get"
         html = r.content.decode()
-        assert "trace <code>aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2</code>" in html
+        assert "trace <code><bdi>aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2</bdi></code>" in html
         assert "&quot;project_id&quot;: &quot;eval-group/eval-project&quot;" in html
 
     def test_a_rate_limited_try_and_a_rewrite_stand_out_and_every_try_is_costed(self, client):

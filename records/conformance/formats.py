@@ -14,7 +14,15 @@ from typing import Any
 
 import orjson
 
-from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
+from records.formats.text import (
+    NUL_ESCAPE,
+    NUL_MESSAGE,
+    go_field,
+    go_fold,
+    go_json_string,
+    invalid_utf8,
+    nul_field,
+)
 
 SUITE = "taisce-conformance/v1"
 PREFIX = "taisce-memory/v1 untrusted"
@@ -38,7 +46,10 @@ class ConformanceError(Exception):
 # --- the suite file -----------------------------------------------------------------------------
 
 S, INT, B = "string", "integer", "boolean"
-_MESSAGE = {"role": S, "content": S, "untrusted": B}
+# A value Go holds behind a pointer (`*int`, `*ContextAnswer`): null sets it back to nil. Any
+# other value ignores a null and keeps what it held (protocol.go's types).
+PTR = "pointer"
+_MESSAGE = {"role": S, "content": S, "untrusted": B}  # protocol.go Message, everywhere it is used
 _SCHEMA: dict[str, Any] = {
     "suite": S,
     "memory_message_prefix": S,
@@ -48,27 +59,30 @@ _SCHEMA: dict[str, Any] = {
             "rule": S,
             "seed": [{"subject": S, "predicate": S, "object": S, "statement": S}],
             "faults": {"recall": S, "observe": S, "context": S},
-            "context": {
-                "watermark": {"stored": INT, "formed": INT, "parked": INT},
-                "segments": [
-                    {
-                        "segment_id": S,
-                        "level": INT,
-                        "from_offset": INT,
-                        "to_offset": INT,
-                        "covered": INT,
-                        "summary": S,
-                    }
-                ],
-                "turns": [{"log_offset": INT, "occurred_at": S, "messages": [_MESSAGE]}],
-                "characters": INT,
-                "truncated": B,
-            },
+            "context": (
+                PTR,
+                {
+                    "watermark": {"stored": (PTR, INT), "formed": (PTR, INT), "parked": INT},
+                    "segments": [
+                        {
+                            "segment_id": S,
+                            "level": INT,
+                            "from_offset": INT,
+                            "to_offset": INT,
+                            "covered": INT,
+                            "summary": S,
+                        }
+                    ],
+                    "turns": [{"log_offset": INT, "occurred_at": S, "messages": [_MESSAGE]}],
+                    "characters": INT,
+                    "truncated": B,
+                },
+            ),
             "turn": {
-                "history": [{"role": S, "content": S}],
+                "history": [_MESSAGE],
                 "user": S,
                 "tool_calls": [{"call": S, "result": S}],
-                "synthetic": [{"role": S, "content": S}],
+                "synthetic": [_MESSAGE],
                 "assistant": S,
                 "model_failure": B,
                 "compact": B,
@@ -76,48 +90,59 @@ _SCHEMA: dict[str, Any] = {
                 "repeat_after_ms": INT,
             },
             "expect": {
-                "memory_messages": INT,
+                "memory_messages": (PTR, INT),
                 "memory_role": S,
-                "memory_untrusted": B,
+                "memory_untrusted": (PTR, B),
                 "memory_carries": [S],
                 "model_carries": [S],
                 "model_lacks": [S],
-                "fatal": B,
-                "store_error": B,
-                "observed": B,
+                "fatal": (PTR, B),
+                "store_error": (PTR, B),
+                "observed": (PTR, B),
                 "observed_groups": [INT],
                 "observed_roles": [S],
                 "observed_contents": [S],
-                "observe_calls": INT,
-                "observe_keys_equal": B,
-                "stored": INT,
+                "observe_calls": (PTR, INT),
+                "observe_keys_equal": (PTR, B),
+                "stored": (PTR, INT),
             },
         }
     ],
 }
 
 
-def _decoded(value: Any, schema: Any, path: str, file: str) -> Any:
-    """`value` as Go's decoder reads it into the suite's types: null is the zero value, field
-    names match case-insensitively (the last of equal-folding names wins), an unknown field or
-    a value of another type is refused by name. The result spells every name as the type does."""
+def _decoded(value: Any, schema: Any, path: str, file: str, held: Any = None) -> Any:
+    """`value` decoded by Go's rules into what a field of the suite's types already `held`: a
+    null sets a pointer or a list to nil and leaves anything else as it was, an object fills
+    the struct it lands in (a field named twice keeps what the first gave and the second did not
+    overwrite), a list decodes its items into the items already there, field names match by Go's
+    folding, an unknown field or a value of another type is refused by name. The result spells
+    every name as the type does; None stands for nil, a missing key for a value never set."""
+    pointer = isinstance(schema, tuple)
+    if pointer:
+        schema = schema[1]
     if value is None:
-        return None
+        return None if pointer or isinstance(schema, list) else held
     if isinstance(schema, dict):
-        if not isinstance(value, dict):
+        if not isinstance(value, Members):
             raise ConformanceError(file, "must be an object", field=path)
-        out: dict[str, Any] = {}
-        folded = {name.lower(): name for name in schema}
-        for key, item in value.items():
-            name = key if key in schema else folded.get(key.lower())
+        out: dict[str, Any] = dict(held) if isinstance(held, dict) else {}
+        for key, item in value:
+            name = go_field(key, schema)
             if name is None:
                 raise ConformanceError(file, "unknown field", field=f"{path}.{key}".lstrip("."))
-            out[name] = _decoded(item, schema[name], f"{path}.{name}".lstrip("."), file)
+            got = _decoded(item, schema[name], f"{path}.{name}".lstrip("."), file, out.get(name))
+            if got is not None or isinstance(schema[name], tuple | list):
+                out[name] = got
         return out
     if isinstance(schema, list):
-        if not isinstance(value, list):
+        if not isinstance(value, list) or isinstance(value, Members):
             raise ConformanceError(file, "must be a list", field=path)
-        return [_decoded(item, schema[0], f"{path}[{i}]", file) for i, item in enumerate(value)]
+        before = held if isinstance(held, list) else []
+        return [
+            _decoded(item, schema[0], f"{path}[{i}]", file, before[i] if i < len(before) else None)
+            for i, item in enumerate(value)
+        ]
     if schema == S and not isinstance(value, str):
         raise ConformanceError(file, "must be a string", field=path)
     if schema == INT and (
@@ -129,23 +154,88 @@ def _decoded(value: Any, schema: Any, path: str, file: str) -> Any:
     return value
 
 
+class Members(list):
+    """A JSON object's members in order, a name given twice kept twice (Go decodes both)."""
+
+
+_RAW_BAD_BYTE = re.compile("[\udc80-\udcff]")
+
+
 def _first_value(data: bytes, file: str) -> Any:
     """The first JSON value of `data`, as Go's json.Decoder.Decode reads it: what follows the
-    value is left unread."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConformanceError(file, f"is not valid JSON: {invalid_utf8(data)}") from None
+    value is left unread, whatever it holds (more values, text, bytes that are not UTF-8)."""
+    text = data.decode("utf-8", "surrogateescape")
 
     def no_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
     try:
         start = len(text) - len(text.lstrip(" \t\r\n"))
-        doc, _ = json.JSONDecoder(parse_constant=no_constant).raw_decode(text, start)
+        decoder = json.JSONDecoder(parse_constant=no_constant, object_pairs_hook=Members)
+        doc, end = decoder.raw_decode(text, start)
+    except json.JSONDecodeError as exc:
+        bad = _RAW_BAD_BYTE.search(text, 0, exc.pos + 1)
+        why = _bad_byte(text, bad) if bad else exc
+        raise ConformanceError(file, f"is not valid JSON: {why}") from None
     except ValueError as exc:
         raise ConformanceError(file, f"is not valid JSON: {exc}") from None
+    if bad := _RAW_BAD_BYTE.search(text, 0, end):
+        raise ConformanceError(file, f"is not valid JSON: {_bad_byte(text, bad)}")
     return doc
+
+
+def _bad_byte(text: str, bad: re.Match[str]) -> str:
+    at = len(text[: bad.start()].encode("utf-8", "surrogateescape"))
+    return f"invalid UTF-8 at byte {at + 1:,}"
+
+
+def lone_surrogate_field(value: Any, path: str = "") -> str | None:
+    """The dotted path of the first string (or key) in `value` holding a lone surrogate (an
+    escape such as `\\ud800` with no partner), which is no text."""
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, v = stack.pop()
+        if isinstance(v, str):
+            if not _is_text(v):
+                return where
+        elif isinstance(v, dict):
+            for k, item in reversed(list(v.items())):
+                sub = f"{where}.{k}" if where else str(k)
+                if not _is_text(str(k)):
+                    return sub
+                stack.append((sub, item))
+        elif isinstance(v, list):
+            stack.extend((f"{where}[{i}]", item) for i, item in reversed(list(enumerate(v))))
+    return None
+
+
+def _is_text(s: str) -> bool:
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+LONE_SURROGATE_MESSAGE = (
+    "holds a lone surrogate (an unpaired \\ud800-\\udfff escape), which is no text"
+)
+
+
+def is_suite(doc: Any) -> bool:
+    """Whether a decoded document is a suite file: an object with a key Go's decoder reads as
+    `memory_message_prefix` (Go's folding, so `Memory_Message_Prefix` counts)."""
+    members = doc if isinstance(doc, Members) else doc.items() if isinstance(doc, dict) else None
+    return members is not None and any(go_fold(k) == "MEMORY_MESSAGE_PREFIX" for k, _ in members)
+
+
+def starts_with_a_suite(data: bytes) -> bool:
+    """Whether the first JSON value of `data` is a suite, whatever follows it: Load reads that
+    value alone, so a document a whole-file reader refuses may still be a suite."""
+    try:
+        return is_suite(_first_value(data, ""))
+    except ConformanceError:
+        return False
 
 
 @dataclass
@@ -159,7 +249,7 @@ class Suite:
 
     @property
     def names(self) -> list[str]:
-        return [c["name"] for c in self.cases]
+        return [c.get("name", "") for c in self.cases]
 
 
 def read_suite(data: bytes, file: str) -> Suite:
@@ -167,18 +257,22 @@ def read_suite(data: bytes, file: str) -> Suite:
     the first JSON value decoded strictly into the suite's types, the runner's memory message
     prefix, and at least one case. A case may leave out its turn or expect (zero values), and
     names may repeat or be empty: Load allows both, and `ambiguities` says so."""
-    doc = _first_value(data, file)
+    members = _first_value(data, file)
+    if not isinstance(members, Members):
+        raise ConformanceError(file, "a suite file is a JSON object")
+    doc = _decoded(members, _SCHEMA, "", file)
     if NUL_ESCAPE in data and (where := nul_field(doc)):
         raise ConformanceError(file, NUL_MESSAGE, field=where)
-    if not isinstance(doc, dict):
-        raise ConformanceError(file, "a suite file is a JSON object")
-    doc = _decoded(doc, _SCHEMA, "", file)
+    if where := lone_surrogate_field(doc):
+        raise ConformanceError(file, LONE_SURROGATE_MESSAGE, field=where)
     if doc.get("memory_message_prefix") != PREFIX:
         raise ConformanceError(file, f"must be {PREFIX!r}", field="memory_message_prefix")
-    cases = doc.get("cases") or []
-    if not cases:
+    if not doc.get("cases"):
         raise ConformanceError(file, "the suite holds no case", field="cases")
-    return Suite(doc.get("suite") or "", [c or {} for c in cases], doc)
+    # A case left null or without a name holds Go's zero values; spelling them keeps every
+    # reader of the stored document off a missing key.
+    doc["cases"] = [{"name": "", "rule": "", **(c or {})} for c in doc["cases"]]
+    return Suite(doc.get("suite") or "", doc["cases"], doc)
 
 
 def ambiguities(cases: list[dict[str, Any]]) -> list[str]:
@@ -219,18 +313,100 @@ class RunOutput:
     suite: str = ""
     cases: int = 0
     failed: int = 0
+    killed: bool = False  # aborted from outside (a signal), not by the runner
+
+
+def killed_from_outside(exit_status: int) -> bool:
+    """Whether an exit status is a signal's: -1 (or -N) as Go and Python report a process a
+    signal ended, 128+N as a shell does (137 is SIGKILL, a CI job's timeout or the OOM killer)."""
+    return exit_status < 0 or 128 < exit_status <= 128 + 64
+
+
+def go_string(text: str) -> str:
+    """`text` as Go's json.Encoder writes a string (escaping `<`, `>` and `&`)."""
+    return go_json_string(text)
+
+
+def runner_case_line(result: CaseResult) -> bytes:
+    """A case line byte for byte as `taisce conformance` prints it (json.Encoder.Encode of
+    runner.go's Result: case, rule, passed, failures left out when empty, then a newline)."""
+    line = f'{{"case":{go_string(result.case)},"rule":{go_string(result.rule)},"passed":'
+    line += "true" if result.passed else "false"
+    if result.failures:
+        line += ',"failures":[' + ",".join(go_string(f) for f in result.failures) + "]"
+    return (line + "}\n").encode()
+
+
+def runner_summary_line(suite: str, cases: int, failed: int) -> bytes:
+    return f'{{"suite":{go_string(suite)},"cases":{cases},"failed":{failed}}}\n'.encode()
+
+
+def _why_not_the_runners(raw: bytes, keys: tuple[str, ...], failures: Any) -> str:
+    """What about a line that decodes to the runner's values still differs from its bytes."""
+    if raw != raw.strip(b" \t\r\f\v"):
+        return "white space around the line, which the runner never writes"
+    try:
+        members = json.loads(raw, object_pairs_hook=Members)
+    except ValueError:
+        members = Members()
+    names = [k for k, _ in members]
+    if twice := next((k for k in names if names.count(k) > 1), None):
+        return f"the key {twice!r} appears twice, which the runner never writes"
+    if "failures" in names and not failures:
+        return (
+            f"failures is {'null' if failures is None else '[]'}, which the runner leaves out "
+            "when a case has none"
+        )
+    if names != [k for k in keys if k in names]:
+        return f"the keys are out of the order the runner writes ({', '.join(keys)})"
+    if re.search(rb"\s", _STRING.sub(b'""', raw)):
+        return "white space between the values, which the runner's compact JSON never holds"
+    return (
+        "a string is spelled otherwise than Go's encoder spells it (it writes <, > and & as "
+        "\\u003c, \\u003e and \\u0026, and every other printable character as itself, never "
+        "escaped)"
+    )
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def _as_the_runner_prints(
+    raw: bytes, expected: bytes, n: int, file: str, keys: tuple[str, ...], failures: Any
+) -> None:
+    """Refuse a line unless it is, byte for byte, the line the runner prints for its values."""
+    if raw + b"\n" != expected:
+        why = _why_not_the_runners(raw, keys, failures)
+        printed = expected.decode().rstrip("\n")
+        raise ConformanceError(file, f"{why}; the runner would have printed {printed}", line=n)
+
+
+_CASE_KEYS = ("case", "rule", "passed", "failures")
+_SUMMARY_KEYS = ("suite", "cases", "failed")
 
 
 def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None) -> RunOutput:
-    """Case lines then one summary line; empty output with a non-zero exit is an aborted run."""
-    if not data.strip():
+    """A run's stdout, accepted only as `taisce conformance` can print it (cmd/taisce's
+    conformance.go): nothing at all when a run is aborted, else one line per case and a summary
+    line, each exactly as Go's json.Encoder writes it and ended by a newline, each failure one
+    of the judge's texts. The one tolerance: every line ended by CRLF instead, as tools that
+    rewrite line ends (a Windows shell's redirection, git's autocrlf) leave it; the text is
+    otherwise unchanged."""
+    if not data:
         if exit_status == 0:
             raise ConformanceError(
                 file,
                 "the output is empty but the exit status is 0: a run "
                 "that completes prints one line per case and a summary",
             )
-        return RunOutput(aborted=True, results=[])
+        return RunOutput(aborted=True, results=[], killed=killed_from_outside(exit_status))
+    if not data.strip():
+        raise ConformanceError(
+            file,
+            f"the output is {len(data):,} byte(s) of white space: the runner prints nothing at "
+            "all when a run is aborted, and a line per case and a summary when it completes",
+            line=1,
+        )
     if exit_status not in (0, 1):
         raise ConformanceError(
             file,
@@ -238,16 +414,31 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
             "and 1 otherwise",
             field="exit_status",
         )
+    crlf = data.endswith(b"\r\n") and data.count(b"\n") == data.count(b"\r\n")
+    text = data.replace(b"\r\n", b"\n") if crlf else data
+    lines = text.split(b"\n")
+    ends_with_newline = lines[-1] == b""
+    if ends_with_newline:
+        lines.pop()
     results: list[CaseResult] = []
     summary: dict[str, Any] | None = None
     summary_line = 0
     seen: dict[str, int] = {}
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        if not raw.strip():
-            continue
+    for n, raw in enumerate(lines, 1):
         if summary is not None:
             raise ConformanceError(
                 file, "a line follows the summary line; the summary is last", line=n
+            )
+        if not raw.strip():
+            raise ConformanceError(
+                file, "a blank line, which the runner never prints between its lines", line=n
+            )
+        if raw.endswith(b"\r"):
+            raise ConformanceError(
+                file,
+                "the line ends with CRLF and others with a bare newline: the runner ends every "
+                "line with a newline (output whose every line ends with CRLF is read as such)",
+                line=n,
             )
         try:
             doc = orjson.loads(raw)
@@ -260,15 +451,20 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
             raise ConformanceError(file, "each line is a JSON object", line=n)
         if "suite" in doc:
             for key in doc:
-                if key not in ("suite", "cases", "failed"):
+                if key not in _SUMMARY_KEYS:
                     raise ConformanceError(
                         file, "unknown field in the summary line", line=n, field=key
                     )
-            _decoded(doc, {"suite": S, "cases": INT, "failed": INT}, "", file)
+            _decoded(Members(doc.items()), {"suite": S, "cases": INT, "failed": INT}, "", file)
+            for key in _SUMMARY_KEYS:
+                if key not in doc:
+                    raise ConformanceError(file, "missing from the summary line", line=n, field=key)
             summary, summary_line = doc, n
+            expected = runner_summary_line(doc["suite"], doc["cases"], doc["failed"])
+            _as_the_runner_prints(raw, expected, n, file, _SUMMARY_KEYS, None)
             continue
         for key in doc:
-            if key not in ("case", "rule", "passed", "failures"):
+            if key not in _CASE_KEYS:
                 raise ConformanceError(file, "unknown field in a case line", line=n, field=key)
         for key, kind in (("case", str), ("rule", str), ("passed", bool)):
             if not isinstance(doc.get(key), kind):
@@ -284,6 +480,22 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
                 line=n,
                 field="passed",
             )
+        for i, failure in enumerate(failures):
+            if not failure:
+                raise ConformanceError(
+                    file,
+                    "an empty failure: the judge words every failure it finds",
+                    line=n,
+                    field=f"failures[{i}]",
+                )
+            if judge_template(failure) is None:
+                raise ConformanceError(
+                    file,
+                    f"{failure!r} is none of the judge's texts (runner.go judge): the runner "
+                    "prints only those",
+                    line=n,
+                    field=f"failures[{i}]",
+                )
         name = doc["case"]
         if suite is not None:
             # The runner prints one line per suite case, in the suite's order.
@@ -316,10 +528,21 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
                 field="case",
             )
         seen.setdefault(name, n)
-        results.append(CaseResult(n, name, doc["rule"], doc["passed"], failures))
+        result = CaseResult(n, name, doc["rule"], doc["passed"], failures)
+        _as_the_runner_prints(
+            raw, runner_case_line(result), n, file, _CASE_KEYS, doc.get("failures")
+        )
+        results.append(result)
     if summary is None:
         raise ConformanceError(
             file, "the output has no summary line (suite, cases, failed): was it cut off?"
+        )
+    if not ends_with_newline:
+        raise ConformanceError(
+            file,
+            "the last line has no newline after it: the runner ends every line with one (was "
+            "the output cut off, or its last newline stripped?)",
+            line=len(lines),
         )
     if suite is not None and len(results) < len(suite.cases):
         missing = suite.cases[len(results)].get("name", "")
@@ -392,21 +615,53 @@ TEMPLATES = [
     "distinct turns were sent with one idempotency key; the deployment would keep only the first",
     "the deployment holds %d more observation(s) after the turn; expected %d",
 ]
-_VERBS = {"%d": r"-?\d+", "%q": r'(?:"(?:[^"\\]|\\.)*"|\[.*?\])', "%v": r".*?", "%s": r".*?"}
+# What each verb of a template prints, by the Go type runner.go's judge hands it: %d an int, %q
+# a string (strconv.Quote) or a []string (`["a" "b"]`), %v an error's text, a bool or a list.
+_QUOTED = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
+_KINDS = {
+    "int": r"-?\d+",
+    "quoted": _QUOTED,
+    "quoted list": rf"\[(?:{_QUOTED}(?: {_QUOTED})*)?\]",
+    "bool": "true|false",
+    "int list": r"\[(?:-?\d+(?: -?\d+)*)?\]",
+    "list": r"\[.*\]",
+    "text": ".+",
+}
+_ARGS: dict[int, tuple[str, ...]] = {
+    0: ("text",),
+    2: ("int", "quoted", "quoted"),
+    9: ("quoted",),
+    10: ("quoted",),
+    11: ("bool", "bool"),
+    13: ("text",),
+    16: ("text",),
+    17: ("int list", "int list"),
+    18: ("list", "list"),
+    19: ("int", "quoted list", "quoted list"),
+}
 
 
-def _template_regex(template: str) -> re.Pattern[str]:
+def _template_regex(index: int, template: str) -> re.Pattern[str]:
     parts = re.split(r"(%[dqvs])", template)
-    body = "".join(_VERBS[p] if p in _VERBS else re.escape(p) for p in parts)
+    kinds = iter(_ARGS.get(index, ()))
+    body = "".join(
+        f"(?:{_KINDS[next(kinds, 'int')]})" if len(p) == 2 and p[0] == "%" else re.escape(p)
+        for p in parts
+    )
     return re.compile(body, re.DOTALL)
 
 
-_COMPILED = [(t, _template_regex(t)) for t in TEMPLATES]
+_COMPILED = [(t, _template_regex(i, t)) for i, t in enumerate(TEMPLATES)]
+
+
+def judge_template(failure: str) -> str | None:
+    """The judge template a failure text was made from, or None if the judge cannot write it."""
+    for template, pattern in _COMPILED:
+        if pattern.fullmatch(failure):
+            return template
+    return None
 
 
 def template_of(failure: str) -> str:
     """The judge template a failure text was made from, or the text itself if none fits."""
-    for template, pattern in _COMPILED:
-        if pattern.fullmatch(failure):
-            return template
-    return failure
+    return judge_template(failure) or failure

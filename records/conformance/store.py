@@ -11,15 +11,24 @@ import orjson
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from records.conformance.formats import ConformanceError, Suite, read_output, read_suite
+from records.conformance.formats import (
+    ConformanceError,
+    Suite,
+    is_suite,
+    read_output,
+    read_suite,
+    starts_with_a_suite,
+)
 from records.formats.text import NUL_MESSAGE
 from records.models import ConformanceResult, ConformanceRun, ConformanceSuite, Upload
 
 MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 
 
-def looks_like_suite(doc: Any) -> bool:
-    return isinstance(doc, dict) and "memory_message_prefix" in doc
+def looks_like_suite(doc: Any, data: bytes | None = None) -> bool:
+    """Whether a .json document is a suite: its decoded `doc`, or, when a whole-document reader
+    refused `data` (doc None), the first JSON value in it, which is all upstream's Load reads."""
+    return is_suite(doc) if doc is not None else data is not None and starts_with_a_suite(data)
 
 
 def store_suite(data: bytes, name: str, upload: Upload) -> dict[str, Any]:
@@ -158,6 +167,7 @@ def store_run(data: bytes, name: str, meta: RunMeta, upload: Upload) -> dict[str
         "run": run.pk,
         "created": True,
         "aborted": output.aborted,
+        "killed": output.killed,
         "cases": run.case_count,
         "failed": run.failed_count,
     }

@@ -9,7 +9,8 @@ Lines come in two representations: the run and session lines (a handful per shar
 the attempt, turn, call and verify lines (the bulk) as the typed payload structs below. A line
 spelled exactly as upstream writes it is decoded straight into its struct by msgspec, which checks
 every field's type on the way; any line msgspec refuses (another spelling, a null, a wrong type,
-bad JSON) is read again by the general reader, which follows Go's rules and words the error.
+bad JSON), or that repeats a key msgspec would read unlike Go, is read again by the general
+reader, which follows Go's rules and words the error.
 Both end in the same checks, so the fast decoder only ever decides how fast a line is read.
 
 One deliberate difference from upstream, documented in the README: a `completed` attempt that
@@ -20,6 +21,7 @@ prose there, G.3), because refusing real shards helps nobody.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -29,7 +31,7 @@ from typing import IO, Annotated, Any, Literal, Union
 import msgspec
 import orjson
 
-from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
+from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, go_fold, invalid_utf8, nul_field
 
 SCHEMA_VERSION = 1
 MAX_LINE_BYTES = 1_048_576  # including the newline (A.3 maxShardLine)
@@ -63,6 +65,20 @@ ID_FIELDS = {
     "verify": ("attempt",),
 }
 _INT64 = 2**63
+# evaldash's own bounds, not upstream's (README, "What the reader accepts"). No real run comes
+# near them; they keep every value storable alike on SQLite and PostgreSQL, every sum over a run
+# inside 64 bits and every cost finite. Each is checked, by line and field, where its line type
+# is checked below.
+INT32_MAX = 2**31 - 1  # integers kept in 32-bit columns: repeats, indexes, tries, tool counts
+INT32_MIN = -(2**31)  # call.requests, the one such integer without a lower bound of its own
+# One usage field (input, output, cache_created, cache_read) of one turn line. 2 GiB of turn
+# lines (a whole archive) all at this bound sum to under 2**59 per field.
+MAX_TOKENS = 2**32
+# A price, dollars per million tokens, either sign (real ones are under 1,000): with MAX_TOKENS,
+# a turn costs at most about $1.7 billion and any sum of costs stays finite.
+MAX_PRICE_USD = 100_000.0
+# A turn's latency_ms or a call's duration_ms, either sign (about 115 days).
+MAX_MILLISECONDS = 1e10
 _ZERO_TIME = datetime(1, 1, 1, tzinfo=UTC)
 _RFC3339 = re.compile(
     r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})$"
@@ -116,14 +132,15 @@ class _FieldError(Exception):
         self.message = message
 
 
-# Field kinds. Each decoder takes (value, path) and returns the Python value or raises.
-def _str(v: Any, path: str) -> str:
+# Field kinds. Each decoder takes (value, path, what the field holds so far) and returns the
+# Python value or raises; `value` is never null (the struct decides what null means).
+def _str(v: Any, path: str, old: Any = None) -> str:
     if isinstance(v, str):
         return v
     raise _FieldError(path, f"must be a string, not {_kind(v)}")
 
 
-def _int(v: Any, path: str) -> int:
+def _int(v: Any, path: str, old: Any = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float):
             raise _FieldError(path, f"must be a whole number, not {v!r}")
@@ -133,41 +150,54 @@ def _int(v: Any, path: str) -> int:
     return v
 
 
-def _float(v: Any, path: str) -> float:
+def _float(v: Any, path: str, old: Any = None) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float):
         raise _FieldError(path, f"must be a number, not {_kind(v)}")
     return float(v)
 
 
-def _bool(v: Any, path: str) -> bool:
+def _bool(v: Any, path: str, old: Any = None) -> bool:
     if isinstance(v, bool):
         return v
     raise _FieldError(path, f"must be true or false, not {_kind(v)}")
 
 
-def _raw(v: Any, path: str) -> Any:
+def _raw(v: Any, path: str, old: Any = None) -> Any:
     return v
 
 
-def _map(v: Any, path: str) -> dict[str, str]:
+def _map(v: Any, path: str, old: Any = None) -> dict[str, str]:
+    # Go decodes into the map it already holds, keeping its entries; null stores "".
     if not isinstance(v, dict):
         raise _FieldError(path, f"must be an object of strings, not {_kind(v)}")
-    for k, item in v.items():
-        if not isinstance(item, str):
+    out: dict[str, str] = old if isinstance(old, dict) else {}
+    for k, item in _members(v):
+        if item is None:
+            out[k] = ""
+        elif isinstance(item, str):
+            out[k] = item
+        else:
             raise _FieldError(f"{path}.{k}", f"must be a string, not {_kind(item)}")
-    return v
+    return out
 
 
-def _str_list(v: Any, path: str) -> list[str]:
+def _str_list(v: Any, path: str, old: Any = None) -> list[str]:
+    # Go decodes each element into the one already at its place; null leaves that one.
     if not isinstance(v, list):
         raise _FieldError(path, f"must be a list of strings, not {_kind(v)}")
+    had = old if isinstance(old, list) else []
+    out = []
     for i, item in enumerate(v):
-        if not isinstance(item, str):
+        if item is None:
+            out.append(had[i] if i < len(had) else "")
+        elif isinstance(item, str):
+            out.append(item)
+        else:
             raise _FieldError(f"{path}[{i}]", f"must be a string, not {_kind(item)}")
-    return v
+    return out
 
 
-def _time(v: Any, path: str) -> datetime | None:
+def _time(v: Any, path: str, old: Any = None) -> datetime | None:
     if not isinstance(v, str):
         raise _FieldError(path, f"must be an RFC 3339 timestamp string, not {_kind(v)}")
     m = _RFC3339.match(v)
@@ -219,63 +249,91 @@ _TYPES: dict[Decoder, Any] = {
 }
 
 
-class _Struct:
-    """A Go struct as the strict decoder sees it: known fields, case-insensitive, nothing else.
+class _Object(dict):  # type: ignore[type-arg]
+    """A JSON object as the general reader decodes it: a dict (the last of equal keys wins, at
+    the first one's place, as orjson has it) that also keeps every member in document order,
+    duplicates included, for Go's reading of a struct."""
 
-    The common case (every key spelled as declared, plain strings and integers) is checked with
-    set operations and one type test per field; only unusual lines take the slow path.
+    __slots__ = ("members",)
+
+
+def _members(v: dict[str, Any]) -> Any:
+    return v.members if type(v) is _Object else v.items()
+
+
+def _orjson_int(text: str) -> int | float:
+    # orjson reads an integer beyond 64 bits as a float; the second parse must read it alike.
+    n = int(text)
+    return n if -_INT64 <= n < 2 * _INT64 else float(text)
+
+
+def _object(members: list[tuple[str, Any]]) -> _Object:
+    obj = _Object(members)
+    obj.members = members
+    return obj
+
+
+def _with_members(raw: bytes, doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` (orjson's reading of `raw`, which it accepted) again, every object keeping all its
+    members: orjson, like a dict, keeps one value per key, and Go's decoder sees each."""
+    try:
+        return json.loads(raw, object_pairs_hook=_object, parse_int=_orjson_int)
+    except RecursionError:  # nesting deep inside a raw value: duplicates there are kept by value
+        return doc
+
+
+class _Struct:
+    """A Go struct as the strict decoder sees it: known fields, nothing else.
+
+    A key names a field by its exact name, else by Go's case folding (`go_fold`). Every member
+    assigns in document order, so the last of several spellings wins; null leaves a value in
+    place, except where Go sets it to nil (`nil`: maps, lists, raw JSON, pointers); an object
+    decodes into the struct or map the field already holds, a list into the elements already at
+    their places, as Go's decoder does.
     """
 
-    def __init__(self, fields: dict[str, Decoder]) -> None:
+    def __init__(self, fields: dict[str, Decoder], *, pointer: bool = False) -> None:
         self.fields = fields
-        self.folded = {name.lower(): name for name in fields}
-        simple = {_str: str, _int: int, _bool: bool, _float: float}
-        # name -> the Python type a well-formed value has, or the decoder for anything else.
-        self.kinds: dict[str, Any] = {
-            n: simple.get(d, d) for n, d in fields.items() if d is not _raw
+        self.folded = {go_fold(name): name for name in fields}
+        # Whether null sets this struct, as a field of another, to nil (a pointer in Go).
+        self.pointer = pointer
+        self.nil = {
+            name
+            for name, d in fields.items()
+            if d in (_map, _str_list, _raw) or getattr(d, "pointer", False)
         }
-        self.kinds.update({n: _raw for n, d in fields.items() if d is _raw})
         # name -> the Python type of a field read by a plain decoder (nested structs left out).
         self.types: dict[str, Any] = {n: _TYPES[d] for n, d in fields.items() if d in _TYPES}
 
-    def __call__(self, obj: Any, path: str) -> dict[str, Any]:
-        if type(obj) is not dict:
+    def __call__(self, obj: Any, path: str, into: Any = None) -> dict[str, Any]:
+        if not isinstance(obj, dict):
             raise _FieldError(path, f"must be an object, not {_kind(obj)}")
-        kinds = self.kinds
-        for name, value in obj.items():
-            want = kinds.get(name)
-            kind = type(value)
-            if kind is want:
-                if kind is int and not -_INT64 <= value < _INT64:
-                    _int(value, f"{path}.{name}")
-            elif want is _raw or (want is float and kind is int):
-                continue
-            elif want is None or value is None:
-                return self(self._normalize(obj, path), path)
-            elif want in (str, int, bool, float):
-                self.fields[name](value, f"{path}.{name}")  # raises with the right words
-            else:
-                obj[name] = want(value, f"{path}.{name}")
-        return obj
-
-    def _normalize(self, obj: dict[str, Any], path: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in obj.items():
-            name = key if key in self.fields else self.folded.get(key.lower())
+        out: dict[str, Any] = into if isinstance(into, dict) else {}
+        fields = self.fields
+        for key, value in _members(obj):
+            name = key if key in fields else self.folded.get(go_fold(key))
             if name is None:
                 raise _FieldError(f"{path}.{key}", "unknown field (this reader is strict)")
-            if value is None:  # Go leaves the value in place for null
+            if value is None:
+                if name in self.nil:
+                    out.pop(name, None)
                 continue
-            out[name] = value  # the last of several spellings wins, as in Go
+            out[name] = fields[name](value, f"{path}.{name}", out.get(name))
         return out
 
 
 def _list_of(item: _Struct) -> Decoder:
-    def decode(v: Any, path: str) -> list[dict[str, Any]]:
+    def decode(v: Any, path: str, old: Any = None) -> list[dict[str, Any]]:
         if not isinstance(v, list):
             raise _FieldError(path, f"must be a list, not {_kind(v)}")
-        return [item(x, f"{path}[{i}]") if x is not None else {} for i, x in enumerate(v)]
+        had = old if isinstance(old, list) else []
+        out = []
+        for i, x in enumerate(v):
+            there = had[i] if i < len(had) else {}
+            out.append(there if x is None else item(x, f"{path}[{i}]", there))
+        return out
 
+    decode.pointer = True  # type: ignore[attr-defined]  (a slice: null sets it to nil)
     return decode
 
 
@@ -286,7 +344,8 @@ _PRICE = _Struct(
         "cache_write_per_million_usd": _float,
         "cache_read_per_million_usd": _float,
         "retrieved_on": _str,
-    }
+    },
+    pointer=True,
 )
 _PROVIDER = _Struct({"spec": _str, "name": _str, "model": _str, "options": _map, "price": _PRICE})
 _USAGE = _Struct({"input": _int, "output": _int, "cache_created": _int, "cache_read": _int})
@@ -382,6 +441,7 @@ PAYLOADS: dict[str, _Struct] = {
     "verify": _Struct({"attempt": _str, "name": _str, "passed": _bool, "detail": _str}),
 }
 _ENVELOPE_KEYS = {"schema": "schema", "type": "type", **{t: t for t in LINE_TYPES}}
+_ENVELOPE_FOLDED = {go_fold(key): name for key, name in _ENVELOPE_KEYS.items()}
 
 
 def _blank(p: dict[str, Any], name: str) -> bool:
@@ -402,13 +462,37 @@ def _at_least(p: dict[str, Any], typ: str, name: str, low: int, *, present: bool
         raise _FieldError(f"{typ}.{name}", f"must be at least {low}, not {value}")
 
 
+def _at_most(value: float, path: str, high: float, why: str) -> None:
+    if value > high:
+        raise _FieldError(path, f"must be at most {high:,.0f} ({why}), not {value:,}")
+
+
+def _within(value: float, path: str, high: float, why: str) -> None:
+    if not -high <= value <= high:
+        raise _FieldError(
+            path, f"must be between -{high:,.0f} and {high:,.0f} ({why}), not {value}"
+        )
+
+
+_IN_32_BITS = "evaldash keeps it in 32 bits"
+
+
 def _check_run(p: dict[str, Any]) -> None:
     for name in ID_FIELDS["run"]:
         _short(p.get(name, ""), f"run.{name}")
     for i, provider in enumerate(p.get("providers", ())):
         _short(provider.get("spec", ""), f"run.providers[{i}].spec")
+        for name, value in provider.get("price", {}).items():
+            if name != "retrieved_on":
+                _within(
+                    value,
+                    f"run.providers[{i}].price.{name}",
+                    MAX_PRICE_USD,
+                    "evaldash's bound on a price in dollars per million tokens",
+                )
     _require(p, "run", "run_id")
     _at_least(p, "run", "repeat", 1)
+    _at_most(p["repeat"], "run.repeat", INT32_MAX, _IN_32_BITS)
 
 
 def _check_session(p: dict[str, Any]) -> None:
@@ -417,6 +501,8 @@ def _check_session(p: dict[str, Any]) -> None:
     _require(p, "session", "label")
     _at_least(p, "session", "served_tools", 0)
     _at_least(p, "session", "slice_size", 0, present=True)
+    for name in ("served_tools", "slice_size"):
+        _at_most(p.get(name, 0), f"session.{name}", INT32_MAX, _IN_32_BITS)
 
 
 # --- the bulk line types as typed structs --------------------------------------------------------
@@ -568,8 +654,11 @@ def _check_attempt(p: AttemptLine) -> None:
     if ended_by not in _SESSIONLESS and not p.session.strip():
         raise _FieldError("attempt.session", "is required and is empty")
     _low(p.repeat, "attempt.repeat", 1)
+    if p.repeat > INT32_MAX:
+        _at_most(p.repeat, "attempt.repeat", INT32_MAX, _IN_32_BITS)
     if p.shown_tools is not None:
         _low(p.shown_tools, "attempt.shown_tools", 0)
+        _at_most(p.shown_tools, "attempt.shown_tools", INT32_MAX, _IN_32_BITS)
     if ended_by == "skipped" and not p.reason.strip():
         raise _FieldError("attempt.reason", "a skipped attempt must say why it was skipped")
 
@@ -580,6 +669,12 @@ def _check_turn(p: TurnLine) -> None:
         _low(p.index, "turn.index", 1)
     if p.try_ < 1:
         _low(p.try_, "turn.try", 1)
+    if p.index > INT32_MAX or p.try_ > INT32_MAX:
+        _at_most(p.index, "turn.index", INT32_MAX, _IN_32_BITS)
+        _at_most(p.try_, "turn.try", INT32_MAX, _IN_32_BITS)
+    latency = p.latency_ms
+    if latency is not None and abs(latency) > MAX_MILLISECONDS:
+        _within(latency, "turn.latency_ms", MAX_MILLISECONDS, _MS_WHY)
     if p.status not in _TURN_STATUSES:
         raise _FieldError("turn.status", f"{p.status!r} is not one of {', '.join(TURN_STATUSES)}")
     for i, block in enumerate(p.blocks):
@@ -592,6 +687,13 @@ def _check_turn(p: TurnLine) -> None:
     if u.input < 0 or u.output < 0 or u.cache_created < 0 or u.cache_read < 0:
         for name in ("input", "output", "cache_created", "cache_read"):
             _low(getattr(u, name), f"turn.usage.{name}", 0)
+    if max(u.input, u.output, u.cache_created, u.cache_read) > MAX_TOKENS:
+        for name in ("input", "output", "cache_created", "cache_read"):
+            _at_most(getattr(u, name), f"turn.usage.{name}", MAX_TOKENS, _TOKENS_WHY)
+
+
+_MS_WHY = "evaldash's bound on a time in milliseconds"
+_TOKENS_WHY = "evaldash's bound on one turn's token count, which keeps a run's sums in 64 bits"
 
 
 def _check_call(p: CallLine) -> None:
@@ -602,6 +704,18 @@ def _check_call(p: CallLine) -> None:
         _low(p.turn, "call.turn", 1)
     if p.index < 1:
         _low(p.index, "call.index", 1)
+    if p.turn > INT32_MAX or p.index > INT32_MAX:
+        _at_most(p.turn, "call.turn", INT32_MAX, _IN_32_BITS)
+        _at_most(p.index, "call.index", INT32_MAX, _IN_32_BITS)
+    requests = p.requests
+    if requests is not None and not INT32_MIN <= requests <= INT32_MAX:
+        raise _FieldError(
+            "call.requests",
+            f"must be between {INT32_MIN:,} and {INT32_MAX:,} ({_IN_32_BITS}), not {requests:,}",
+        )
+    duration = p.duration_ms
+    if duration is not None and abs(duration) > MAX_MILLISECONDS:
+        _within(duration, "call.duration_ms", MAX_MILLISECONDS, _MS_WHY)
     outcome = p.outcome
     if outcome in _CALL_OUTCOMES:
         return
@@ -633,6 +747,39 @@ _CHECKS: dict[str, Callable[[Any], None]] = {
 }
 
 
+# msgspec keeps the last of repeated keys, as Go does for a value, but where Go decodes into what a
+# field already holds (an object into its struct or map, a list into its elements) or leaves it
+# for null (a number or flag msgspec reads as optional), the last is not the whole answer: a line
+# repeating such a key, or spelling a key with an escape (which could repeat one unseen), is left
+# to the general reader. A quoted name inside a string value is escaped, so counting the quoted
+# name finds every key that spells it (and at worst a value that is the bare name).
+_MERGED = {
+    "attempt": (b'"facts"', b'"shown_tools"', b'"overflowed"'),
+    "turn": (b'"usage"', b'"blocks"', b'"latency_ms"'),
+    "call": (b'"duration_ms"', b'"requests"'),
+    "verify": (),
+}
+# The payload's key, and the type's value that spells it too ("type":"turn", "turn":{...}).
+_PAYLOAD_KEY = {
+    typ: (f'"{typ}"'.encode(), f'"type":"{typ}"'.encode(), names) for typ, names in _MERGED.items()
+}
+# A key holding a \u escape: its last escape, then anything but an unescaped quote, then a quote
+# and a colon (a string value's closing quote is never followed by a colon).
+_ESCAPED_KEY = re.compile(rb'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\[^u])*"\s*:')
+
+
+def _repeats(raw: bytes, typ: str) -> bool:
+    """Whether the line may repeat a key whose repetition msgspec would read unlike Go."""
+    key, tag, names = _PAYLOAD_KEY[typ]
+    count = raw.count
+    if count(key) > 1 + count(tag):
+        return True
+    for name in names:
+        if count(name) > 1:
+            return True
+    return b"\\u" in raw and _ESCAPED_KEY.search(raw) is not None
+
+
 def parse_line(raw: bytes) -> tuple[str, Any]:
     """Decode and validate one non-blank shard line: (type, payload). Raises `_FieldError`.
 
@@ -645,9 +792,10 @@ def parse_line(raw: bytes) -> tuple[str, Any]:
             pass  # not spelled exactly as upstream writes it: the general reader decides
         else:
             typ = _ENVELOPES[type(line)]
-            payload = getattr(line, typ)
-            _CHECKS[typ](payload)
-            return typ, payload
+            if not _repeats(raw, typ):
+                payload = getattr(line, typ)
+                _CHECKS[typ](payload)
+                return typ, payload
     typ, payload = _parse_general(raw)
     struct = STRUCTS.get(typ)
     if struct is not None:
@@ -657,7 +805,8 @@ def parse_line(raw: bytes) -> tuple[str, Any]:
 
 
 def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
-    """Go's reading of a line: field names in any case, null leaves a field unset, last key wins."""
+    """Go's reading of a line: each key names a field by its exact name or by Go's case folding,
+    every member assigns in order (the last spelling wins), null leaves a value in place."""
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -672,18 +821,20 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
     schema: Any = 0
     typ: Any = ""
     payloads: dict[str, Any] = {}
-    for key, value in doc.items():
-        name = _ENVELOPE_KEYS.get(key) or _ENVELOPE_KEYS.get(key.lower())
+    for key, value in _members(_with_members(raw, doc)):
+        name = _ENVELOPE_KEYS.get(key) or _ENVELOPE_FOLDED.get(go_fold(key))
         if name is None:
             raise _FieldError(key, "unknown field (this reader is strict)")
         if name == "schema":
-            schema = 0 if value is None else _int(value, "schema")
+            if value is not None:
+                schema = _int(value, "schema")
         elif name == "type":
-            typ = "" if value is None else _str(value, "type")
-        elif value is None:
+            if value is not None:
+                typ = _str(value, "type")
+        elif value is None:  # a payload is a pointer: null sets it to nil
             payloads.pop(name, None)
-        else:
-            payloads[name] = value
+        else:  # a payload seen before is decoded into, as Go decodes into what a pointer holds
+            payloads[name] = PAYLOADS[name](value, name, payloads.get(name))
     if schema != SCHEMA_VERSION:
         raise _FieldError(
             "schema",
@@ -699,7 +850,7 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
             ", ".join(payloads),
             f"line type {typ} carries {len(payloads)} payloads, want exactly one",
         )
-    return typ, PAYLOADS[typ](payloads[typ], typ)
+    return typ, payloads[typ]
 
 
 def _short(value: str, path: str) -> None:

@@ -6,6 +6,7 @@ import orjson
 
 from records.conformance.store import looks_like_suite, store_suite
 from records.formats.corpus_key import CorpusKeyError
+from records.formats.model_results import is_record
 from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, invalid_utf8, nul_field
 from records.ingest.inputs import (
     IngestReport,
@@ -15,6 +16,7 @@ from records.models import (
     Upload,
 )
 from records.replays.store import ingest_document, looks_like_replay
+from records.scores.publish import store_record
 from records.scores.run import rescore_for_key, store_key
 
 MAX_KEY_BYTES = 64 * 1024 * 1024
@@ -30,12 +32,18 @@ def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatc
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        if looks_like_suite(None, data):  # a suite is its first JSON value, as Load reads it
+            report.suites.append(store_suite(data, item.name, upload))
+            return
         raise CorpusKeyError(item.name, f"is not valid JSON: {invalid_utf8(data) or exc}") from None
     if NUL_ESCAPE in data and (where := nul_field(doc)):
         raise CorpusKeyError(item.name, NUL_MESSAGE, field=where)
 
     if looks_like_suite(doc):
         report.suites.append(store_suite(data, item.name, upload))
+        return
+    if is_record(doc):
+        report.records.append(store_record(data, doc, item.name, upload))
         return
     if not (isinstance(doc, dict) and "format" in doc) and looks_like_replay(doc):
         report.replays.append(ingest_document(doc, item.name, upload, data))

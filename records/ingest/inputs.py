@@ -48,6 +48,7 @@ class IngestReport:
     keys: list[dict[str, Any]] = field(default_factory=list)
     replays: list[dict[str, Any]] = field(default_factory=list)
     suites: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)  # model results records
 
     @property
     def ok(self) -> bool:
@@ -62,6 +63,7 @@ class IngestReport:
             "keys": self.keys,
             "replays": self.replays,
             "suites": self.suites,
+            "records": self.records,
         }
 
     def summary_line(self) -> str:
@@ -74,6 +76,7 @@ class IngestReport:
             + (f", {len(self.keys)} corpus key(s)" if self.keys else "")
             + (f", {len(self.replays)} replay document(s)" if self.replays else "")
             + (f", {len(self.suites)} conformance suite(s)" if self.suites else "")
+            + (f", {len(self.records)} model results record(s)" if self.records else "")
         )
 
 

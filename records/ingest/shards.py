@@ -50,6 +50,7 @@ from records.models import (
     Verify,
 )
 from records.scores.run import score_if_unscored
+from records.search.index import index_run
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -333,6 +334,7 @@ def ingest_shard(
                     sha = shard_row.sha256 = msg[1]
                     shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
+            index_run(run)  # searchable exactly when stored
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:
         report.refused.append(exc.as_dict())

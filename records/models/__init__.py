@@ -11,15 +11,26 @@ from records.formats.shard import ENDINGS
 from records.models.conformance import ConformanceResult, ConformanceRun, ConformanceSuite
 from records.models.fields import WholeJSONField
 from records.models.intake import ApiToken, AuditEvent, ShardFile, Upload
+from records.models.published import PublishedRecord, PublishedRow
 from records.models.replays import ObsCorpus, ObsReplay
 from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSummary, Turn, Verify
-from records.models.scoring import CorpusKey, KeyCase, ScoreCase, ScoreRow, Scoring, Verdict
+from records.models.scoring import (
+    CaseFigure,
+    CorpusKey,
+    KeyCase,
+    ScoreCase,
+    ScoreRow,
+    Scoring,
+    Verdict,
+)
+from records.search.models import SearchEntry
 
 __all__ = [
     "ApiToken",
     "Attempt",
     "AuditEvent",
     "Call",
+    "CaseFigure",
     "ConformanceResult",
     "ConformanceRun",
     "ConformanceSuite",
@@ -29,9 +40,12 @@ __all__ = [
     "ObsCorpus",
     "ObsReplay",
     "Provider",
+    "PublishedRecord",
+    "PublishedRow",
     "Run",
     "ScoreCase",
     "ScoreRow",
+    "SearchEntry",
     "Scoring",
     "Session",
     "ShardFile",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from records.conformance.formats import CaseResult
+from records.conformance.formats import CaseResult, killed_from_outside
 from records.models.fields import KeptFile, row_columns
 from records.models.intake import Upload
 
@@ -50,6 +50,11 @@ class ConformanceRun(KeptFile):
 
     def __str__(self) -> str:
         return f"{self.adapter} {self.adapter_version} {self.ran_at:%Y-%m-%d}"
+
+    @property
+    def killed(self) -> bool:
+        """Aborted by a signal from outside (a CI timeout, the OOM killer), not by the runner."""
+        return self.aborted and killed_from_outside(self.exit_status)
 
 
 class ConformanceResult(

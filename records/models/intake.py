@@ -29,8 +29,68 @@ class Upload(models.Model):
     token = models.ForeignKey("ApiToken", null=True, blank=True, on_delete=models.SET_NULL)
     summary = models.JSONField(default=dict)
 
+    class Status(models.TextChoices):
+        QUEUED = "queued", "queued"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        FAILED = "failed", "failed"
+
+    # Rows from before uploads were queued were all ingested in their request: done.
+    status = models.CharField(
+        max_length=8, choices=Status.choices, default=Status.DONE, db_index=True
+    )
+    # What the worker has done so far: bytes read of the shard in hand, shards and attempts done.
+    progress = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    tries = models.IntegerField(default=0)
+    allow_digest_mismatch = models.BooleanField(default=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
     def __str__(self) -> str:
         return f"upload {self.pk} ({self.source}, {self.created_at:%Y-%m-%d %H:%M})"
+
+    def get_absolute_url(self) -> str:
+        from django.urls import reverse
+
+        return reverse("records:upload-detail", args=[self.pk])
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (self.Status.DONE, self.Status.FAILED)
+
+
+class PendingChunk(models.Model):
+    """A piece of an upload's bytes waiting in the database for a worker, which may be on
+    another machine; an upload's chunks are written in the request's one transaction and deleted
+    once it is done."""
+
+    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="pending")
+    file = models.IntegerField()  # the input's position in the upload
+    name = models.CharField(max_length=500)
+    seq = models.IntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["upload", "file", "seq"], name="pending_chunk_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} chunk {self.seq} (upload {self.upload_id})"
+
+
+class WorkerBeat(models.Model):
+    """A task worker's heartbeat: a running task whose worker has not beaten for a while is
+    taken to be orphaned (the worker was killed) and queued again."""
+
+    worker_id = models.CharField(max_length=64, primary_key=True)
+    beat_at = models.DateTimeField(db_index=True)
+    host = models.CharField(max_length=200, blank=True)
+    pid = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"worker {self.worker_id} ({self.host} {self.pid})"
 
 
 class ShardFile(KeptFile):

@@ -156,3 +156,65 @@ class ScoreCase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.case}: {self.completed} / {self.counted}"
+
+
+class CaseFigureQuerySet(models.QuerySet):
+    def store_for(self, scoring: Scoring) -> int:
+        """Keep a scoring's figures per case, model and surface (what the case pages read, so
+        that they never read a verdict): one read of its verdicts, in repeat order. Returns
+        how many were stored; a scoring's figures are replaced whole."""
+        marks: dict[tuple[str, str, str, str], list[str]] = {}
+        for case, row_key, model, surface, counted, clean in (
+            Verdict.objects.filter(scoring=scoring)
+            .order_by("case", "row_key", "attempt__repeat", "attempt_id")
+            .values_list("case", "row_key", "model", "surface", "counted", "clean")
+        ):
+            marks.setdefault((case, row_key, model, surface), []).append(
+                ("1" if clean else "0") if counted else "-"
+            )
+        figures = [
+            CaseFigure(
+                scoring=scoring,
+                case=case,
+                row_key=row_key,
+                model=model,
+                surface=surface,
+                clean=m.count("1"),
+                counted=len(m) - m.count("-"),
+                total=len(m),
+                marks="".join(m),
+            )
+            for (case, row_key, model, surface), m in marks.items()
+        ]
+        self.filter(scoring=scoring).delete()
+        self.bulk_create(figures, batch_size=2000)
+        return len(figures)
+
+
+class CaseFigure(models.Model):
+    """One case of one score row of a scoring (a model on a surface): its Clean attempts over its counted
+    ones, and each repeat's mark in repeat order (`1` clean, `0` counted and not clean, `-`
+    counted apart), written once when the scoring is stored."""
+
+    scoring = models.ForeignKey(
+        Scoring, on_delete=models.CASCADE, related_name="case_figures", db_index=False
+    )
+    case = models.TextField()
+    row_key = models.TextField()  # the score row, for links to a comparison of two runs
+    model = models.TextField()
+    surface = models.TextField()
+    clean = models.IntegerField()
+    counted = models.IntegerField()
+    total = models.IntegerField()
+    marks = models.TextField()
+
+    objects = CaseFigureQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["scoring", "case"]),
+            models.Index(fields=["case", "scoring"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.case} {self.model} {self.surface}: {self.clean} / {self.counted}"

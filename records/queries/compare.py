@@ -298,16 +298,18 @@ class RowComparison:
         return self.kinds.get("fixed", 0)
 
     def columns(self) -> list[tuple[str, tuple[int, int], tuple[int, int], float | None]]:
+        """Per column: both sides' ratios and the difference in points. Where the column was
+        tested case by case, the difference is the test's (over the cases both sides ran with
+        a denominator, by the estimator its interval resamples), so it lies inside that
+        interval; otherwise it is read off the two ratios."""
         assert self.baseline and self.candidate
-        return [
-            (
-                title,
-                self.baseline.ratio(c),
-                self.candidate.ratio(c),
-                delta_points(self.baseline.ratio(c), self.candidate.ratio(c)),
-            )
-            for c, title in TITLED_COLUMNS
-        ]
+        out = []
+        for c, title in TITLED_COLUMNS:
+            a, b = self.baseline.ratio(c), self.candidate.ratio(c)
+            test = self.tests.get(c)
+            d = delta_points(a, b) if test is None else 100 * test.difference
+            out.append((title, a, b, d))
+        return out
 
     def tested_columns(
         self,

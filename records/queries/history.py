@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from records import stats
-from records.models import Run, ScoreRow, Verdict
+from records.models import PublishedRow, Run, ScoreRow, Verdict
 from records.queries.compare import parse_row_key
 from records.scores.ranking import paired_tests
 from records.scores.run import latest_scorings
@@ -32,6 +32,15 @@ class Point:
 
 
 @dataclass
+class Published:
+    """A row an uploaded model results record published for this model, surface and mode."""
+
+    row: PublishedRow
+    ratio: tuple[int, int]
+    interval: stats.Interval | None
+
+
+@dataclass
 class History:
     digest: str
     model: str
@@ -41,6 +50,7 @@ class History:
     points: list[Point] = field(default_factory=list)
     modes: list[str] = field(default_factory=list)  # the modes this model ran on this surface
     more_runs: int = 0  # earlier runs of the digest left off the page
+    published: list[Published] = field(default_factory=list)  # rows of uploaded records
 
     @property
     def first_drop(self) -> Point | None:
@@ -62,8 +72,8 @@ def rows_of_digest(digest: str) -> list[tuple[str, str, str, int]]:
 
 def history(digest: str, model: str, surface: str, mode: str | None, title: str) -> History:
     """The history of (model, surface, mode) on the column titled `title`, over the latest
-    RUNS_SHOWN scored runs of `digest`, oldest first. Four queries (five when more runs are
-    left off), however many runs."""
+    RUNS_SHOWN scored runs of `digest`, oldest first. Five queries (six when more runs are
+    left off), however many runs, the last reading the rows uploaded records published."""
     column = COLUMN_BY_TITLE[title]
     out = History(digest, model, surface, mode or "", title)
     scored = (
@@ -121,4 +131,11 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
                 point.first_drop = True
         out.points.append(point)
         previous, previous_cases = point, cases
+    for row in PublishedRow.objects.filter(
+        corpus_digest=digest, model=model, surface=surface
+    ).select_related("record")[:RUNS_SHOWN]:
+        if row.key.get("mode", "") == out.mode:
+            pair = row.columns.get(column) or {"numerator": 0, "denominator": 0}
+            ratio = (pair["numerator"], pair["denominator"])
+            out.published.append(Published(row, ratio, stats.wilson(*ratio)))
     return out

@@ -21,6 +21,7 @@ from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
 from records.models import (
     Attempt,
     Call,
+    CaseFigure,
     CorpusKey,
     KeyCase,
     Run,
@@ -396,6 +397,7 @@ def _score(
         # ANALYZE in the transaction counts its own new rows: the statistics' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
         store_row_statistics(scoring)
+        CaseFigure.objects.store_for(scoring)
         notes = []
         if skipped_retired:
             notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -108,7 +109,7 @@ def endings_row(context: Any, r: Any) -> SafeString:
     link = _attempts_link(context, r)
     cells = [
         format_html(
-            '<td><code>{}</code></td><td>{}</td><td>{}</td><td class="num">'
+            '<td><code><bdi>{}</bdi></code></td><td>{}</td><td>{}</td><td class="num">'
             '<a href="{}">{}</a></td>',
             r.model,
             r.surface or "—",
@@ -145,7 +146,7 @@ def cost_row(r: Any, strong: bool = False) -> SafeString:
     t = r.tokens
     cells = [
         format_html(
-            "<td><code>{}</code></td><td>{}</td>",
+            "<td><code><bdi>{}</bdi></code></td><td>{}</td>",
             r.model,
             "all surfaces" if strong else f"{r.surface} {r.mode}",
         ),
@@ -190,7 +191,7 @@ def score_row(context: Any, r: Any) -> SafeString:
     )
     cells = [
         format_html(
-            '<td><a href="{}" title="Every attempt of this row"><code>{}</code></a> '
+            '<td><a href="{}" title="Every attempt of this row"><code><bdi>{}</bdi></code></a> '
             '<a class="trend" href="{}" title="This row over the runs of its corpus">history</a>'
             "</td>",
             mark_safe(link),  # noqa: S308
@@ -244,7 +245,7 @@ def counted_apart_row(context: Any, r: Any) -> SafeString:
     f = r.figures
     link = _attempts_link(context, r)
     cells = [
-        format_html("<td><code>{}</code></td>", r.model),
+        format_html("<td><code><bdi>{}</bdi></code></td>", r.model),
         _num(f["attempts"]),
         _num(f["turns"] or 0),
     ]
@@ -329,3 +330,38 @@ def stored_count(summary: Any) -> int:
         return 0
     kinds = ("stored", "keys", "replays", "suites", "conformance_runs")
     return sum(len(summary.get(kind) or []) for kind in kinds)
+
+
+# --- names that look alike -----------------------------------------------------------------------
+# Characters that draw nothing (zero-width spaces and joiners, the soft hyphen, bidi controls):
+# two names that differ only by these, or by Unicode normalisation, print the same.
+INVISIBLE = dict.fromkeys(
+    [0x00AD, 0x034F, 0x061C, 0x180E, 0xFEFF, *range(0x200B, 0x2010), *range(0x202A, 0x202F)]
+    + [*range(0x2060, 0x2065), *range(0x2066, 0x206A)]
+)
+
+
+def looks_like(name: str) -> str:
+    """What a name looks like on a page: NFKC, without the characters that draw nothing."""
+    return unicodedata.normalize("NFKC", str(name)).translate(INVISIBLE)
+
+
+def lookalikes(names: Any) -> set[str]:
+    """The names among `names` that another, different name of them looks exactly like."""
+    seen: dict[str, set[str]] = {}
+    for name in names or ():
+        seen.setdefault(looks_like(name), set()).add(str(name))
+    return {n for group in seen.values() if len(group) > 1 for n in group}
+
+
+@register.filter
+def lookalike(name: Any, names: Any) -> str:
+    """A visible marker after a name that another name of the same table looks exactly like."""
+    if str(name) not in lookalikes(names):
+        return ""
+    return format_html(
+        ' <span class="badge warn lookalike" title="{}">look-alike {}</span>',
+        "Another name here looks the same but differs in invisible characters or Unicode "
+        "normalisation; its code points: " + " ".join(f"U+{ord(c):04X}" for c in str(name)),
+        ascii(str(name)),
+    )

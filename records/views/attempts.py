@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from django.core.paginator import Paginator
 from django.db.models import Q
+from django.db.models.functions import Length, Substr
 from django.http import (
     Http404,
     HttpRequest,
@@ -12,6 +15,7 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from records.models import (
@@ -22,13 +26,22 @@ from records.models import (
     Verify,
 )
 from records.queries.cost import Tokens, cost_of
-from records.queries.trace import trace
+from records.queries.trace import (
+    PREVIEW_CHARS,
+    TURNS_PER_PAGE,
+    answered_tries,
+    call_pages,
+    shown_json,
+    trace,
+    turn_rows,
+)
 from records.scores.run import latest_scoring
 from records.views.access import (
     _get_attempt_or_404,
+    _partial,
     read_access,
 )
-from records.views.exports import _export, _json_stream, _raw
+from records.views.exports import _export, json_object_pieces, json_stream, raw_download
 from records.views.filters import AttemptFilter
 
 
@@ -41,41 +54,60 @@ def _price_for(attempt: Attempt) -> tuple[Any, str]:
     return provider.price, f"priced from the run line, retrieved on {provider.retrieved_on or '?'}"
 
 
+VERIFIES_SHOWN = 200
+
+
 @require_GET
 @read_access
 def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     attempt = _get_attempt_or_404(pk)
     price, price_note = _price_for(attempt)
-    turns = trace(attempt, price)
     total = None
     if price is not None:
         total = cost_of(Tokens.of(attempt), price)
     scoring = latest_scoring(attempt.run)
     verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
+    steps = (verdict.detail.get("steps", []) if verdict and verdict.detail else []) or []
     # The call the verdict turns on: the first step that did not complete, where a call reached it.
-    failing = next(
-        (
-            st
-            for st in (verdict.detail.get("steps", []) if verdict and verdict.detail else [])
-            if not st.get("complete") and st.get("reached")
-        ),
-        None,
-    )
+    failing = next((st for st in steps if not st.get("complete") and st.get("reached")), None)
+    target_call = failing.get("call_index") if failing else None
+    pages = call_pages(attempt, [st.get("call_index") for st in steps if st.get("reached")])
+    # A long trace is paged; opened without a page, it opens where the verdict turns.
+    paginator = Paginator(turn_rows(attempt).values_list("pk", flat=True), TURNS_PER_PAGE)
+    page = paginator.get_page(request.GET.get("page") or pages.get(target_call, 1))
+    start = (page.number - 1) * TURNS_PER_PAGE
+    links = {}
+    for index, number in pages.items():
+        query = request.GET.copy()
+        query["page"] = str(number)
+        links[index] = ("" if number == page.number else f"?{query.urlencode()}") + f"#call-{index}"
+    verifies = Verify.objects.filter(attempt=attempt).order_by("line")
     context = {
         "attempt": attempt,
         "run": attempt.run,
         "scoring": scoring,
         "verdict": verdict,
-        "turns": turns,
-        "verifies": list(Verify.objects.filter(attempt=attempt).order_by("line")),
+        "turns": trace(attempt, price, start, start + TURNS_PER_PAGE),
+        "trace_page": page,
+        "call_links": links,
+        "verifies": verifies.defer("detail").annotate(
+            detail_preview=Substr("detail", 1, PREVIEW_CHARS), detail_length=Length("detail")
+        )[:VERIFIES_SHOWN],
+        "verify_count": verifies.count(),
+        "verifies_shown": VERIFIES_SHOWN,
         "price_note": price_note,
         "total_cost": total,
         "facts": sorted((attempt.facts or {}).items()),
         "failing_step": failing,
-        "target_call": failing.get("call_index") if failing else None,
+        "target_call": target_call,
         **_neighbours(request, attempt, scoring if verdict else None),
     }
-    return render(request, "records/attempts/detail.html", context)
+    if _partial(request) and request.htmx.target == "trace":
+        response = render(request, "records/attempts/_trace.html", context)
+    else:
+        response = render(request, "records/attempts/detail.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 def _neighbours(request: HttpRequest, attempt: Attempt, scoring: Any) -> dict[str, Any]:
@@ -127,29 +159,10 @@ def _beyond(attempt: Attempt, order: list[str], *, before: bool) -> Q:
 @require_GET
 @read_access
 def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
+    """The whole trace, streamed: turn lines are read a few at a time and each call line on its
+    own, so an export's memory does not grow with the attempt."""
     attempt = _get_attempt_or_404(pk)
     price, _ = _price_for(attempt)
-    rows = []
-    for t in trace(attempt, price):
-        calls = [b.call for b in t.blocks if b.call] + t.extra_calls
-        base = {
-            "turn": t.turn.index,
-            "try": t.turn.try_number,
-            "status": t.turn.status,
-            "latency_ms": t.turn.latency_ms,
-            "input_tokens": t.turn.input_tokens,
-            "output_tokens": t.turn.output_tokens,
-            "cache_created_tokens": t.turn.cache_created_tokens,
-            "cache_read_tokens": t.turn.cache_read_tokens,
-            "cost_usd": round(t.cost.total, 8) if t.cost else None,
-            "blocks": t.turn.blocks if fmt == "json" else len(t.turn.blocks or []),
-        }
-        if fmt == "json":
-            base["calls"] = [_call_dict(c) for c in calls]
-            rows.append(base)
-        else:
-            for c in calls or [None]:
-                rows.append({**base, **(_call_dict(c, flat=True) if c else {})})
     if fmt == "json":
         head = {
             "attempt": attempt.key,
@@ -161,12 +174,73 @@ def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
             "facts": attempt.facts,
             "stimulus": attempt.stimulus,
         }
-        verify = [
+        verify = (
             {"name": v.name, "passed": v.passed, "detail": v.detail}
-            for v in Verify.objects.filter(attempt=attempt).order_by("line")
-        ]
-        return _json_stream(head, "turns", rows, {"verify": verify})
-    return _export("csv", f"attempt-{attempt.pk}", rows)
+            for v in Verify.objects.filter(attempt=attempt).order_by("line").iterator(64)
+        )
+        return json_stream(head, [("turns", _json_turns(attempt, price)), ("verify", verify)])
+    return _export("csv", f"attempt-{attempt.pk}", _csv_rows(attempt, price))
+
+
+EXPORT_TURNS_AT_ONCE = 8
+
+
+def _turn_chunks(attempt: Attempt) -> Iterator[tuple[list[Turn], dict[int, int]]]:
+    """The attempt's turn lines in order, a few at a time (keyset paging, so no cursor stays
+    open between chunks), each chunk with the answered try of its turn indices."""
+    after: tuple[int, int] | None = None
+    while True:
+        rows = turn_rows(attempt)
+        if after is not None:
+            rows = rows.filter(Q(index__gt=after[0]) | Q(index=after[0], line__gt=after[1]))
+        chunk = list(rows[:EXPORT_TURNS_AT_ONCE])
+        if not chunk:
+            return
+        after = (chunk[-1].index, chunk[-1].line)
+        yield chunk, answered_tries(attempt, {t.index for t in chunk})
+
+
+def _calls_of(attempt: Attempt, t: Turn, answered: dict[int, int]) -> Iterator[Call]:
+    if answered.get(t.index) != t.pk:
+        return iter(())
+    return attempt.calls.filter(turn=t.index).order_by("index", "line").iterator(chunk_size=4)
+
+
+def _turn_fields(t: Turn, price: Any) -> dict[str, Any]:
+    cost = cost_of(Tokens.of(t), price)
+    return {
+        "turn": t.index,
+        "try": t.try_number,
+        "status": t.status,
+        "latency_ms": t.latency_ms,
+        "input_tokens": t.input_tokens,
+        "output_tokens": t.output_tokens,
+        "cache_created_tokens": t.cache_created_tokens,
+        "cache_read_tokens": t.cache_read_tokens,
+        "cost_usd": round(cost.total, 8) if cost else None,
+    }
+
+
+def _json_turns(attempt: Attempt, price: Any) -> Iterator[Iterator[str]]:
+    for chunk, answered in _turn_chunks(attempt):
+        for t in chunk:
+            fields = {**_turn_fields(t, price), "blocks": t.blocks}
+            t.blocks = None
+            calls = (_call_dict(c) for c in _calls_of(attempt, t, answered))
+            yield json_object_pieces(fields, [("calls", calls)])
+
+
+def _csv_rows(attempt: Attempt, price: Any) -> Iterator[dict[str, Any]]:
+    for chunk, answered in _turn_chunks(attempt):
+        for t in chunk:
+            base = {**_turn_fields(t, price), "blocks": len(t.blocks or [])}
+            t.blocks = None
+            empty = True
+            for c in _calls_of(attempt, t, answered):
+                empty = False
+                yield {**base, **_call_dict(c, flat=True)}
+            if empty:  # every row has every column: the header is read from the first
+                yield {**base, **dict.fromkeys(FLAT_CALL_FIELDS)}
 
 
 @require_GET
@@ -174,7 +248,7 @@ def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
 def attempt_raw_call(request: HttpRequest, pk: int, call: int, field: str) -> HttpResponse:
     """A call's arguments or result exactly as stored, compact, for values a page cuts short."""
     value = get_object_or_404(Call.objects.only(field), pk=call, attempt_id=pk)
-    return _raw(getattr(value, field), f"attempt-{pk}-call-{call}-{field}")
+    return raw_download(getattr(value, field), f"attempt-{pk}-call-{call}-{field}")
 
 
 @require_GET
@@ -184,7 +258,72 @@ def attempt_raw_block(request: HttpRequest, pk: int, turn: int, block: int) -> H
     blocks = get_object_or_404(Turn.objects.only("blocks"), pk=turn, attempt_id=pk).blocks
     if not 0 <= block < len(blocks or []) or "arguments" not in blocks[block]:
         raise Http404("no such block, or it carries no arguments")
-    return _raw(blocks[block]["arguments"], f"attempt-{pk}-turn-{turn}-block-{block}")
+    return raw_download(blocks[block]["arguments"], f"attempt-{pk}-turn-{turn}-block-{block}")
+
+
+FLAT_CALL_FIELDS = (
+    "call_index",
+    "tool",
+    "requested_action",
+    "dispatched_action",
+    "dispatched_tool",
+    "outcome",
+    "refusal_reason",
+    "duration_ms",
+    "requests",
+    "trace_id",
+    "dispatch_observed",
+    "result_truncated",
+    "text_truncated",
+)
+
+
+BODY_PARTS = ("text", "result", "arguments")
+
+
+@require_GET
+@read_access
+def attempt_call_body(request: HttpRequest, pk: int, call: int, part: str) -> HttpResponse:
+    """One body of a call line in full (its text, or its result or arguments indented up to the
+    bound any page keeps), where the trace shows a preview: a fragment for htmx, else a page."""
+    if part not in BODY_PARTS:
+        raise Http404("a call has no such body")
+    c = get_object_or_404(Call.objects.only("index", part), pk=call, attempt_id=pk)
+    raw = None if part == "text" else reverse("records:attempt-raw-call", args=[pk, call, part])
+    return _body(request, pk, f"call {c.index}: {part}", getattr(c, part), part != "text", raw)
+
+
+@require_GET
+@read_access
+def attempt_block_body(request: HttpRequest, pk: int, turn: int, block: int) -> HttpResponse:
+    """One block of a turn in full: its text, its raw text, or its arguments indented."""
+    t = get_object_or_404(Turn.objects.only("index", "blocks"), pk=turn, attempt_id=pk)
+    if not 0 <= block < len(t.blocks or []):
+        raise Http404("no such block")
+    b = t.blocks[block]
+    title = f"turn {t.index}, block {block + 1}: {b.get('kind', '')}"
+    if "arguments" in b and not b.get("text") and not b.get("raw"):
+        raw = reverse("records:attempt-raw-block", args=[pk, turn, block])
+        return _body(request, pk, title, b["arguments"], True, raw)
+    return _body(request, pk, title, b.get("raw") or b.get("text", ""), False, None)
+
+
+def _body(
+    request: HttpRequest, pk: int, title: str, value: Any, is_json: bool, raw_url: str | None
+) -> HttpResponse:
+    shown = shown_json(value) if is_json else None
+    context = {
+        "attempt_pk": pk,
+        "title": title,
+        "text": shown.text if shown else (value or ""),
+        "is_json": is_json,
+        "cut": bool(shown and shown.cut),
+        "raw_url": raw_url,
+    }
+    template = "records/attempts/_body.html" if _partial(request) else "records/attempts/body.html"
+    response = render(request, template, context)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 def _call_dict(c: Any, flat: bool = False) -> dict[str, Any]:

@@ -4,9 +4,11 @@ The record lives in the database, so every server process counts the same failur
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
 from django.dispatch import receiver
@@ -20,19 +22,43 @@ FAILURES_PER_ADDRESS = 20
 LOCKOUT = timedelta(minutes=15)
 
 
-def _address(request: HttpRequest | None) -> str:
-    return (request.META.get("REMOTE_ADDR") or "") if request is not None else ""
+def normalised_username(raw: Any) -> str:
+    """The account name a login form asks about, as Django's login form hands it to the
+    authentication backend (white space around it stripped, NFKC), so `ann `, `ann\\t`, `ann`
+    followed by a no-break space and fullwidth `ａｎｎ` all count against the one account `ann`."""
+    text = str(raw or "").replace("\x00", "")
+    return unicodedata.normalize("NFKC", text.strip())[:150]
+
+
+def client_address(request: HttpRequest | None) -> str:
+    """The address a request came from, or "" where it cannot be told apart from everyone's.
+
+    Behind the TLS proxy (`EVALDASH_BEHIND_TLS_PROXY`) every connection comes from the proxy, so
+    the client is the last address the proxy appended to X-Forwarded-For (earlier entries are
+    whatever the client sent, and prove nothing); without that header the client is unknown.
+    Without a proxy, X-Forwarded-For is the client's own text and is ignored."""
+    if request is None:
+        return ""
+    if getattr(settings, "EVALDASH_BEHIND_TLS_PROXY", False):
+        forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+        return forwarded.rsplit(",", 1)[-1].strip()[:64]
+    return (request.META.get("REMOTE_ADDR") or "")[:64]
 
 
 @receiver(user_login_failed)
 def record_failed_login(sender: Any, credentials: dict[str, Any], request: Any = None, **_: Any):
-    username = str(credentials.get("username") or "").replace("\x00", "")[:150]
     AuditEvent.objects.create(
-        action="login_failed", detail={"username": username, "address": _address(request)}
+        action="login_failed",
+        detail={
+            "username": normalised_username(credentials.get("username")),
+            "address": client_address(request),
+        },
     )
 
 
 def locked_out(username: str, address: str) -> bool:
+    """Whether logins as `username` (already normalised) from `address` are refused for now.
+    An address that is "" (every client behind the proxy sharing it) locks no one out."""
     recent = AuditEvent.objects.filter(
         action="login_failed", created_at__gte=timezone.now() - LOCKOUT
     )
@@ -43,8 +69,8 @@ def locked_out(username: str, address: str) -> bool:
 
 class ThrottledLoginView(LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        username = request.POST.get("username", "").replace("\x00", "")[:150]
-        if locked_out(username, _address(request)):
+        username = normalised_username(request.POST.get("username", ""))
+        if locked_out(username, client_address(request)):
             # No form validation here: it would try the password, and count one more failure.
             minutes = int(LOCKOUT.total_seconds() // 60)
             context = self.get_context_data(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,18 +17,20 @@ from django.http import (
     JsonResponse,
 )
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaldash.middleware import accepts_uploads
-from records.ingest import Input, ingest
+from records.ingest import IngestReport, Input
 from records.models import (
     ApiToken,
     AuditEvent,
     Upload,
 )
 from records.queries.gate import GateError, gate, resolve
+from records.tasks import queue_upload
 from records.views.access import (
     _partial,
     read_access,
@@ -39,6 +43,29 @@ def _uploaded_inputs(request: HttpRequest) -> list[Input]:
     for f in files:
         out.append(Input(f.name, _opener(f), f.size))
     return out
+
+
+def _queue(request: HttpRequest, upload: Upload) -> Upload:
+    """Keep the request's files with the upload and queue its ingest."""
+    files = []
+    for f in request.FILES.getlist("file") + request.FILES.getlist("files"):
+        f.seek(0)
+        files.append((f.name, f))
+    return queue_upload(upload, files, allow_digest_mismatch=_override(request))
+
+
+def report_of(upload: Upload) -> IngestReport:
+    """A done upload's summary as the report its ingest answered with."""
+    s = upload.summary or {}
+    return IngestReport(
+        stored=s.get("stored", []),
+        present=s.get("already_present", []),
+        refused=s.get("refused", []),
+        ignored=s.get("ignored", []),
+        keys=s.get("keys", []),
+        replays=s.get("replays", []),
+        suites=s.get("suites", []),
+    )
 
 
 def _opener(f: Any) -> Callable[[], Any]:
@@ -87,14 +114,19 @@ def upload(request: HttpRequest) -> HttpResponse:
             context["error"] = "Choose at least one file to upload."
             status = 400
         else:
-            up = Upload.objects.create(source=Upload.Source.WEB, user=request.user)
-            context["report"] = ingest(inputs, up, allow_digest_mismatch=_override(request))
+            up = _queue(request, Upload(source=Upload.Source.WEB, user=request.user))
             context["upload"] = up
-            status = 200 if context["report"].ok else 422
+            if up.status == Upload.Status.DONE:
+                context["report"] = report_of(up)
+                status = 200 if context["report"].ok else 422
         if _partial(request):
             template = "records/uploads/upload.html#report"
     context["recent"] = recent_uploads()  # after an upload, with it
-    return render(request, template, context, status=status)
+    response = render(request, template, context, status=status)
+    if "upload" in context and _partial(request):
+        # A reload then opens the upload's own page, which follows it too.
+        response["HX-Push-Url"] = context["upload"].get_absolute_url()
+    return response
 
 
 def recent_uploads() -> list[Upload]:
@@ -118,6 +150,39 @@ def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
         request,
         "records/uploads/detail.html",
         {"upload": up, "summary": up.summary, "shards": up.shards.select_related("run")},
+    )
+
+
+@require_GET
+@read_access
+def upload_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    """An upload's state as the partial the upload page polls; it stops asking once done."""
+    up = get_object_or_404(Upload, pk=pk)
+    return render(request, "records/uploads/_progress.html", {"upload": up})
+
+
+@require_GET
+@staff_member_required
+def queue(request: HttpRequest) -> HttpResponse:
+    """The task queue: what waits, what runs (and on which worker), what failed."""
+    from django_tasks_db.models import DBTaskResult
+
+    from records.models.intake import WorkerBeat
+
+    results = DBTaskResult.objects.order_by("-enqueued_at")
+    return render(
+        request,
+        "records/uploads/queue.html",
+        {
+            "waiting": results.filter(status="READY")[:50],
+            "running": results.filter(status="RUNNING")[:50],
+            "failed": results.filter(status="FAILED")[:50],
+            "counts": {s: results.filter(status=s).count() for s in ("READY", "RUNNING", "FAILED")},
+            "workers": WorkerBeat.objects.order_by("-beat_at")[:20],
+            "uploads": Upload.objects.exclude(status=Upload.Status.DONE)
+            .select_related("user", "token")
+            .order_by("-created_at")[:50],
+        },
     )
 
 
@@ -158,15 +223,117 @@ def token_upload(
     return wrapper
 
 
+MAX_WAIT_SECONDS = 600
+POLL_SECONDS = 0.25
+_waiters: dict[int, threading.BoundedSemaphore] = {}
+
+
+def waiters() -> threading.BoundedSemaphore:
+    """The waiting slots of this process (EVALDASH_API_WAITERS)."""
+    n = settings.EVALDASH_API_WAITERS
+    return _waiters.setdefault(n, threading.BoundedSemaphore(n) if n else threading.Semaphore(0))
+
+
+def _wait_seconds(request: HttpRequest) -> tuple[int, HttpResponse | None]:
+    raw = request.GET.get("wait", "")
+    if raw == "":
+        return 0, None
+    if not raw.isdigit() or int(raw) > MAX_WAIT_SECONDS:
+        return 0, JsonResponse(
+            {"error": f"wait: give whole seconds from 0 to {MAX_WAIT_SECONDS}", "field": "wait"},
+            status=400,
+        )
+    return int(raw), None
+
+
+def _busy() -> HttpResponse:
+    response = JsonResponse(
+        {"error": "too many requests are waiting for uploads; ask again without ?wait= or later"},
+        status=503,
+    )
+    response["Retry-After"] = "5"
+    return response
+
+
+def _hold(up: Upload, seconds: int) -> Upload:
+    """Poll the upload (a short read every POLL_SECONDS, no lock held) until it is done or
+    `seconds` pass; the caller holds a waiting slot."""
+    deadline = time.monotonic() + seconds
+    while not up.finished and (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(POLL_SECONDS, left))
+        up.refresh_from_db()
+    return up
+
+
+def upload_answer(request: HttpRequest, up: Upload, *, created: bool = False) -> JsonResponse:
+    """What the API says of an upload: its status and progress, and once done its summary with
+    each shard's run (run_id, page, gate). Done: 200, or 422 if something was refused; failed:
+    500 with the error; still queued or running: 202 to the POST that made it, else 200."""
+    url = request.build_absolute_uri(reverse("records:api-upload-status", args=[up.pk]))
+    body: dict[str, Any] = {
+        "upload": up.pk,
+        "status": up.status,
+        "url": url,
+        "page": request.build_absolute_uri(up.get_absolute_url()),
+        "progress": up.progress,
+    }
+    status = 202 if created else 200
+    if up.status == Upload.Status.DONE:
+        report = report_of(up)
+        for entry in report.stored + report.present:
+            if entry.get("url"):
+                entry["url"] = request.build_absolute_uri(entry["url"])
+        body |= {**report.as_dict(), "summary": report.summary_line()}
+        status = 200 if report.ok else 422
+    elif up.status == Upload.Status.FAILED:
+        body["error"] = up.error
+        status = 500
+    response = JsonResponse(body, status=status)
+    if created:
+        response["Location"] = reverse("records:api-upload-status", args=[up.pk])
+    return response
+
+
 @token_upload
 def api_upload(request: HttpRequest, token: ApiToken) -> HttpResponse:
-    inputs = _uploaded_inputs(request)
-    if not inputs:
+    wait, bad = _wait_seconds(request)
+    if bad:
+        return bad
+    if not _uploaded_inputs(request):
         return JsonResponse({"error": "no file: send files as multipart field 'file'"}, status=400)
-    up = Upload.objects.create(source=Upload.Source.API, token=token)
-    report = ingest(inputs, up, allow_digest_mismatch=_override(request))
-    body = {"upload": up.pk, **report.as_dict(), "summary": report.summary_line()}
-    return JsonResponse(body, status=200 if report.ok else 422)
+    slot = waiters() if wait else None
+    if slot is not None and not slot.acquire(blocking=False):
+        return _busy()  # before anything is stored
+    try:
+        up = _queue(request, Upload(source=Upload.Source.API, token=token))
+        return upload_answer(request, _hold(up, wait), created=True)
+    finally:
+        if slot is not None:
+            slot.release()
+
+
+@csrf_exempt  # token-authenticated, no cookies involved
+@require_GET
+def api_upload_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """An upload's state for an upload token (`?wait=S` holds it until done or S seconds)."""
+    _, failure = _api_token(request)
+    if failure:
+        return failure
+    wait, bad = _wait_seconds(request)
+    if bad:
+        return bad
+    up = Upload.objects.filter(pk=pk).first()
+    if up is None:
+        return JsonResponse({"error": f"no upload {pk}"}, status=404)
+    if wait and not up.finished:
+        slot = waiters()
+        if not slot.acquire(blocking=False):
+            return _busy()
+        try:
+            up = _hold(up, wait)
+        finally:
+            slot.release()
+    return upload_answer(request, up)
 
 
 @require_GET

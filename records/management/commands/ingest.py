@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from records.ingest import ingest, inputs_from_paths
+from records.ingest import Input, ingest, inputs_from_paths
 from records.models import Upload
 
 
@@ -17,6 +17,11 @@ class Command(BaseCommand):
             action="store_true",
             help="store a corpus key whose declared digest differs (marked 'digest not verified')",
         )
+        parser.add_argument(
+            "--enqueue",
+            action="store_true",
+            help="keep the files in the database and queue their ingest for a worker",
+        )
 
     def handle(
         self,
@@ -24,8 +29,13 @@ class Command(BaseCommand):
         paths: list[str],
         quiet: bool = False,
         allow_digest_mismatch: bool = False,
+        enqueue: bool = False,
         **options,
     ) -> None:
+        if enqueue:
+            self._enqueue(paths, allow_digest_mismatch)
+            return
+
         def progress(name: str, done: int, total: int) -> None:
             if not quiet:
                 pct = 100 * done // total if total else 100
@@ -53,6 +63,29 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{len(report.refused)} input(s) refused; nothing of them was stored"
             )
+
+    def _enqueue(self, paths: list[str], allow_digest_mismatch: bool) -> None:
+        """Keep the files as an upload would and queue it: a worker anywhere can then ingest
+        them knowing only the database. The queue's own `ingest_upload` task does the work."""
+        from contextlib import ExitStack
+
+        from records.tasks import queue_upload
+
+        inputs = list(inputs_from_paths(paths))
+        missing = [i for i in inputs if not isinstance(i, Input)]
+        if missing:
+            raise CommandError("; ".join(f"{e.file}: {e.message}" for e in missing))
+        with ExitStack() as stack:
+            files = [(i.name, stack.enter_context(i.open())) for i in inputs]
+            upload = queue_upload(
+                Upload(source=Upload.Source.CLI),
+                files,
+                allow_digest_mismatch=allow_digest_mismatch,
+            )
+        self.stdout.write(
+            f"upload {upload.pk} {upload.status}: {len(files)} file(s), "
+            f"{upload.progress.get('bytes_total', 0)} bytes kept"
+        )
 
 
 def _where(item: dict) -> str:

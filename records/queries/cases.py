@@ -1,0 +1,405 @@
+"""A corpus's cases across runs: which are flaky, which flipped and when, which tell models apart.
+
+Everything here reads the per-case figures kept with each scoring (`CaseFigure`), never a
+verdict: a page's queries stay the same in number however many runs and attempts it covers.
+Scorings stored before those figures were kept get theirs the first time a page needs them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from urllib.parse import urlencode
+
+from records import stats
+from records.models import CaseFigure, CorpusKey, KeyCase, Run, Scoring
+from records.scores.run import latest_scorings
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Which runs and rows a page covers: every run of a corpus digest, or fewer."""
+
+    digest: str
+    since: date | None = None
+    until: date | None = None
+    commit: str = ""
+    model: str = ""
+    surface: str = ""
+
+    def narrowed(self) -> bool:
+        return bool(self.since or self.until or self.commit)
+
+
+@dataclass
+class Point:
+    """One run of a timeline: its Clean attempts over its counted ones, repeats in order."""
+
+    run: Run
+    clean: tuple[int, int]
+    marks: str
+    row_key: str
+
+    @property
+    def interval(self) -> stats.Interval | None:
+        return stats.wilson(*self.clean)
+
+
+@dataclass
+class ModelLine:
+    """A case for one model on one surface, over the runs chosen."""
+
+    model: str
+    surface: str
+    timeline: list[Point]
+    clean: tuple[int, int] = (0, 0)
+    interval: stats.Interval | None = None
+    flakiness: stats.Flakiness | None = None
+    flip: stats.Flip | None = None
+    flip_at: Point | None = None  # the first run of the changed rate
+    before_flip: Point | None = None  # the run before it with a counted attempt
+
+    @property
+    def flaky(self) -> bool:
+        return bool(self.flakiness and self.flakiness.flaky)
+
+
+@dataclass
+class CaseLine:
+    """One case of the corpus over the runs chosen."""
+
+    case: str
+    steps: int
+    attempts: int = 0
+    clean: tuple[int, int] = (0, 0)
+    interval: stats.Interval | None = None
+    separation: stats.Discrimination | None = None
+    by_model: list[ModelLine] = field(default_factory=list)
+
+    @property
+    def difficulty(self) -> float | None:
+        """The share of counted attempts that were Clean (higher is easier)."""
+        k, n = self.clean
+        return k / n if n else None
+
+    @property
+    def discrimination(self) -> float | None:
+        return None if self.separation is None or self.separation.models < 2 else self.separation.v
+
+    @property
+    def separates(self) -> bool:
+        """Whether the models' rates on this case differ beyond noise."""
+        return bool(self.separation and self.separation.p_value < stats.ALPHA)
+
+    @property
+    def flaky(self) -> bool:
+        return any(m.flaky for m in self.by_model)
+
+    @property
+    def flipped(self) -> bool:
+        return any(m.flip for m in self.by_model)
+
+    @property
+    def never_passed(self) -> bool:
+        return bool(self.clean[1]) and self.clean[0] == 0
+
+    @property
+    def always_passed(self) -> bool:
+        return bool(self.clean[1]) and self.clean[0] == self.clean[1]
+
+
+FLAGS = ("flaky", "flipped", "never_passed", "always_passed")
+SORTS = ("case", "steps", "attempts", "clean", "difficulty", "discrimination", *FLAGS)
+
+
+@dataclass
+class Corpus:
+    choice: Choice
+    key: CorpusKey | None
+    runs: list[Run]
+    cases: list[CaseLine]
+
+    @property
+    def uninformative(self) -> int:
+        return sum(1 for c in self.cases if c.never_passed or c.always_passed)
+
+    @property
+    def most_discriminating(self) -> list[CaseLine]:
+        ranked = [c for c in self.cases if c.separates]
+        ranked.sort(key=lambda c: (-(c.discrimination or 0), c.case))
+        return ranked[:3]
+
+    @property
+    def not_told_apart(self) -> int:
+        """Cases two or more models ran on which no difference between the models is beyond
+        noise."""
+        return sum(
+            1 for c in self.cases if c.separation and c.separation.models >= 2 and not c.separates
+        )
+
+    @property
+    def with_attempts(self) -> int:
+        return sum(1 for c in self.cases if c.clean[1])
+
+    def count(self, flag: str) -> int:
+        return sum(1 for c in self.cases if getattr(c, flag))
+
+
+def newest_digest() -> str | None:
+    key = CorpusKey.objects.defer("document").order_by("-created_at", "-id").first()
+    return key.digest if key else None
+
+
+def key_of(digest: str) -> CorpusKey | None:
+    return (
+        CorpusKey.objects.filter(digest=digest)
+        .defer("document")
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def chosen_runs(choice: Choice) -> tuple[list[Run], dict[int, Scoring]]:
+    """The runs of the digest as chosen, oldest first, with their latest scoring against a key
+    of that digest (runs without one are left out). Two queries."""
+    runs = Run.objects.filter(corpus_digest=choice.digest)
+    if choice.since:
+        runs = runs.filter(started_at__date__gte=choice.since)
+    if choice.until:
+        runs = runs.filter(started_at__date__lte=choice.until)
+    if choice.commit:
+        runs = runs.filter(commit__startswith=choice.commit)
+    listed = list(runs.only("id", "run_id", "commit", "started_at").order_by("started_at", "id"))
+    scorings = {run_id: s for run_id, s in latest_scorings(listed).items() if not s.stale}
+    return [r for r in listed if r.pk in scorings], scorings
+
+
+def fill_missing(scorings: Iterable[Scoring]) -> int:
+    """Store the per-case figures of the scorings that have none (stored before they were
+    kept). One query when none is missing."""
+    ids = {s.pk: s for s in scorings}
+    if not ids:
+        return 0
+    have = set(
+        CaseFigure.objects.filter(scoring_id__in=list(ids))
+        .values_list("scoring_id", flat=True)
+        .distinct()
+    )
+    missing = [s for pk, s in ids.items() if pk not in have]
+    for s in missing:
+        CaseFigure.objects.store_for(s)
+    return len(missing)
+
+
+def _figures(choice: Choice, scorings: dict[int, Scoring], case: str | None = None):
+    wanted = CaseFigure.objects.filter(scoring_id__in=[s.pk for s in scorings.values()])
+    if case is not None:
+        wanted = wanted.filter(case=case)
+    if choice.model:
+        wanted = wanted.filter(model__icontains=choice.model)
+    if choice.surface:
+        wanted = wanted.filter(surface=choice.surface)
+    return wanted.values_list(
+        "scoring_id", "case", "model", "surface", "row_key", "clean", "counted", "marks"
+    )
+
+
+def _lines(
+    choice: Choice,
+    runs: list[Run],
+    scorings: dict[int, Scoring],
+    cases: list[tuple[str, int]],
+    case: str | None = None,
+) -> list[CaseLine]:
+    order = {scorings[r.pk].pk: n for n, r in enumerate(runs)}
+    run_of = {scorings[r.pk].pk: r for r in runs}
+    points: dict[str, dict[tuple[str, str], list[Point]]] = defaultdict(lambda: defaultdict(list))
+    attempts: dict[str, int] = defaultdict(int)
+    for scoring_id, c, model, surface, row_key, clean, counted, marks in _figures(
+        choice, scorings, case
+    ):
+        if scoring_id not in order:
+            continue
+        points[c][(model, surface)].append(
+            Point(run_of[scoring_id], (clean, counted), marks, row_key)
+        )
+        attempts[c] += len(marks)
+    out = []
+    for case_id, steps in cases:
+        line = CaseLine(case_id, steps, attempts.get(case_id, 0))
+        units: list[tuple[int, int]] = []
+        per_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for (model, surface), timeline in sorted(points.get(case_id, {}).items()):
+            timeline = _merge(timeline, order, scorings)
+            counts = [p.clean for p in timeline]
+            k, n = sum(x for x, _ in counts), sum(d for _, d in counts)
+            m = ModelLine(model, surface, timeline, (k, n), stats.case_interval(counts))
+            m.flakiness = stats.flakiness(counts)
+            # The split is sought over the runs with a counted attempt, and named by them.
+            counted = [p for p in timeline if p.clean[1]]
+            m.flip = stats.first_flip([p.clean for p in counted])
+            if m.flip is not None:
+                m.flip_at, m.before_flip = counted[m.flip.index], counted[m.flip.index - 1]
+            line.by_model.append(m)
+            units += counts
+            per_model[model][0] += k
+            per_model[model][1] += n
+        line.clean = (sum(k for k, _ in units), sum(d for _, d in units))
+        line.interval = stats.case_interval(units)
+        line.separation = stats.discrimination([tuple(v) for v in per_model.values()])
+        out.append(line)
+    return out
+
+
+def _merge(timeline: list[Point], order: dict[int, int], scorings) -> list[Point]:
+    """A (model, surface)'s points in run order, one per run (a run holding the pair in two
+    rows, as two modes, has them summed)."""
+    by_run: dict[int, Point] = {}
+    for p in sorted(timeline, key=lambda p: order[scorings[p.run.pk].pk]):
+        if p.run.pk in by_run:
+            q = by_run[p.run.pk]
+            q.clean = (q.clean[0] + p.clean[0], q.clean[1] + p.clean[1])
+            q.marks += p.marks
+        else:
+            by_run[p.run.pk] = Point(p.run, p.clean, p.marks, p.row_key)
+    return list(by_run.values())
+
+
+def corpus(choice: Choice) -> Corpus:
+    """Every case of the digest's newest key over the runs chosen."""
+    key = key_of(choice.digest)
+    runs, scorings = chosen_runs(choice)
+    fill_missing(scorings.values())
+    cases = (
+        [(c, len(steps or [])) for c, steps in key.cases.values_list("case_id", "steps")]
+        if key
+        else []
+    )
+    return Corpus(choice, key, runs, _lines(choice, runs, scorings, cases))
+
+
+def one_case(choice: Choice, case: str) -> tuple[Corpus, CaseLine | None]:
+    """One case over the runs chosen, per model and surface, with its timelines."""
+    key = key_of(choice.digest)
+    runs, scorings = chosen_runs(choice)
+    fill_missing(scorings.values())
+    steps = (
+        KeyCase.objects.filter(key=key, case_id=case).values_list("steps", flat=True).first()
+        if key
+        else None
+    )
+    if steps is None:
+        return Corpus(choice, key, runs, []), None
+    lines = _lines(choice, runs, scorings, [(case, len(steps or []))], case)
+    return Corpus(choice, key, runs, lines), lines[0]
+
+
+def sorted_cases(cases: list[CaseLine], sort: str) -> list[CaseLine]:
+    """The cases in the order asked (`-` first for the highest first); unknown values last."""
+    name = sort.lstrip("-") or "case"
+    desc = sort.startswith("-")
+
+    def value(c: CaseLine):
+        if name == "clean":
+            return c.clean[0] / c.clean[1] if c.clean[1] else None
+        return getattr(c, name)
+
+    known = [c for c in cases if value(c) is not None]
+    unknown = [c for c in cases if value(c) is None]
+    known.sort(key=lambda c: c.case)
+    known.sort(key=value, reverse=desc)
+    return known + unknown
+
+
+def search_link(choice: Choice, runs: list[Run], **params: str) -> str:
+    """The search for the attempts behind a figure: the runs (when narrowed), the digest and
+    the given parameters."""
+    query: list[tuple[str, str]] = [("digest", choice.digest)]
+    if choice.narrowed():
+        query += [("run", r.run_id) for r in runs]
+    if choice.model:
+        query.append(("model", choice.model))
+    if choice.surface:
+        query.append(("surface", choice.surface))
+    query += [(k, v) for k, v in params.items() if v]
+    return "/search/?" + urlencode(query)
+
+
+def as_json(c: Corpus) -> dict:
+    """The corpus page's export, as `/cases.json` answers it."""
+
+    def interval(i: stats.Interval | None) -> tuple[float | None, float | None]:
+        return (None, None) if i is None else (i.low, i.high)
+
+    out = []
+    for line in c.cases:
+        low, high = interval(line.interval)
+        models = []
+        for m in line.by_model:
+            mlow, mhigh = interval(m.interval)
+            flip = m.flip_at
+            models.append(
+                {
+                    "model": m.model,
+                    "surface": m.surface,
+                    "clean": list(m.clean),
+                    "low": mlow,
+                    "high": mhigh,
+                    "flaky": m.flaky,
+                    "first_flip": flip.run.run_id if flip else None,
+                    "timeline": [
+                        {"run_id": p.run.run_id, "clean": list(p.clean)} for p in m.timeline
+                    ],
+                }
+            )
+        out.append(
+            {
+                "case": line.case,
+                "steps": line.steps,
+                "attempts": line.attempts,
+                "clean": list(line.clean),
+                "low": low,
+                "high": high,
+                "difficulty": line.difficulty,
+                "discrimination": line.discrimination,
+                "flaky": line.flaky,
+                "flipped": line.flipped,
+                "never_passed": line.never_passed,
+                "always_passed": line.always_passed,
+                "by_model": models,
+            }
+        )
+    return {"digest": c.choice.digest, "runs": [r.run_id for r in c.runs], "cases": out}
+
+
+def health(c: Corpus) -> list[str]:
+    """The corpus's health over the runs chosen, in sentences."""
+    counted = c.with_attempts
+    if not counted:
+        return ["None of the corpus's cases has a counted attempt in the runs chosen."]
+    always, never = c.count("always_passed"), c.count("never_passed")
+    out = [
+        f"{c.uninformative} of the {counted} cases with counted attempts carry no information: "
+        f"{always} every attempt passed and {never} no attempt passed (is its key right?)."
+        if c.uninformative
+        else f"Every one of the {counted} cases with counted attempts was passed by some "
+        "attempt and failed by another."
+    ]
+    best = c.most_discriminating
+    if best:
+        named = ", ".join(f"{x.case} (V = {x.discrimination:.2f})" for x in best)
+        out.append(f"The cases that separate the models most: {named}.")
+    else:
+        out.append("No case separates the models beyond noise.")
+    apart = c.not_told_apart
+    several = sum(1 for x in c.cases if x.separation and x.separation.models >= 2)
+    if several:
+        out.append(
+            f"On {apart} of the {several} cases two or more models ran, the runs chosen cannot "
+            "tell the models apart (a chi-square test of equal Clean rates, p ≥ 0.05)."
+        )
+    flaky, flipped = c.count("flaky"), c.count("flipped")
+    out.append(f"{flaky} case{'s are' if flaky != 1 else ' is'} flaky and {flipped} flipped.")
+    return out

@@ -1,0 +1,489 @@
+"""What upstream's `gen_model_results` would publish of stored runs: each scored row as the
+committed record holds it (`records.formats.model_results.Row`), the rows its rules refuse with
+upstream's reasons, and the managed blocks drawn from the rest."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Case, IntegerField, Max, Min, Q, Sum, When
+
+from records.formats.corpus_key import CorpusKeyError
+from records.formats.model_results import (
+    BLOCKS,
+    RECORD_PATH,
+    Block,
+    RecordError,
+    Row,
+    go_quote,
+    managed_block,
+    md_line,
+    merge_rows,
+    read_record,
+    record_bytes,
+    refused_line,
+    render_block,
+    sum_cases,
+    unpublished,
+    unpublished_line,
+)
+from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, Verdict
+from records.models import ScoreRow as StoredRow
+from records.scorer.batch import CONFIRMATIONS
+from records.scorer.score import OUTCOMES
+from records.scores.tables import Group, TableRow, count_where, score_groups, verdict_sums
+
+# The provenance fields upstream requires, with what a reader loses when one is empty
+# (refusals.go requiredProvenance), in its order, which is the order tables.py checks them in.
+REQUIRED_PROVENANCE = {
+    "commit": "nothing says which tree was measured",
+    "date": "nothing says when",
+    "gitlab_version": "nothing says which GitLab answered",
+    "edition": "nothing says whether the instance was licensed",
+    "tier": "nothing says which catalog was served",
+    "surface": "nothing says which tool surface the model was given",
+    "mode": "nothing says whether mutations were withheld or previewed",
+    "capability_surface": "nothing says which resources and prompts were served",
+    "token_scopes": "nothing says what the credential could reach",
+    "served_tools": "nothing says how large a tool list the model read",
+    "provider": "nothing says who was asked",
+    "model": "nothing says which model",
+    "request_options": "nothing says how it was asked",
+    "repeat": "nothing says how many times each attempt was made",
+    "corpus_digest": "nothing fingerprints what was asked",
+    "contract_digest": "nothing fingerprints how it was framed",
+    "tool_schema_digest": "nothing fingerprints the tool list this provider was served, and two "
+    "rows whose runs both failed to note one agree on the empty string, which seats them in one "
+    "cross-vendor table captioned with tool schemas neither recorded",
+}
+
+
+@dataclass
+class Refusal:
+    key: str
+    rule: str
+    reason: str
+
+    def __str__(self) -> str:
+        return refused_line(self.key, self.rule, self.reason)
+
+
+@dataclass
+class Publication:
+    """What upstream would make of some runs: the rows it publishes and the ones it refuses."""
+
+    rows: list[Row] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    corpus_cases: int = 0
+    lines: list[str] = field(default_factory=list)  # what merging rows printed
+
+    def report(self) -> list[str]:
+        """The lines upstream's command prints about rows it does not publish as they came."""
+        return (
+            [str(r) for r in self.refused]
+            + [md_line(line) for line in self.lines]
+            + [unpublished_line(r) for r in unpublished(self.rows)]
+        )
+
+    def blocks(self) -> str:
+        """The nine managed blocks with their markers, in the order a reader meets them."""
+        return "\n\n".join(self.block(b) for b in BLOCKS) + "\n"
+
+    def record(self) -> bytes:
+        return record_bytes(self.rows)
+
+    def block(self, block: Block) -> str:
+        return managed_block(block, self.rows, self.corpus_cases)
+
+
+def upstream_reason(rule: str, row: TableRow, run: Run, scoring: Scoring, why: str) -> str:
+    """A refusal worded as refusals.go words it, from the rule evaldash found and its facts."""
+    s, p = row.session, row.provider
+    if rule == "filtered-run":
+        return (
+            f"the run was filtered with -run {go_quote(run.filter)}, so it put part of the corpus "
+            "and the row would read as the whole of it"
+        )
+    if rule == "unobserved-session":
+        return (
+            f"session {go_quote(s.label if s else '')} made {s.call_count if s else 0} call(s) "
+            "and the server's span described none of them"
+        )
+    if rule == "fake-provider":
+        return f"{go_quote(row.model)} is the fake provider, which answers from the corpus key"
+    if rule == "incomplete-provenance":
+        if p is None:
+            return (
+                f"the run line describes no provider for model {go_quote(row.model)}, so the row "
+                "carries neither a provider nor the options it was asked with"
+            )
+        name = why.removesuffix(" is empty")
+        return f"the provenance field {go_quote(name)} is empty, so {REQUIRED_PROVENANCE[name]}"
+    if rule == "stale-corpus":
+        return (
+            f"the run was put the corpus {run.corpus_digest} and the corpus at HEAD is "
+            f"{scoring.key.digest}"
+        )
+    return why
+
+
+def _shown(scoring: Scoring) -> dict[str, dict[str, int]]:
+    """Per row key, the span of tool-list sizes its attempts were shown (record.go shownOf)."""
+    shown = Q(attempt__shown_tools__gt=0)
+    return {
+        r["row_key"]: {"min": r["low"], "max": r["high"], "overflowed": r["over"]}
+        for r in Verdict.objects.filter(scoring=scoring)
+        .values("row_key")
+        .annotate(
+            low=Min("attempt__shown_tools", filter=shown),
+            high=Max("attempt__shown_tools", filter=shown),
+            over=Sum(
+                Case(
+                    When(shown, attempt__overflowed=True, then=1),
+                    default=0,
+                    output_field=IntegerField(),
+                )
+            ),
+        )
+        .order_by()
+        if r["low"] is not None
+    }
+
+
+def _named(figures: dict, names: dict[str, str]) -> dict[str, int] | None:
+    """One of the scorer's tallies as the record spells it: nil when empty."""
+    tally = {name: int(figures.get(column) or 0) for column, name in names.items()}
+    tally = {k: v for k, v in sorted(tally.items()) if v}
+    return tally or None
+
+
+_DECLINES = {"declined_by_refusal": "by-refusal", "declined_by_text": "by-text"}
+_CONFIRMATIONS = {
+    "confirmed_never": "never",
+    "confirmed_server_aided": "server-aided",
+    "confirmed_unaided": "unaided",
+}
+
+
+def record_row(row: TableRow, run: Run, corpus_cases: int, shown: dict | None) -> Row:
+    """A scored row as upstream's record holds it."""
+    f, s, p = row.figures, row.session, row.provider
+    tools = (s.tool_schema_digests or {}).get(row.model, "") if s else ""
+    key = {
+        "model": row.model,
+        "surface": row.surface,
+        "mode": s.mode if s else "",
+        "tier": run.tier,
+        "tier_pin": s.tier_pin if s else "",
+        "meta_param_schema": s.meta_param_schema if s else "",
+        "slice_size": (s.slice_size or 0) if s else 0,
+        "corpus_digest": run.corpus_digest,
+        "contract_digest": run.contract_digest,
+        "tool_schema_digest": tools,
+        "repeat": run.repeat,
+    }
+    provenance = {
+        "commit": run.commit,
+        "date": run.started_at.strftime("%Y-%m-%d") if run.started_at else "",
+        "gitlab_version": run.gitlab_version,
+        "edition": run.edition,
+        "tier": run.tier,
+        "tier_confirmed": bool(run.tier_confirmed),
+        "tier_pin": key["tier_pin"],
+        "surface": s.surface if s else "",
+        "mode": s.mode if s else "",
+        "capability_surface": s.capabilities if s else "",
+        "meta_param_schema": key["meta_param_schema"],
+        "slice_size": key["slice_size"],
+        "token_scopes": list(s.token_scopes or []) if s else [],
+        "served_tools": (s.served_tools or 0) if s else 0,
+        "provider": p.name if p else "",
+        "model": p.model if p else "",
+        "request_options": dict(p.options or {}) if p else {},
+        "repeat": run.repeat,
+        "corpus_digest": run.corpus_digest,
+        "contract_digest": run.contract_digest,
+        "tool_schema_digest": tools,
+    }
+    outcomes = {o: int(f.get(o) or 0) for o in sorted(OUTCOMES)}
+    counts = {
+        "attempts": int(f["attempts"] or 0),
+        "skipped": int(f.get("skipped") or 0),
+        "unobserved": int(f.get("unobserved") or 0),
+        "provider_errors": int(f.get("provider_error") or 0),
+        "harness_errors": int(f.get("harness_error") or 0),
+        "gitlab_refused": int(f.get("gitlab_refused") or 0),
+        "turns": int(f.get("turns") or 0),
+        "outcomes": {o: n for o, n in outcomes.items() if n} or None,
+        "declines": _named(f, _DECLINES),
+        "confirmations": _named(f, _CONFIRMATIONS),
+        "shown": shown,
+    }
+    columns = {name: {"numerator": n, "denominator": d} for name, (n, d) in row.columns}
+    columns["overhead"] = {
+        "discovery": int(f["discovery"] or 0),
+        "invalid_params": int(f["invalid_params"] or 0),
+        "steps": int(f["steps"] or 0),
+    }
+    tokens = {
+        "input": int(f.get("input_tokens") or 0),
+        "output": int(f.get("output_tokens") or 0),
+        "cache_created": int(f.get("cache_created_tokens") or 0),
+        "cache_read": int(f.get("cache_read_tokens") or 0),
+    }
+    return Row(
+        key,
+        provenance,
+        counts,
+        columns,
+        tokens,
+        coverage=row.coverage,
+        case_count=row.case_count,
+        corpus_cases=corpus_cases,
+    )
+
+
+def publication_of_run(
+    scoring: Scoring, groups: list[Group] | None = None, *, intervals: bool = False
+) -> Publication:
+    """What `gen_model_results -shards` would publish of one scored run (its `groups`, as
+    `score_groups` reads them) into a record holding the rows of the runs stored before it
+    (evaldash's duplicate-row rule); with `intervals`, each row carries its 95% intervals."""
+    run = scoring.run
+    out = Publication(corpus_cases=scoring.key.case_count)
+    shown = _shown(scoring)
+    groups = score_groups(scoring) if groups is None else groups
+    dupes = [
+        r.row_key for g in groups for r in g.rows if r.refusal and r.refusal[0] == "duplicate-row"
+    ]
+    first_stood = _first_claims(dupes, run)
+    for g in groups:
+        for r in g.rows:
+            if r.refusal:
+                rule, why = r.refusal
+                reason = (
+                    f"a row with this key already stands in {first_stood.get(r.row_key, RECORD_PATH)}"
+                    if rule == "duplicate-row"
+                    else upstream_reason(rule, r, run, scoring, why)
+                )
+                out.refused.append(Refusal(r.row_key, rule, reason))
+                continue
+            one = record_row(r, run, out.corpus_cases, shown.get(r.row_key))
+            if intervals:
+                one.intervals = "; ".join(
+                    ci.points() if ci else "-" for _, _, ci in r.columns_with_intervals
+                )
+            out.rows.append(one)
+    return out
+
+
+def _first_claims(keys: list[str], run: Run) -> dict[str, str]:
+    """Where each key first stood: the shard of the earliest run before `run` that scored it."""
+    if not keys:
+        return {}
+    found: dict[str, str] = {}
+    for key, name in (
+        StoredRow.objects.filter(row_key__in=keys, scoring__run__pk__lt=run.pk)
+        .order_by("scoring__run__pk")
+        .values_list("row_key", "scoring__run__shard__name")
+    ):
+        found.setdefault(key, name)
+    return found
+
+
+def upstream_markdown(publication: Publication) -> str:
+    """The detailed blocks' bodies for the published rows, byte for byte as render.go draws
+    them, then one line per row upstream would not publish, as its command prints them."""
+    parts = [
+        render_block(block, publication.rows)
+        for block in BLOCKS
+        if block.detailed and any(block.selects(r) for r in publication.rows)
+    ]
+    text = "\n\n".join(parts) + "\n" if parts else ""
+    report = publication.report()
+    if report:
+        text += ("\n" if text else "") + "\n".join(report) + "\n"
+    return text or "Nothing here would be published.\n"
+
+
+# --- several runs, as folded one after another into an empty record --------------------------
+
+
+def _cases(scoring: Scoring, run: Run, keys: list[str]) -> dict[str, dict[str, dict]]:
+    """Per row key, each case's figures as record.go's caseFigures holds them, summed in the
+    database in one query."""
+    if not keys:
+        return {}
+    shown = Q(attempt__shown_tools__gt=0)
+    query = (
+        Verdict.objects.filter(scoring=scoring, row_key__in=keys)
+        .values("row_key", "case")
+        .annotate(
+            attempts=count_where("counted"),
+            **verdict_sums(),
+            **{c: Sum(c) for c in CONFIRMATIONS},
+            **{o: count_where("outcome", o) for o in OUTCOMES},
+            low=Min("attempt__shown_tools", filter=shown),
+            high=Max("attempt__shown_tools", filter=shown),
+            over=Sum(
+                Case(
+                    When(shown, attempt__overflowed=True, then=1),
+                    default=0,
+                    output_field=IntegerField(),
+                )
+            ),
+        )
+        .order_by()
+    )
+    date = run.started_at.strftime("%Y-%m-%d") if run.started_at else ""
+    out: dict[str, dict[str, dict]] = {}
+    for f in query:
+        # PostgreSQL sums a bigint as a numeric.
+        f = {k: v if isinstance(v, str) or v is None else int(v) for k, v in f.items()}
+        columns = {
+            name: {"numerator": int(n or 0), "denominator": int(d or 0)}
+            for name, (n, d) in _columns_of(f)
+        }
+        columns["overhead"] = {
+            "discovery": int(f["discovery"] or 0),
+            "invalid_params": int(f["invalid_params"] or 0),
+            "steps": int(f["steps"] or 0),
+        }
+        out.setdefault(f["row_key"], {})[f["case"]] = {
+            "run": run.run_id,
+            "date": date,
+            "commit": run.commit,
+            "counts": _counts_of(
+                f,
+                None
+                if f["low"] is None
+                else {"min": f["low"], "max": f["high"], "overflowed": f["over"]},
+            ),
+            "columns": columns,
+            "tokens": _tokens_of(f),
+        }
+    return out
+
+
+def _columns_of(f: dict) -> list[tuple[str, tuple[int, int]]]:
+    return TableRow("", "", "", {k: v or 0 for k, v in f.items()}).columns
+
+
+def _counts_of(f: dict, shown: dict | None) -> dict:
+    outcomes = {o: int(f.get(o) or 0) for o in sorted(OUTCOMES)}
+    return {
+        "attempts": int(f["attempts"] or 0),
+        "skipped": int(f.get("skipped") or 0),
+        "unobserved": int(f.get("unobserved") or 0),
+        "provider_errors": int(f.get("provider_error") or 0),
+        "harness_errors": int(f.get("harness_error") or 0),
+        "gitlab_refused": int(f.get("gitlab_refused") or 0),
+        "turns": int(f.get("turns") or 0),
+        "outcomes": {o: n for o, n in outcomes.items() if n} or None,
+        "declines": _named(f, _DECLINES),
+        "confirmations": _named(f, _CONFIRMATIONS),
+        "shown": shown,
+    }
+
+
+def _tokens_of(f: dict) -> dict[str, int]:
+    return {
+        "input": int(f.get("input_tokens") or 0),
+        "output": int(f.get("output_tokens") or 0),
+        "cache_created": int(f.get("cache_created_tokens") or 0),
+        "cache_read": int(f.get("cache_read_tokens") or 0),
+    }
+
+
+def publication_of_runs(scorings: list[Scoring]) -> Publication:
+    """What upstream publishes of several scored runs folded one after another into an empty
+    record, the first with `-shards DIR`, each later one with `-shards DIR -refold`: a row of a
+    key already published is merged into it case by case, or refused by the merge guard. Each
+    row carries its cases, and its figures are their sum, as record.go derives them."""
+    out = Publication(corpus_cases=scorings[0].key.case_count if scorings else 0)
+    for scoring in scorings:
+        run = scoring.run
+        incoming: list[tuple[TableRow, Row]] = []
+        for g in score_groups(scoring):
+            for r in g.rows:
+                refusal = r.refusal
+                if refusal and refusal[0] != "duplicate-row":
+                    rule, why = refusal
+                    reason = upstream_reason(rule, r, run, scoring, why)
+                    out.refused.append(Refusal(r.row_key, rule, reason))
+                    continue
+                incoming.append((r, record_row(r, run, out.corpus_cases, None)))
+        cases = _cases(scoring, run, [r.row_key for r, _ in incoming])
+        rows = []
+        for r, one in incoming:
+            one.cases = cases.get(r.row_key, {})
+            one.counts, one.columns, one.tokens = sum_cases(one.cases)
+            rows.append(one)
+        out.lines += merge_rows(out.rows, rows)
+    return out
+
+
+# --- a committed record, uploaded -----------------------------------------------------------
+
+
+class RecordUploadError(CorpusKeyError):
+    """A record upstream would not read: reported as every refused .json document is."""
+
+
+def store_record(data: bytes, doc: Any, name: str, upload: Upload) -> dict[str, Any]:
+    """Store an uploaded record's rows as published rows, all of them or none."""
+    try:
+        note, rows = read_record(doc, name)
+    except RecordError as exc:
+        raise RecordUploadError(exc.file, exc.message, field=exc.field) from None
+    sha = hashlib.sha256(data).hexdigest()
+    if existing := PublishedRecord.objects.filter(sha256=sha).first():
+        return {"file": name, "record": existing.pk, "rows": existing.row_count, "created": False}
+    with transaction.atomic():
+        record = PublishedRecord.objects.create(
+            name=name[:500], sha256=sha, note=note, row_count=len(rows), upload=upload
+        )
+        PublishedRow.objects.bulk_create(
+            PublishedRow(
+                record=record,
+                position=i,
+                row_key=row.name,
+                model=row.key["model"],
+                surface=row.key["surface"],
+                corpus_digest=row.key["corpus_digest"],
+                date=row.provenance.get("date") or "",
+                key=row.key,
+                provenance=row.provenance,
+                counts=row.counts,
+                columns=row.columns,
+                tokens=row.tokens,
+                cases=row.cases,
+            )
+            for i, row in enumerate(rows)
+        )
+    return {"file": name, "record": record.pk, "rows": len(rows), "created": True}
+
+
+def stored_rows_like(
+    keys: list[str], per_key: int
+) -> dict[str, list[tuple[Run, list[tuple[int, int]]]]]:
+    """For each row key, the latest scored runs (at most `per_key`) whose row has that key, with
+    that row's columns: what an imported row is compared with. One query."""
+    out: dict[str, list[tuple[Run, list[tuple[int, int]]]]] = {}
+    seen: set[tuple[str, int]] = set()
+    for stored in (
+        StoredRow.objects.filter(row_key__in=keys, scoring__verdict_count__gt=0)
+        .select_related("scoring__run")
+        .order_by("row_key", "-scoring__run__started_at", "-scoring__run_id", "-scoring_id")
+    ):
+        run = stored.scoring.run
+        found = out.setdefault(stored.row_key, [])
+        if (stored.row_key, run.pk) in seen or len(found) >= per_key:
+            continue  # the run's latest scoring only
+        seen.add((stored.row_key, run.pk))
+        row = TableRow(stored.row_key, stored.model, stored.surface, stored.figures)
+        found.append((run, [pair for _, pair in row.columns]))
+    return out

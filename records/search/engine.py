@@ -1,0 +1,155 @@
+"""The one seam between search and the database: SQLite's FTS5 or PostgreSQL's full-text search.
+
+Both index the same documents (an attempt's stimulus, reason, blocks' text and verify details;
+a call's arguments, result and text, the JSON values and not their keys) and both match the
+same thing: every word, case-insensitively, where a word is a run of letters and digits. On
+PostgreSQL the text is cut into such runs before `to_tsvector('simple', ...)`, so its parser
+does not keep `issue.create` or a URL as one token where FTS5 sees two; positions are stripped,
+since no query asks for a phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
+query must answer alike on both databases.
+
+Documents are built in SQL from the rows the shard has just written, so the index is written
+in the shard's own transaction at the cost of one statement per kind of document.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.db import connection
+
+# A document's id in the index: 2 x the attempt's id, or 2 x the call's id + 1.
+ATTEMPT, CALL = 0, 1
+
+# The words of a query: runs of letters and digits, as FTS5's unicode61 tokenizer cuts them.
+WORD = re.compile(r"[^\W_]+")
+MAX_WORDS = 16
+
+
+def words(text: str) -> list[str]:
+    """The distinct words of `text`, lower-cased, in order: what a query matches. Anything else
+    (quotes, `AND`, `*`, `:`) separates words and is never an operator."""
+    return list(dict.fromkeys(w.lower() for w in WORD.findall(text)))[:MAX_WORDS]
+
+
+_SQLITE_JSON_VALUES = (
+    "COALESCE((SELECT group_concat(j.atom, ' ') FROM json_tree({col}) j"
+    " WHERE j.type IN ('text', 'integer', 'real')), '')"
+)
+_SQLITE = {
+    ATTEMPT: (
+        "INSERT INTO records_searchentry (rowid, body) SELECT 2 * a.id,"
+        " a.stimulus || ' ' || a.reason || ' ' || COALESCE((SELECT group_concat("
+        "json_extract(b.value, '$.text'), ' ') FROM records_turn t, json_each(t.blocks) b"
+        " WHERE t.attempt_id = a.id), '') || ' ' || COALESCE((SELECT group_concat(v.detail, ' ')"
+        " FROM records_verify v WHERE v.attempt_id = a.id), '')"
+        " FROM records_attempt a WHERE a.run_id = %s"
+    ),
+    CALL: (
+        "INSERT INTO records_searchentry (rowid, body) SELECT 2 * c.id + 1, "
+        + _SQLITE_JSON_VALUES.format(col="c.arguments")
+        + " || ' ' || "
+        + _SQLITE_JSON_VALUES.format(col="c.result")
+        + " || ' ' || c.text FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id"
+        " WHERE a.run_id = %s"
+    ),
+}
+
+_PG_JSON_VALUES = (
+    "(SELECT string_agg(v #>> '{{}}', ' ') FROM jsonb_path_query({col}::jsonb, 'strict $.**') v"
+    " WHERE jsonb_typeof(v) IN ('string', 'number'))"
+)
+
+
+def _pg_vector(text: str) -> str:
+    return f"strip(to_tsvector('simple', regexp_replace({text}, '[^[:alnum:]]+', ' ', 'g')))"
+
+
+_PG = {
+    ATTEMPT: (
+        "INSERT INTO records_searchentry (id, body) SELECT 2 * a.id, "
+        + _pg_vector(
+            "concat_ws(' ', a.stimulus, a.reason, (SELECT string_agg(b ->> 'text', ' ')"
+            " FROM records_turn t, json_array_elements(t.blocks) b WHERE t.attempt_id = a.id),"
+            " (SELECT string_agg(v.detail, ' ') FROM records_verify v"
+            " WHERE v.attempt_id = a.id))"
+        )
+        + " FROM records_attempt a WHERE a.run_id = %s"
+    ),
+    CALL: (
+        "INSERT INTO records_searchentry (id, body) SELECT 2 * c.id + 1, "
+        + _pg_vector(
+            "concat_ws(' ', "
+            + _PG_JSON_VALUES.format(col="c.arguments")
+            + ", "
+            + _PG_JSON_VALUES.format(col="c.result")
+            + ", c.text)"
+        )
+        + " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
+    ),
+}
+
+
+def _key() -> str:
+    return "id" if connection.vendor == "postgresql" else "rowid"
+
+
+def index_run(run_pk: int) -> None:
+    """Add a stored run's attempts and calls to the index (in the caller's transaction)."""
+    statements = _PG if connection.vendor == "postgresql" else _SQLITE
+    with connection.cursor() as cursor:
+        for kind in (ATTEMPT, CALL):
+            cursor.execute(statements[kind], [run_pk])
+
+
+def forget_run(run_pk: int) -> None:
+    """Remove a run's documents from the index (before its rows are deleted)."""
+    key = _key()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"DELETE FROM records_searchentry WHERE {key} IN"
+            " (SELECT 2 * id FROM records_attempt WHERE run_id = %s)",
+            [run_pk],
+        )
+        cursor.execute(
+            f"DELETE FROM records_searchentry WHERE {key} IN (SELECT 2 * c.id + 1"
+            " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id"
+            " WHERE a.run_id = %s)",
+            [run_pk],
+        )
+
+
+def forget_everything() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM records_searchentry")
+
+
+def matching(kind: int, query_words: list[str]) -> tuple[str, list[str]]:
+    """SQL selecting the ids of the attempts (ATTEMPT) or calls (CALL) whose own document
+    holds every word, and its parameters. `query_words` come from `words`: letters and digits
+    only, so quoting them cannot fail and nothing in them is read as an operator."""
+    if connection.vendor == "postgresql":
+        sql = (
+            "SELECT (id - %s) / 2 FROM records_searchentry"
+            " WHERE body @@ to_tsquery('simple', %s) AND id %% 2 = %s"
+        )
+        return sql, [kind, " & ".join(query_words), kind]
+    sql = (
+        "SELECT (rowid - %s) / 2 FROM records_searchentry"
+        " WHERE records_searchentry MATCH %s AND rowid %% 2 = %s"
+    )
+    return sql, [kind, " ".join(f'"{w}"' for w in query_words), kind]
+
+
+def size_bytes() -> int | None:
+    """What the index takes on disk (None where the database cannot say)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SELECT pg_total_relation_size('records_searchentry')")
+            return int(cursor.fetchone()[0])
+        try:
+            cursor.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'records_searchentry%'")
+        except Exception:  # noqa: BLE001 (SQLite built without the dbstat table)
+            return None
+        value = cursor.fetchone()[0]
+        return int(value) if value is not None else 0

@@ -1,0 +1,36 @@
+"""Keeping the index with the runs: written when a shard is stored, removed with its run,
+rebuilt for runs stored before it existed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models.signals import pre_delete
+from django.dispatch import receiver
+
+from records.models import Run
+from records.search import engine
+
+
+def index_run(run: Run | int) -> None:
+    """Index a run just stored, in the caller's transaction (the shard's)."""
+    engine.index_run(run if isinstance(run, int) else run.pk)
+
+
+@receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")
+def forget_run(sender: Any, instance: Run, **kwargs: Any) -> None:
+    """A run's documents go with it, however it is deleted: its rows still exist here."""
+    engine.forget_run(instance.pk)
+
+
+def rebuild(runs: Any = None) -> int:
+    """Index again every run (or those of `runs`), one transaction each; how many."""
+    queryset = Run.objects.all() if runs is None else runs
+    count = 0
+    for pk in queryset.order_by("pk").values_list("pk", flat=True):
+        with transaction.atomic():
+            engine.forget_run(pk)
+            engine.index_run(pk)
+        count += 1
+    return count

@@ -1,0 +1,106 @@
+"""What a task worker adds to django-tasks-db's: a heartbeat, and the re-queueing of tasks whose
+worker stopped beating (killed with `kill -9`, out of memory, its machine gone).
+
+Every worker beats every few seconds and, on the same beat, looks for running tasks whose worker
+has not beaten for EVALDASH_TASK_STALE_SECONDS: each is put back in the queue (a conditional
+update on its claim, so of several workers only one does it) or, once its workers have died
+EVALDASH_TASK_MAX_TRIES times, marked failed with that said. The claim itself is
+django-tasks-db's: `SELECT ... FOR UPDATE SKIP LOCKED` on PostgreSQL, an exclusive transaction on
+SQLite, so no two workers take one task.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from records.models.intake import Upload, WorkerBeat
+
+log = logging.getLogger(__name__)
+
+ORPHANED = "records.tasks.workers.WorkerStopped"
+
+
+def beat(worker_id: str) -> None:
+    WorkerBeat.objects.update_or_create(
+        worker_id=worker_id,
+        defaults={
+            "beat_at": timezone.now(),
+            "host": socket.gethostname()[:200],
+            "pid": os.getpid(),
+        },
+    )
+
+
+def requeue_orphans(now=None) -> list[str]:
+    """Put back (or give up) the running tasks whose worker stopped beating; their ids."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
+    alive = set(WorkerBeat.objects.filter(beat_at__gte=stale).values_list("worker_id", flat=True))
+    done = []
+    for result in DBTaskResult.objects.running().filter(started_at__lt=stale):
+        if result.worker_ids and result.worker_ids[-1] in alive:
+            continue
+        tries = len(result.worker_ids)
+        same_claim = DBTaskResult.objects.filter(
+            pk=result.pk, status="RUNNING", started_at=result.started_at
+        )
+        if tries >= settings.EVALDASH_TASK_MAX_TRIES:
+            message = f"its worker stopped before it was done, {tries} times; given up"
+            if same_claim.update(
+                status="FAILED",
+                finished_at=now,
+                exception_class_path=ORPHANED,
+                traceback=message,
+            ):
+                _given_up(result, message)
+                done.append(str(result.pk))
+        elif same_claim.update(status="READY", started_at=None):
+            log.warning("task %s: its worker stopped; queued again", result.pk)
+            done.append(str(result.pk))
+    return done
+
+
+def _given_up(result: DBTaskResult, message: str) -> None:
+    if result.task_path.endswith("ingest_upload") and result.args_kwargs.get("args"):
+        from records.tasks import give_up
+
+        upload = Upload.objects.filter(pk=result.args_kwargs["args"][0]).first()
+        if upload is not None and not upload.finished:
+            give_up(upload, message)
+
+
+class Heart:
+    """The beating thread of one worker process (its own database connection)."""
+
+    def __init__(self, worker_id: str) -> None:
+        self.worker_id = worker_id
+        self.every = max(1.0, settings.EVALDASH_TASK_STALE_SECONDS / 4)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="worker-heart", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                beat(self.worker_id)
+                requeue_orphans()
+            except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)
+                log.warning("worker %s: heartbeat failed", self.worker_id, exc_info=True)
+                close_old_connections()
+            if self._stop.wait(self.every):
+                break
+        connection.close()

@@ -1,0 +1,257 @@
+"""The search across runs (`/search/`), its JSON and CSV answers: parse the query with a form,
+ask `records.queries.search`, render."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+from django.views.decorators.vary import vary_on_headers
+
+from records.formats.shard import ENDINGS, TURN_STATUSES
+from records.queries.search import Search, SearchQuery
+from records.scorer.score import OUTCOMES
+from records.views.access import _bad_request, _partial, read_access
+from records.views.exports import _export
+
+YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
+PER_PAGE = 25
+JSON_PER_PAGE = 100
+MAX_PER_PAGE = 500
+
+# A facet's name and the parameter a click on one of its values sets.
+FACETS = [
+    ("run", "Run", "run"),
+    ("model", "Model", "model"),
+    ("surface", "Surface", "surface"),
+    ("case", "Case", "case"),
+    ("tool", "Tool", "tool"),
+    ("requested", "Requested action", "action"),
+    ("dispatched", "Dispatched action", "action"),
+    ("outcome", "Call outcome", "outcome"),
+    ("ended_by", "Ended by", "ended_by"),
+    ("verdict", "Verdict", "verdict"),
+]
+
+
+class RunsField(forms.Field):
+    """`run`, repeatable: run_ids exactly."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[str]:
+        values = value if isinstance(value, list) else [value] if value else []
+        for v in values:
+            if len(v) > 200:
+                raise forms.ValidationError("a run_id is at most 200 characters")
+        return [v for v in values if v]
+
+
+def _yes_no(value: str) -> bool | None:
+    return {"yes": True, "no": False}.get(value)
+
+
+class SearchForm(forms.Form):
+    q = forms.CharField(required=False, max_length=500, label="Words")
+    run = RunsField(required=False)
+    digest = forms.CharField(required=False, max_length=64, label="Corpus digest")
+    commit = forms.CharField(required=False, max_length=100)
+    model = forms.CharField(required=False, max_length=300)
+    surface = forms.CharField(required=False, max_length=100)
+    case = forms.CharField(required=False, max_length=100)
+    ended_by = forms.ChoiceField(
+        required=False, choices=[("", "any ending"), *((e, e) for e in ENDINGS)]
+    )
+    verdict = forms.ChoiceField(
+        required=False, choices=[("", "any verdict"), *((o, o) for o in OUTCOMES)]
+    )
+    tool = forms.CharField(required=False, max_length=200)
+    action = forms.CharField(required=False, max_length=200)
+    outcome = forms.CharField(required=False, max_length=200, label="Call outcome")
+    observed = forms.ChoiceField(required=False, choices=YES_NO)
+    truncated = forms.ChoiceField(required=False, choices=[("", "either"), ("yes", "yes")])
+    turn_status = forms.ChoiceField(
+        required=False, choices=[("", "any"), *((s, s) for s in TURN_STATUSES)]
+    )
+    verify = forms.ChoiceField(required=False, choices=[("", "any"), ("failed", "failed")])
+    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    per_page = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_PER_PAGE, widget=forms.HiddenInput
+    )
+
+    def __init__(self, data: QueryDict, *, fixed: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(data, **kwargs)
+        self.fixed = fixed  # parameters the page sets itself (a run's tab: run)
+        if data is not None:
+            self.data = data.copy()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        unknown = sorted(set(self.data) - set(self.fields) - set(self.fixed))
+        for name in unknown:
+            self.add_error(None, f"unknown parameter '{name}'")
+        return data
+
+    def query(self) -> SearchQuery:
+        d = self.cleaned_data
+        return SearchQuery(
+            runs=d["run"],
+            digest=d["digest"],
+            commit=d["commit"],
+            model=d["model"],
+            surface=d["surface"],
+            case=d["case"],
+            ended_by=d["ended_by"],
+            verdict=d["verdict"],
+            clean=_yes_no(d["clean"]),
+            tool=d["tool"],
+            action=d["action"],
+            outcome=d["outcome"],
+            observed=_yes_no(d["observed"]),
+            truncated=d["truncated"] == "yes",
+            turn_status=d["turn_status"],
+            verify_failed=d["verify"] == "failed",
+            q=d["q"],
+        )
+
+    @property
+    def narrowed(self) -> list[tuple[str, str, str]]:
+        """The conditions set, each as (parameter, value, the address without it)."""
+        out = []
+        for name in self.fields:
+            if name in ("page", "per_page"):
+                continue
+            for value in self.data.getlist(name):
+                if value:
+                    rest = self.data.copy()
+                    rest.setlist(name, [v for v in rest.getlist(name) if v != value])
+                    rest.pop("page", None)
+                    out.append((name, value, rest.urlencode()))
+        return out
+
+
+# `clean` names a parameter and the form's own method: the field is declared beside the class.
+SearchForm.base_fields["clean"] = forms.ChoiceField(required=False, choices=YES_NO)
+
+
+def _parse(request: HttpRequest) -> SearchForm:
+    form = SearchForm(request.GET)
+    form.is_valid()
+    return form
+
+
+def facet_links(data: QueryDict, facets: dict[str, dict[str, int]]) -> list[dict[str, Any]]:
+    """Each facet's values with their counts and the address a click goes to (the query with
+    that value set, back to its first page), and whether that value is set already."""
+    out = []
+    for key, title, param in FACETS:
+        values = []
+        for value, count in facets.get(key, {}).items():
+            query = data.copy()
+            query.setlist(param, [value])
+            query.pop("page", None)
+            values.append(
+                {
+                    "value": value,
+                    "count": count,
+                    "query": query.urlencode(),
+                    "active": value in data.getlist(param),
+                }
+            )
+        out.append({"key": key, "title": title, "param": param, "values": values})
+    return out
+
+
+@require_GET
+@read_access
+@vary_on_headers("HX-Request")
+def search(request: HttpRequest) -> HttpResponse:
+    form = _parse(request)
+    if form.errors:
+        return _bad_request(form, request)
+    context = results_context(form, request.GET, PER_PAGE)
+    context["search_url"] = reverse("records:search")
+    template = "records/search/page.html"
+    return render(request, template + "#results" if _partial(request) else template, context)
+
+
+def results_context(form: SearchForm, data: QueryDict, per_page: int) -> dict[str, Any]:
+    """What the results show: a page of attempts with their matching calls, the counts and
+    the facets (also a run's Attempts tab)."""
+    found = Search(form.query())
+    count = found.count()
+    paginator = Paginator(range(count), form.cleaned_data.get("per_page") or per_page)
+    page = paginator.get_page(form.cleaned_data.get("page") or 1)
+    query = data.copy()
+    query.pop("page", None)
+    return {
+        "form": form,
+        "page": page,
+        "count": count,
+        "call_count": found.call_count(),
+        "attempts": found.page(page.number, paginator.per_page),
+        "facets": facet_links(data, found.facets()),
+        "words": found.words,
+        "query": query.urlencode(),
+    }
+
+
+def _json_error(form: SearchForm) -> JsonResponse:
+    fields = {name: " ".join(msgs) for name, msgs in form.errors.items()}
+    message = "; ".join(f"{n}: {m}" if n != "__all__" else m for n, m in fields.items())
+    return JsonResponse({"error": f"Invalid query: {message}", "fields": fields}, status=400)
+
+
+@require_GET
+@read_access
+def search_json(request: HttpRequest) -> HttpResponse:
+    form = _parse(request)
+    if form.errors:
+        return _json_error(form)
+    found = Search(form.query())
+    number = form.cleaned_data.get("page") or 1
+    per_page = form.cleaned_data.get("per_page") or JSON_PER_PAGE
+    count = found.count()
+    attempts = found.page(number, per_page)
+    following = None
+    if number * per_page < count:
+        query = request.GET.copy()
+        query["page"] = str(number + 1)
+        following = request.build_absolute_uri(
+            f"{reverse('records:search-json')}?{query.urlencode()}"
+        )
+    return JsonResponse(
+        {
+            "count": count,
+            "calls": found.call_count(),
+            "attempts": [
+                {
+                    "run_id": a.run.run_id,
+                    "attempt": a.key,
+                    "case": a.case,
+                    "model": a.model,
+                    "surface": a.effective_surface,
+                    "repeat": a.repeat,
+                    "url": request.build_absolute_uri(reverse("records:attempt", args=[a.pk])),
+                    "calls": [c.index for c in a.matched],
+                }
+                for a in attempts
+            ],
+            "facets": found.facets(),
+            "next": following,
+        }
+    )
+
+
+@require_GET
+@read_access
+def search_csv(request: HttpRequest) -> HttpResponse:
+    form = _parse(request)
+    if form.errors:
+        return _bad_request(form, request)
+    return _export("csv", "search", Search(form.query()).rows())

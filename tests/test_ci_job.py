@@ -1,0 +1,173 @@
+"""The README's CI job, run as written (bash, curl, jq) against a live gunicorn and task worker.
+
+The job is read from README.md between its markers, so the two cannot drift. The shard is over
+1 MiB with its run line last (as the runner writes it). Which of these answers rest on the gate's
+"no earlier comparable run passes" rule is said where it is asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import zipfile
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+from records.devtools.synth import DEMO_KEY, load_demo_key, write_run
+from records.models import ApiToken
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = [
+    pytest.mark.load,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(not (shutil.which("jq") and shutil.which("curl")), reason="needs jq, curl"),
+]
+NANO_META = ("openai:gpt-5.4-nano", "meta")
+
+
+def ci_job_commands() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"<!-- ci-job -->\n```yaml\n(.*?)```\n<!-- /ci-job -->", readme, re.S)
+    assert block, "README.md has no CI job between <!-- ci-job --> markers"
+    lines = [ln.strip()[2:] for ln in block.group(1).splitlines() if ln.strip().startswith("- ")]
+    assert 1 <= len(lines) <= 3, lines
+    return lines
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _database_url() -> str:
+    s = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{s['NAME']}"
+    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def _artifact(path: Path, run_id: str, seed: int, days: int, regress=None) -> Path:
+    shard = path.parent / "modeleval-run.jsonl"
+    with open(shard, "wb") as fh:
+        write_run(
+            fh,
+            load_demo_key(),
+            run_id=run_id,
+            commit=f"{seed:040x}",
+            started_at=datetime(2026, 11, 1, 9) + timedelta(days=days),
+            seed=seed,
+            repeat=2,
+            regress=regress or {},
+        )
+    data = shard.read_bytes()
+    # The case the old recipe failed on: the run line past the first MiB.
+    assert len(data) > 1024 * 1024 and b'"type":"run"' not in data[: 1024 * 1024]
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.write(shard, shard.name)
+    return path
+
+
+@pytest.fixture
+def live(tmp_path):
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
+        "DATABASE_URL": _database_url(),
+        "EVALDASH_TASK_BACKEND": "database",
+        "EVALDASH_INSECURE_DEV_KEY": "1",
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "127.0.0.1",
+    }
+    port = _free_port()
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "evaldash.wsgi", "--worker-class", "gthread"]
+            + ["--workers", "1", "--threads", "8", "--bind", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ),
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), "db_worker", "--interval", "0.2"]
+            + ["--no-startup-delay", "--no-reload", "--verbosity", "0"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ),
+    ]
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(base + "/login/", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.2)
+    try:
+        yield base, env
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        log.close()
+
+
+def test_the_readme_ci_job_gates_first_regressed_noisy_and_retried_uploads(live, tmp_path):
+    base, env = live
+    _, raw = ApiToken.issue("gitlab-ci")
+    commands = ci_job_commands()
+    key = subprocess.run(
+        ["curl", "-sS", "-H", f"Authorization: Bearer {raw}", "-F", f"file=@{DEMO_KEY}"]
+        + [f"{base}/api/v1/uploads?wait=60"],
+        capture_output=True,
+        text=True,
+    )
+    assert '"status": "done"' in key.stdout or '"status":"done"' in key.stdout, key.stdout
+
+    def job(artifact: Path) -> subprocess.CompletedProcess:
+        work = tmp_path / artifact.stem
+        work.mkdir(exist_ok=True)
+        shutil.copy(artifact, work / "artifact.zip")
+        script = "set -eo pipefail\n" + "\n".join(commands) + "\n"
+        return subprocess.run(
+            ["bash", "-c", script],
+            cwd=work,
+            env={**env, "EVALDASH_TOKEN": raw, "EVALDASH_URL": base},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    made = tmp_path / "made"
+    made.mkdir()
+    # The demo's seeds: 23 regressed against 11 is a regression with evidence, 37 is noise.
+    first = _artifact(made / "first.zip", "ci-first", 11, 0)
+    regressed = _artifact(made / "regressed.zip", "ci-regressed", 23, 7, {NANO_META: 0.35})
+    noisy = _artifact(made / "noisy.zip", "ci-noisy", 37, 8)
+
+    # Rests on the gate passing with no earlier comparable run ("baseline": null).
+    r = job(first)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = job(regressed)
+    assert r.returncode != 0 and "failed" in r.stdout, r.stdout + r.stderr
+    r = job(noisy)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # A retried job finds its shard present and still gates it against its previous run.
+    r = job(noisy)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "already_present" in (tmp_path / "noisy" / "upload.json").read_text()

@@ -1,0 +1,275 @@
+"""Search across runs: each parameter's results held to what reading the shards directly gives,
+the index written with the shard and removed with its run, and text matched as words only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+
+from records.devtools.synth import DEMO_KEY, demo_runs
+from records.ingest import ingest, inputs_from_paths
+from records.models import Run, Scoring, Upload, Verdict
+from records.queries.search import Search, SearchQuery
+from records.search import engine
+from tests.builders import FIXTURE_SHARD
+
+pytestmark = pytest.mark.django_db
+
+
+def _values(value: Any) -> list[str]:
+    """The string and number values of a JSON value (what a call's arguments and result give
+    the index), keys left out."""
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in _values(item)]
+    if isinstance(value, list):
+        return [v for item in value for v in _values(item)]
+    if isinstance(value, bool) or value is None:
+        return []
+    return [str(value)]
+
+
+def _words(*texts: str) -> set[str]:
+    return {w for text in texts for w in engine.words(text)} if texts else set()
+
+
+class Shards:
+    """The attempts and calls of shard files, read as plain JSON lines."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.attempts: dict[tuple[str, str], dict[str, Any]] = {}
+        for path in paths:
+            lines = [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
+            run = next(x["run"] for x in lines if x["type"] == "run")
+            sessions = {
+                x["session"]["label"]: x["session"] for x in lines if x["type"] == "session"
+            }
+            mine: dict[str, dict[str, Any]] = {}
+            for x in lines:
+                if x["type"] == "attempt":
+                    a = x["attempt"]
+                    session = sessions.get(a.get("session", ""), {})
+                    mine[a["id"]] = {
+                        **a,
+                        "run": run,
+                        "effective_surface": a.get("surface") or session.get("surface", ""),
+                        "turns": [],
+                        "calls": [],
+                        "verifys": [],
+                    }
+            for x in lines:
+                kind = x["type"]
+                if kind in ("turn", "call", "verify"):
+                    mine[x[kind]["attempt"]][f"{kind}s"].append(x[kind])
+            for key, a in mine.items():
+                self.attempts[(run["run_id"], key)] = a
+
+    def select(self, attempt=lambda a: True, call=None, q: str = "", verdicts=None):
+        """(attempts, calls) as the search defines them, by (run_id, attempt id[, index])."""
+        words = set(engine.words(q))
+        attempts, calls = set(), set()
+        for ident, a in self.attempts.items():
+            if not attempt(a):
+                continue
+            blocks = [b.get("text", "") for t in a["turns"] for b in t.get("blocks", [])]
+            details = [v.get("detail", "") for v in a["verifys"]]
+            own = bool(words) and words <= _words(
+                a.get("stimulus", ""), a.get("reason", ""), *blocks, *details
+            )
+
+            def said(c: dict[str, Any]) -> bool:
+                return words <= _words(
+                    *_values(c.get("arguments")), *_values(c.get("result")), c.get("text", "")
+                )
+
+            if call is not None:
+                hits = [c for c in a["calls"] if call(c) and (not words or own or said(c))]
+            elif words:
+                hits = [c for c in a["calls"] if said(c)]
+            else:
+                hits = []
+            if (call is not None and hits) or (call is None and (not words or own or hits)):
+                attempts.add(ident)
+                calls |= {(*ident, c["index"]) for c in hits}
+        return attempts, calls
+
+
+def _hostile(tmp_path: Path) -> Path:
+    """The fixture shard as another run whose calls were cut short and read hostile text."""
+    lines = []
+    for raw in FIXTURE_SHARD.read_text().splitlines():
+        x = json.loads(raw)
+        if x["type"] == "run":
+            x["run"]["run_id"] = "run-hostile"
+        if x["type"] == "call" and x["call"]["index"] == 2:
+            x["call"].update(
+                result_truncated=True, text='<script>alert("pwn")</script> \u202etimeout'
+            )
+        lines.append(json.dumps(x))
+    path = tmp_path / "modeleval-hostile.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def store(tmp_path, db):
+    paths = [*demo_runs(tmp_path), FIXTURE_SHARD, _hostile(tmp_path)]
+    ingest(inputs_from_paths([DEMO_KEY, *paths]), Upload.objects.create(source="test"))
+    return Shards(paths)
+
+
+def _found(query: SearchQuery) -> tuple[set, set, Search]:
+    search = Search(query)
+    attempts = search.page(1, 100_000)
+    found = {(a.run.run_id, a.key) for a in attempts}
+    calls = {(a.run.run_id, a.key, c.index) for a in attempts for c in a.matched}
+    assert search.count() == len(found)
+    assert search.call_count() == len(calls)
+    return found, calls, search
+
+
+def _refused(c):
+    return c["outcome"].startswith("refused:")
+
+
+CASES = {
+    "everything": ({}, {}),
+    "one run": (
+        {"runs": ["run-2026-11-23-f00dfa"]},
+        {"attempt": lambda a: a["run"]["run_id"] == "run-2026-11-23-f00dfa"},
+    ),
+    "digest prefix": (
+        {"digest": "fixture"},
+        {"attempt": lambda a: a["run"].get("corpus_digest", "").startswith("fixture")},
+    ),
+    "commit prefix": (
+        {"commit": "f00d"},
+        {"attempt": lambda a: a["run"].get("commit", "").startswith("f00d")},
+    ),
+    "model substring": ({"model": "nano"}, {"attempt": lambda a: "nano" in a["model"]}),
+    "surface": ({"surface": "meta"}, {"attempt": lambda a: a["effective_surface"] == "meta"}),
+    "case": ({"case": "MT-002"}, {"attempt": lambda a: a["case"] == "MT-002"}),
+    "ended_by": (
+        {"ended_by": "no_tool_call"},
+        {"attempt": lambda a: a["ended_by"] == "no_tool_call"},
+    ),
+    "tool": (
+        {"tool": "gitlab_execute_action"},
+        {"call": lambda c: c["tool"] == "gitlab_execute_action"},
+    ),
+    "action either side": (
+        {"action": "project.get"},
+        {
+            "call": lambda c: (
+                "project.get" in (c.get("requested_action"), c.get("dispatched_action"))
+            )
+        },
+    ),
+    "every refusal": ({"outcome": "refused"}, {"call": _refused}),
+    "one refusal reason": (
+        {"outcome": "refused:invalid_params"},
+        {"call": lambda c: c["outcome"] == "refused:invalid_params"},
+    ),
+    "refused and executed on one call": (
+        {"outcome": "refused:invalid_params", "tool": "gitlab_execute_action"},
+        {
+            "call": lambda c: (
+                c["outcome"] == "refused:invalid_params" and c["tool"] == "gitlab_execute_action"
+            )
+        },
+    ),
+    "unobserved": ({"observed": False}, {"call": lambda c: not c.get("dispatch_observed", False)}),
+    "truncated": (
+        {"truncated": True},
+        {"call": lambda c: c.get("result_truncated", False) or c.get("text_truncated", False)},
+    ),
+    "turn status": (
+        {"turn_status": "rate_limited"},
+        {"attempt": lambda a: any(t["status"] == "rate_limited" for t in a["turns"])},
+    ),
+    "failed verify": (
+        {"verify_failed": True},
+        {"attempt": lambda a: any(not v["passed"] for v in a["verifys"])},
+    ),
+    "words": ({"q": "default branch"}, {"q": "default branch"}),
+    "words in a call's result": ({"q": "Default Branch 42"}, {"q": "Default Branch 42"}),
+    "words and a call condition": (
+        {"q": "project", "tool": "gitlab_find_action"},
+        {"q": "project", "call": lambda c: c["tool"] == "gitlab_find_action"},
+    ),
+    "words split by punctuation": ({"q": "issue.create"}, {"q": "issue.create"}),
+    "words with a surface": (
+        {"q": "look action", "surface": "dynamic"},
+        {"q": "look action", "attempt": lambda a: a["effective_surface"] == "dynamic"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_parameter_selects_what_the_shards_hold(store, name):
+    params, expect = CASES[name]
+    attempts, calls = store.select(**expect)
+    found, found_calls, _ = _found(SearchQuery(**params))
+    assert found == attempts
+    assert found_calls == calls
+    if name != "everything":
+        assert attempts, f"the store holds no attempt for {name}: the case would prove nothing"
+
+
+def test_verdict_and_clean_read_each_runs_latest_scoring(store):
+    latest = {}
+    for s in Scoring.objects.filter(verdict_count__gt=0).order_by("run", "-created_at", "-id"):
+        latest.setdefault(s.run_id, s.pk)
+    verdicts = Verdict.objects.filter(scoring__in=latest.values()).select_related("attempt__run")
+    failed = {(v.attempt.run.run_id, v.attempt.key) for v in verdicts if v.outcome == "failed"}
+    clean = {(v.attempt.run.run_id, v.attempt.key) for v in verdicts if v.clean}
+    assert failed and clean
+    assert _found(SearchQuery(verdict="failed"))[0] == failed
+    assert _found(SearchQuery(clean=True))[0] == clean
+
+
+def test_facets_count_the_attempts_and_calls_the_query_matches(store):
+    attempts, calls = store.select(call=_refused)
+    facets = _found(SearchQuery(outcome="refused"))[2].facets()
+    by_run: dict[str, int] = {}
+    for run_id, _ in attempts:
+        by_run[run_id] = by_run.get(run_id, 0) + 1
+    assert facets["run"] == by_run
+    outcomes: dict[str, int] = {}
+    for run_id, key, index in calls:
+        c = next(c for c in store.attempts[(run_id, key)]["calls"] if c["index"] == index)
+        outcomes[c["outcome"]] = outcomes.get(c["outcome"], 0) + 1
+    assert facets["outcome"] == outcomes
+    assert sum(facets["model"].values()) == len(attempts)
+
+
+def test_query_syntax_in_words_is_never_an_operator(store):
+    for q in ['"default', "default OR", "NOT branch*", "body:main", "a) AND (b", "-42 & |"]:
+        attempts, calls = store.select(q=q)
+        found, found_calls, _ = _found(SearchQuery(q=q))
+        assert (found, found_calls) == (attempts, calls), q
+
+
+def test_a_shard_is_searchable_once_stored_and_forgotten_with_its_run(store):
+    query = SearchQuery(q="eval group some other project")
+    key = "MT-002/dynamic/2"
+    assert _found(query)[0] == {("run-fixture-dynamic", key), ("run-hostile", key)}
+    Run.objects.get(run_id="run-fixture-dynamic").delete()
+    assert _found(query)[0] == {("run-hostile", key)}
+    everything = _found(SearchQuery(q="project"))[0]
+    assert everything and all(run_id != "run-fixture-dynamic" for run_id, _ in everything)
+
+
+def test_the_rebuild_command_indexes_runs_stored_before_the_index(store, capsys):
+    query = SearchQuery(q="default branch")
+    expected = _found(query)[:2]
+    engine.forget_everything()
+    assert _found(query)[0] == set()
+    call_command("search_index")
+    assert "indexed 5 runs" in capsys.readouterr().out
+    assert _found(query)[:2] == expected
+    call_command("search_index", "run-fixture-dynamic")  # again: no document twice
+    assert _found(query)[:2] == expected
