@@ -271,8 +271,10 @@ def _present(name: str, sha: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"file": name, "sha256": sha}
     run = Run.objects.filter(shard__sha256=sha).first()
     scoring = score_if_unscored(run) if run is not None else None
+    if run is not None:  # the answer links the run the shard is stored as
+        entry.update(run=run.pk, run_id=run.run_id)
     if scoring is not None:
-        entry.update(run=run.pk, run_id=run.run_id, scored_against=scoring.key.digest)
+        entry.update(scored_against=scoring.key.digest)
     return entry
 
 
@@ -382,5 +384,7 @@ def ingest_shard(
             "warnings": shard_row.warning_count,
             "seconds": round(seconds, 3),  # to store it (its scoring apart)
             "scored_against": scoring.key.digest if scoring else None,
+            # Unscored until a key of this digest arrives: the answer says which one.
+            "corpus_digest": run.corpus_digest,
         }
     )

@@ -1,5 +1,5 @@
 """Prose the pages show: Markdown's inline code (the captions are written once, for the Markdown
-export and the pages) rendered as `<code>`, every part escaped."""
+export and the pages) rendered as `<code>`, every part escaped; what an upload stored, in words."""
 
 from __future__ import annotations
 
@@ -29,3 +29,27 @@ def inline_code(text: Any) -> SafeString:
             for i, p in enumerate(parts)
         )
     )
+
+
+# What an upload's summary lists, by kind, as the pages name each.
+STORED_KINDS = (
+    ("stored", "shard", "shards"),
+    ("keys", "corpus key", "corpus keys"),
+    ("replays", "sealed replay document", "sealed replay documents"),
+    ("suites", "conformance suite", "conformance suites"),
+    ("conformance_runs", "conformance run", "conformance runs"),
+)
+
+
+@register.filter
+def stored_words(summary: Any) -> str:
+    """What an upload stored, kind by kind ("3 shards, 1 corpus key"), so that no page adds
+    shards and keys into one count another page gives for shards alone."""
+    if not isinstance(summary, dict):
+        return "nothing"
+    parts = []
+    for kind, one, many in STORED_KINDS:
+        n = len(summary.get(kind) or [])
+        if n:
+            parts.append(f"{n:,} {one if n == 1 else many}")
+    return ", ".join(parts) or "nothing"
