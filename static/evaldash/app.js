@@ -250,6 +250,64 @@
       delete a.dataset.wasCurrent;
     });
   });
+  // Keys, as in other trace viewers: j or → the next attempt, k or ← the previous one (the
+  // attempt page's own links), / the search field (or the search page), ? this list. Never while
+  // typing, and never with a modifier held (the browser's own shortcuts stay).
+  var KEYS = [
+    ["j  or  →", "next attempt (on an attempt's page)"],
+    ["k  or  ←", "previous attempt"],
+    ["/", "search"],
+    ["?", "this list of keys"],
+    ["Esc", "close it"],
+  ];
+  function keyHelp() {
+    var dialog = document.getElementById("key-help");
+    if (!dialog) {
+      dialog = document.createElement("dialog");
+      dialog.id = "key-help";
+      dialog.setAttribute("aria-label", "Keyboard keys");
+      var h = document.createElement("h2");
+      h.textContent = "Keys";
+      dialog.appendChild(h);
+      var dl = document.createElement("dl");
+      KEYS.forEach(function (k) {
+        var dt = document.createElement("dt"), dd = document.createElement("dd"), kbd = document.createElement("kbd");
+        kbd.textContent = k[0];
+        dt.appendChild(kbd);
+        dd.textContent = k[1];
+        dl.appendChild(dt);
+        dl.appendChild(dd);
+      });
+      dialog.appendChild(dl);
+      var close = document.createElement("button");
+      close.type = "button";
+      close.textContent = "Close";
+      close.addEventListener("click", function () { dialog.close(); });
+      dialog.appendChild(close);
+      document.body.appendChild(dialog);
+    }
+    if (!dialog.open) dialog.showModal();
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+    var t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (document.querySelector("dialog[open]") && e.key !== "?") return;
+    var go = null;
+    if (e.key === "j" || e.key === "ArrowRight") go = document.querySelector("nav.neighbours a[rel=next]");
+    else if (e.key === "k" || e.key === "ArrowLeft") go = document.querySelector("nav.neighbours a[rel=prev]");
+    if (go) { e.preventDefault(); go.click(); return; }
+    if (e.key === "/") {
+      var field = document.querySelector("main input[type=search]");
+      e.preventDefault();
+      if (field) { field.focus(); field.select(); return; }
+      var page = document.querySelector("header.top a[data-search]");
+      if (page) window.location.href = page.href;
+      return;
+    }
+    if (e.key === "?") { e.preventDefault(); keyHelp(); }
+  });
+
   // A page the browser kept (its back-forward cache) shows the controls as last touched.
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
