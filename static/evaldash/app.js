@@ -9,8 +9,33 @@
       // A chart in a closed <details> has no width yet: it is drawn when opened.
       if (!src || el.dataset.drawn || el.closest("details:not([open])")) return;
       var fig = JSON.parse(src.textContent);
-      window.Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true });
+      window.Plotly.newPlot(el, fig.data, themed(fig.layout || {}), { displaylogo: false, responsive: true });
       el.dataset.drawn = "1";
+    });
+  }
+
+  // Charts follow the system's dark setting, as the page does: a transparent canvas, light
+  // text and faint grid lines.
+  var dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)");
+  function themed(layout) {
+    if (!dark || !dark.matches) return layout;
+    var ink = "#e3e8ee", grid = "#33404c";
+    layout.paper_bgcolor = "rgba(0,0,0,0)";
+    layout.plot_bgcolor = "rgba(0,0,0,0)";
+    layout.font = Object.assign({}, layout.font, { color: ink });
+    ["xaxis", "yaxis"].forEach(function (a) {
+      layout[a] = Object.assign({}, layout[a], { gridcolor: grid, zerolinecolor: grid, linecolor: grid });
+    });
+    return layout;
+  }
+  // A change of the setting redraws what is drawn.
+  if (dark && dark.addEventListener) {
+    dark.addEventListener("change", function () {
+      document.querySelectorAll("[data-plotly][data-drawn]").forEach(function (el) {
+        if (window.Plotly) window.Plotly.purge(el);
+        delete el.dataset.drawn;
+      });
+      drawCharts(document);
     });
   }
 
