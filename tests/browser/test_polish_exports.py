@@ -43,3 +43,25 @@ def test_the_comparison_export_carries_the_pages_reading_interval_and_p_as_numbe
     assert lines[0]["Clean after n"] == str(n) and lines[0]["Clean p"] == str(row["Clean p"])
     assert all(line.keys() == lines[0].keys() for line in lines)
     assert not any(" / " in v for line in lines for v in line.values())  # no "9 / 15" strings
+
+
+def test_the_attempts_exports_carry_each_verdict_and_a_summary_of_its_calls(pg, site):
+    from records.models import Attempt, Call, Verdict
+
+    run = run_pk(site, "run-2026-11-23-f00dfa")
+    pg.goto(pg.base + f"/runs/{run}/attempts/?outcome=failed")
+    href = pg.locator("#attempt-list a", has_text="JSON").first.get_attribute("href")
+    rows = pg.request.get(pg.base + href).json()["rows"]
+    shown = int(pg.locator(".attempt-count").inner_text().replace(",", ""))
+    assert len(rows) == shown > 0
+    for row in rows[:5]:
+        attempt = Attempt.objects.get(pk=row["id"])
+        verdict = Verdict.objects.filter(attempt=attempt).latest("scoring_id")
+        assert row["outcome"] == verdict.outcome == "failed"
+        assert row["clean"] is False and row["scored_against"] == "b519a10571ab2192"
+        calls = Call.objects.filter(attempt=attempt).order_by("line", "index")
+        assert row["calls_summary"] == "; ".join(f"{c.tool} {c.outcome}" for c in calls)
+    href = pg.locator("#attempt-list a", has_text="CSV").first.get_attribute("href")
+    lines = list(csv.DictReader(io.StringIO(pg.request.get(pg.base + href).text())))
+    assert {line["outcome"] for line in lines} == {"failed"}
+    assert all(line["calls_summary"] for line in lines)
