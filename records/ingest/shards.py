@@ -271,10 +271,8 @@ def _present(name: str, sha: str) -> dict[str, Any]:
     entry: dict[str, Any] = {"file": name, "sha256": sha}
     run = Run.objects.filter(shard__sha256=sha).first()
     scoring = score_if_unscored(run) if run is not None else None
-    if run is not None:  # the answer links the run the shard is stored as
-        entry.update(run=run.pk, run_id=run.run_id)
     if scoring is not None:
-        entry.update(scored_against=scoring.key.digest)
+        entry.update(run=run.pk, run_id=run.run_id, scored_against=scoring.key.digest)
     return entry
 
 

@@ -53,3 +53,11 @@ def stored_words(summary: Any) -> str:
         if n:
             parts.append(f"{n:,} {one if n == 1 else many}")
     return ", ".join(parts) or "nothing"
+
+
+@register.filter
+def stored_run(sha256: Any) -> tuple[int, str] | None:
+    """The run a shard of this sha256 is stored as (pk, run id), for "already present" to link."""
+    from records.models import Run
+
+    return Run.objects.filter(shard__sha256=str(sha256)).values_list("pk", "run_id").first()
