@@ -804,6 +804,26 @@ def parse_line(raw: bytes) -> tuple[str, Any]:
     return typ, payload
 
 
+def not_json_message(raw: bytes, exc: orjson.JSONDecodeError, width: int = 30) -> str:
+    """A line's JSON error by column (a shard line is one line, so "line 1" would only
+    mislead), with a short excerpt of the line around where reading stopped."""
+    text = raw.decode("utf-8", "replace")
+    pos = min(max(exc.pos, 0), len(text))
+    before, after = text[max(0, pos - width) : pos], text[pos : pos + width]
+    shown = (
+        ("…" if pos > width else "")
+        + _printable(before)
+        + "⟨here⟩"
+        + _printable(after)
+        + ("…" if pos + width < len(text) else "")
+    )
+    return f"the line is not valid JSON at column {pos + 1}: {exc.msg}; near {shown}"
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
     """Go's reading of a line: each key names a field by its exact name or by Go's case folding,
     every member assigns in order (the last spelling wins), null leaves a value in place."""
@@ -815,7 +835,7 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
         bad = invalid_utf8(raw)
         if bad:
             raise _FieldError("", f"the line is not valid JSON: {bad}") from None
-        raise _FieldError("", f"the line is not valid JSON: {exc}") from None
+        raise _FieldError("", not_json_message(raw, exc)) from None
     if type(doc) is not dict:
         raise _FieldError("", f"a shard line must be a JSON object, not {_kind(doc)}")
     schema: Any = 0

@@ -382,5 +382,7 @@ def ingest_shard(
             "warnings": shard_row.warning_count,
             "seconds": round(seconds, 3),  # to store it (its scoring apart)
             "scored_against": scoring.key.digest if scoring else None,
+            # Unscored until a key of this digest arrives: the answer says which one.
+            "corpus_digest": run.corpus_digest,
         }
     )

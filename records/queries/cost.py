@@ -108,10 +108,16 @@ def cost_without_cache(tokens: Tokens, price: Price | None) -> float | None:
     return (tokens.all_input * price[0] + tokens.output * price[1]) / 1_000_000
 
 
-def usd(value: float | None, *, digits: int = 4) -> str:
+def usd(value: float | None, *, digits: int | None = 4) -> str:
+    """Dollars with thousands separators and `digits` decimals; `digits=None` is a price as
+    written, in cents at least ($1.00, $0.075), never a bare "$1.0"."""
     if value is None:
         return "unknown"
     sign = "-" if value < 0 else ""
+    if digits is None:
+        text = f"{abs(value):,.6f}".rstrip("0")
+        whole, _, cents = text.partition(".")
+        return f"{sign}${whole}.{cents.ljust(2, '0')}"
     return f"{sign}${abs(value):,.{digits}f}"
 
 

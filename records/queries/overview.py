@@ -35,6 +35,8 @@ class Board:
     surface: str
     standings: list[Standing]  # ranked, best score first; rows without a score last
     ranking: Ranking
+    distinct: list[str] | None = None  # what sets it apart from another board of its surface
+    apart: str = ""  # why it is not ranked with the other boards of its surface
 
 
 def boards(scoring: Scoring, groups: list[Group], title: str) -> list[Board]:
@@ -46,7 +48,16 @@ def boards(scoring: Scoring, groups: list[Group], title: str) -> list[Board]:
         standings = [_standing(r, column) for r in group.rows]
         standings.sort(key=lambda s: (order.get(s.row.row_key, len(order)), s.row.model))
         _mark_best(standings)
-        out.append(Board(group.caption, group.rows[0].surface, standings, ranking))
+        out.append(
+            Board(
+                group.caption,
+                group.rows[0].surface,
+                standings,
+                ranking,
+                group.distinct,
+                group.apart,
+            )
+        )
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
@@ -287,6 +287,18 @@ class TableRow:
             f"({f['discovery']} find, {f['invalid_params']} invalid_params)"
         )
 
+    @property
+    def overhead_shown(self) -> str:
+        """`overhead` as pages show it, with thousands separators (the Markdown export keeps
+        upstream's plain figures)."""
+        f = self.figures
+        if not f["steps"]:
+            return "-"
+        return (
+            f"{f['discovery'] + f['invalid_params']:,} / {f['steps']:,} "
+            f"({f['discovery']:,} find, {f['invalid_params']:,} invalid_params)"
+        )
+
 
 def row_key_of(row: TableRow) -> RowKey:
     """A row's key parts (`score_rows` sets them; a row built by hand has none)."""
@@ -500,6 +512,29 @@ class Group:
     caption: str
     rows: list[TableRow]
     opaque_meta: bool = False
+    parts: list[str] = field(default_factory=list)  # what the rows agree on, as the caption says
+    # Where another group of the same surface agrees on something else: the parts only this one
+    # has (its title says them, so two tables of one surface never share a title).
+    distinct: list[str] = field(default_factory=list)
+
+    @property
+    def surface(self) -> str:
+        return self.rows[0].surface if self.rows else ""
+
+    @property
+    def title(self) -> str:
+        return " · ".join([self.surface or "no surface", *self.distinct])
+
+    @property
+    def apart(self) -> str:
+        """Why this table is not ranked with the other tables of its surface ("" if none)."""
+        if not self.distinct:
+            return ""
+        return (
+            f"Not ranked with the other {self.surface or 'no-surface'} table of this run: "
+            "these rows agree on " + ", ".join(self.distinct) + " and the other's do not; rows "
+            "are ranked together only where they agree on everything the caption names."
+        )
 
     @property
     def refusals(self) -> list[tuple[str, str]]:
@@ -530,9 +565,18 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
         coverage = coverage_caption(row.case_count, row.coverage, corpus_cases)
         gk = (row_key_of(row).group, coverage)
         if gk not in groups:
-            groups[gk] = Group(_caption(row, run, coverage), [])
+            parts = caption_parts(row, run, coverage)
+            groups[gk] = Group(_caption(parts), [], parts=parts)
         groups[gk].rows.append(row)
     out = sorted(groups.values(), key=lambda g: g.caption)
+    by_surface: dict[str, list[Group]] = defaultdict(list)
+    for g in out:
+        by_surface[g.rows[0].surface].append(g)
+    for same in by_surface.values():
+        if len(same) > 1:
+            shared = set.intersection(*(set(g.parts) for g in same))
+            for g in same:
+                g.distinct = [p for p in g.parts if p not in shared]
     for g in out:
         g.rows.sort(key=lambda r: r.model)
         g.opaque_meta = any(
@@ -542,7 +586,8 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
     return out
 
 
-def _caption(row: TableRow, run: Run, coverage: str) -> str:
+def caption_parts(row: TableRow, run: Run, coverage: str) -> list[str]:
+    """What the rows of one table agree on, each part as the caption words it."""
     s = row.session
     mode = s.mode if s else ""  # as the row key spells it
     parts = [f"surface `{row.surface}`", f"mode `{mode}`", f"tier `{run.tier}`"]
@@ -561,6 +606,10 @@ def _caption(row: TableRow, run: Run, coverage: str) -> str:
         f"tool schemas `{tools}`",
         f"repeat {run.repeat}",
     ]
+    return parts
+
+
+def _caption(parts: list[str]) -> str:
     return "Compared as one table because these rows agree on " + ", ".join(parts) + "."
 
 

@@ -354,15 +354,6 @@ def sort_header(
     )
 
 
-@register.filter
-def stored_count(summary: Any) -> int:
-    """Everything an upload stored: shards, keys, replay documents, suites, conformance runs."""
-    if not isinstance(summary, dict):
-        return 0
-    kinds = ("stored", "keys", "replays", "suites", "conformance_runs")
-    return sum(len(summary.get(kind) or []) for kind in kinds)
-
-
 # --- names that look alike -----------------------------------------------------------------------
 # Characters that draw nothing (zero-width spaces and joiners, the soft hyphen, bidi controls):
 # two names that differ only by these, or by Unicode normalisation, print the same.

@@ -115,6 +115,11 @@ def grouped_bars(group: Any) -> dict[str, Any]:
     )
 
 
+# Marker shapes, one per surface of a cost scatter, with the glyph that names each in its key.
+SHAPES = ("circle", "square", "diamond", "triangle-up", "cross", "x", "star", "hexagon")
+GLYPHS = dict(zip(SHAPES, "●■◆▲✚✖★⬢", strict=True))
+
+
 def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
     """Cost per attempt against the column titled `title`, one point per priced row (of
     `score_groups`, which sets each row's provider), coloured and labelled by model (the label
@@ -138,17 +143,20 @@ def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
                     ci,
                 )
             )
+    # A point's surface is its marker's shape, not a label beside it: labels of nearby points
+    # overlap. The hover names both; a key above the plot says which shape is which surface.
+    surfaces = sorted({p[2] for points in by_model.values() for p in points})
+    shape = {s: SHAPES[i % len(SHAPES)] for i, s in enumerate(surfaces)}
     data: list[dict[str, Any]] = [
         {
             "type": "scatter",
-            "mode": "markers+text",
+            "mode": "markers",
             "name": model,
             "x": [p[0] for p in points],
             "y": [p[1] for p in points],
             "text": [p[2] for p in points],
-            "textposition": "top center",
             "customdata": [p[3] for p in points],
-            "marker": {"size": 10},
+            "marker": {"size": 11, "symbol": [shape[p[2]] for p in points]},
             "error_y": _interval_bars([p[1] for p in points], [p[4] for p in points], missing=0),
             "hovertemplate": "%{fullData.name} on %{text}<br>$%{x:.5f} per attempt<br>"
             + title
@@ -181,10 +189,27 @@ def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
             "data": data,
             "layout": {
                 "height": 460,
-                "xaxis": {"title": {"text": "USD per attempt"}, "rangemode": "tozero"},
+                "xaxis": {
+                    "title": {"text": "USD per attempt"},
+                    "rangemode": "tozero",
+                    "tickprefix": "$",
+                },
                 "yaxis": {"title": {"text": f"{title} (%)"}, "range": [0, 108]},
-                "margin": {"t": 24, "r": 24, "b": 56, "l": 56},
+                "margin": {"t": 40, "r": 24, "b": 56, "l": 56},
                 "legend": {"orientation": "h", "y": -0.2},
+                "annotations": [
+                    {
+                        "text": "Shape = surface: "
+                        + " · ".join(f"{GLYPHS[shape[s]]} {s or 'no surface'}" for s in surfaces),
+                        "xref": "paper",
+                        "yref": "paper",
+                        "x": 0,
+                        "y": 1,
+                        "xanchor": "left",
+                        "yanchor": "bottom",
+                        "showarrow": False,
+                    }
+                ],
             },
         }
     )

@@ -116,26 +116,7 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         candidate = _get_run_or_404(pk)
         rows, problem = cmp.compare_runs(baseline, candidate, flip_limit=None, page=None)
         for c in rows:
-            base = {
-                "baseline": baseline.run_id,
-                "candidate": candidate.run_id,
-                "row": c.identity,
-                # The row's identity as parts: a model spec may hold spaces or `=`.
-                **c.key.as_dict(),
-                "refused": c.refused or problem,
-                "shared_cases_only": c.shared_only,
-                "regressed": c.regressions,
-                "fixed": c.fixes,
-            }
-            if c.baseline and c.candidate and not c.refused:
-                for title, a, b, d in c.columns():
-                    base[f"{title} before"] = f"{a[0]} / {a[1]}" if a[1] else "-"
-                    base[f"{title} after"] = f"{b[0]} / {b[1]}" if b[1] else "-"
-                    base[f"{title} delta (points)"] = None if d is None else round(d, 2)
-                base["cost delta usd"] = None if c.cost_delta is None else round(c.cost_delta, 6)
-                if fmt == "json":
-                    base["cases"] = [f.__dict__ for f in c.flips]
-            rows_out.append(base)
+            rows_out.append(comparison_row(baseline, candidate, c, problem, cases=fmt == "json"))
     if fmt == "md":
         lines = [
             f"Comparison of {markdown_code(baseline.run_id)} (baseline) with "
@@ -154,15 +135,58 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
                     + ("; shared cases only" if r["shared_cases_only"] else "")
                     + "; "
                     + ", ".join(
-                        f"{t} {r[t + ' before']} → {r[t + ' after']}"
+                        f"{t} {_md_ratio(r, t + ' before')} → {_md_ratio(r, t + ' after')}"
                         for t in ("Clean", "Completion")
-                        if t + " before" in r
+                        if r.get(t + " before d") is not None
                     )
                 )
             )
         text = "\n".join(lines) + "\n"
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
     return _export(fmt, "comparison", rows_out)
+
+
+def comparison_row(
+    baseline: Run, candidate: Run, c: Any, problem: str, *, cases: bool = False
+) -> dict[str, Any]:
+    """One compared row as the exports carry it: what the page shows, as numbers. Every row has
+    every key (None where the rows were not compared), so a CSV's header fits each line."""
+    out: dict[str, Any] = {
+        "baseline": baseline.run_id,
+        "candidate": candidate.run_id,
+        "row": c.identity,
+        # The row's identity as parts: a model spec may hold spaces or `=`.
+        **c.key.as_dict(),
+        "refused": c.refused or problem,
+        "shared_cases_only": c.shared_only,
+        "reading": c.evidence or None,
+        "shared cases": c.shared or None,
+        **{k: c.kinds.get(k, 0) for k in cmp.FLIP_ORDER},
+    }
+    compared = bool(c.baseline and c.candidate and not c.refused)
+    columns = (
+        c.tested_columns() if compared else [(t, None, None, None, None) for t in COLUMN_TITLES]
+    )
+    for title, a, b, d, t in columns:
+        for side, pair in (("before", a), ("after", b)):
+            out[f"{title} {side} n"] = pair[0] if pair else None
+            out[f"{title} {side} d"] = pair[1] if pair else None
+            out[f"{title} {side} rate"] = round(pair[0] / pair[1], 6) if pair and pair[1] else None
+        out[f"{title} delta (points)"] = None if d is None else round(d, 2)
+        out[f"{title} delta low (points)"] = round(100 * t.delta.low, 2) if t else None
+        out[f"{title} delta high (points)"] = round(100 * t.delta.high, 2) if t else None
+        out[f"{title} p"] = round(t.p_value, 6) if t else None
+        out[f"{title} reading"] = t.label if t else None
+        out[f"{title} test"] = t.test if t else None
+    out["cost delta usd"] = None if not compared or c.cost_delta is None else round(c.cost_delta, 6)
+    if cases:
+        out["cases"] = [f.__dict__ for f in c.flips] if compared else []
+    return out
+
+
+def _md_ratio(row: dict[str, Any], prefix: str) -> str:
+    n, d = row[prefix + " n"], row[prefix + " d"]
+    return "-" if not d else f"{n:,} / {d:,}"
 
 
 @require_GET

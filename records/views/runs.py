@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from typing import Any
 
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.db import transaction
+from django.db.models import OuterRef, Subquery
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -21,8 +24,10 @@ from records.models import (
     ENDINGS,
     Attempt,
     AuditEvent,
+    Call,
     CorpusKey,
     Run,
+    Verdict,
 )
 from records.queries.answers import answers
 from records.queries.compare import rate
@@ -289,27 +294,47 @@ def _attempts_tab(
     return None
 
 
-def _attempt_export_rows(qs: Iterable[Attempt]) -> Iterable[dict[str, Any]]:
-    for a in qs:
-        yield {
-            "id": a.pk,
-            "attempt": a.key,
-            "case": a.case,
-            "model": a.model,
-            "surface": a.effective_surface,
-            "mode": a.effective_mode,
-            "repeat": a.repeat,
-            "ended_by": a.ended_by,
-            "reason": a.reason,
-            "turns": a.turn_count,
-            "tries": a.try_count,
-            "calls": a.call_count,
-            "input_tokens": a.input_tokens,
-            "output_tokens": a.output_tokens,
-            "cache_created_tokens": a.cache_created_tokens,
-            "cache_read_tokens": a.cache_read_tokens,
-            "latency_ms": a.latency_ms,
-        }
+def _attempt_export_rows(
+    qs: Iterable[Attempt], scored_against: str | None = None, chunk: int = 1000
+) -> Iterable[dict[str, Any]]:
+    """Each attempt as the exports carry it: its figures, its verdict (when the run is scored)
+    and a summary of its calls, read a chunk of attempts at a time (memory stays bounded)."""
+    attempts: Iterator[Attempt] = iter(qs)
+    while batch := list(islice(attempts, chunk)):
+        calls: dict[int, list[str]] = defaultdict(list)
+        for aid, tool, outcome in (
+            Call.objects.filter(attempt_id__in=[a.pk for a in batch])
+            .order_by("attempt_id", "line", "index")
+            .values_list("attempt_id", "tool", "outcome")
+        ):
+            calls[aid].append(f"{tool} {outcome}")
+        for a in batch:
+            # Annotated when the run is scored (`clean` is also a model method: read the field).
+            outcome, clean = a.__dict__.get("outcome"), a.__dict__.get("clean")
+            yield {
+                "id": a.pk,
+                "attempt": a.key,
+                "case": a.case,
+                "model": a.model,
+                "surface": a.effective_surface,
+                "mode": a.effective_mode,
+                "repeat": a.repeat,
+                "ended_by": a.ended_by,
+                "reason": a.reason,
+                "outcome": outcome,
+                "clean": clean,
+                "scored_against": scored_against if outcome else None,
+                "turns": a.turn_count,
+                "tries": a.try_count,
+                "calls": a.call_count,
+                # Each call as "<tool> <outcome>", in the order they were made.
+                "calls_summary": "; ".join(calls[a.pk]),
+                "input_tokens": a.input_tokens,
+                "output_tokens": a.output_tokens,
+                "cache_created_tokens": a.cache_created_tokens,
+                "cache_read_tokens": a.cache_read_tokens,
+                "latency_ms": a.latency_ms,
+            }
 
 
 @require_GET
@@ -319,9 +344,18 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
     form = RunSearchForm(request.GET, run.pk)
     if not form.is_valid():
         return _bad_request(form, request)
+    scoring = latest_scoring(run)
     qs = Search(form.query()).ordered().defer("stimulus", "facts")
+    if scoring:
+        verdicts = Verdict.objects.filter(scoring=scoring, attempt=OuterRef("pk"))
+        qs = qs.annotate(
+            outcome=Subquery(verdicts.values("outcome")[:1]),
+            clean=Subquery(verdicts.values("clean")[:1]),
+        )
     return _export(
-        fmt, f"run-{run.pk}-attempts", _attempt_export_rows(qs.iterator(chunk_size=1000))
+        fmt,
+        f"run-{run.pk}-attempts",
+        _attempt_export_rows(qs.iterator(chunk_size=1000), scoring.key.digest if scoring else None),
     )
 
 

@@ -114,6 +114,20 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     return _export(fmt, f"run-{run.pk}-scores", rows)
 
 
+# Each outcome's mark in a matrix cell and its words in the legend, written once so that the
+# legend names every mark a cell can show.
+MATRIX_MARKS = {
+    "failed": ("fail", "failed"),
+    "gitlab_refused": ("gitl", "GitLab refused"),
+    "over_budget": ("over", "over budget"),
+    "malformed": ("malf", "malformed output"),
+    "provider_error": ("prov", "provider error"),
+    "harness_error": ("harn", "harness error"),
+    "skipped": ("skip", "skipped"),
+    "unobserved": ("unob", "unobserved"),
+}
+
+
 @require_GET
 @read_access
 @query_form(MatrixForm)
@@ -127,6 +141,8 @@ def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
         "scoring": scoring,
         "surface": surface,
         "surfaces": surfaces,
+        "marks": {outcome: mark for outcome, (mark, _) in MATRIX_MARKS.items()},
+        "mark_legend": list(MATRIX_MARKS.values()),
         "form": form,
     }
     if scoring and scoring.verdict_count:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.contrib.admin.views.decorators import staff_member_required
+from django.contrib.admin.views.decorators import staff_member_required as admin_staff_required
 from django.contrib.auth.decorators import login_required
 from django.http import (
     HttpRequest,
@@ -35,6 +35,9 @@ from records.views.access import (
     _partial,
     read_access,
 )
+
+# Staff pages send a reader who is not logged in to the site's login, not the admin site's.
+staff_member_required = admin_staff_required(login_url="login")
 
 
 def _uploaded_inputs(request: HttpRequest) -> list[Input]:

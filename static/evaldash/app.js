@@ -9,8 +9,33 @@
       // A chart in a closed <details> has no width yet: it is drawn when opened.
       if (!src || el.dataset.drawn || el.closest("details:not([open])")) return;
       var fig = JSON.parse(src.textContent);
-      window.Plotly.newPlot(el, fig.data, fig.layout, { displaylogo: false, responsive: true });
+      window.Plotly.newPlot(el, fig.data, themed(fig.layout || {}), { displaylogo: false, responsive: true });
       el.dataset.drawn = "1";
+    });
+  }
+
+  // Charts follow the system's dark setting, as the page does: a transparent canvas, light
+  // text and faint grid lines.
+  var dark = window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)");
+  function themed(layout) {
+    if (!dark || !dark.matches) return layout;
+    var ink = "#e3e8ee", grid = "#33404c";
+    layout.paper_bgcolor = "rgba(0,0,0,0)";
+    layout.plot_bgcolor = "rgba(0,0,0,0)";
+    layout.font = Object.assign({}, layout.font, { color: ink });
+    ["xaxis", "yaxis"].forEach(function (a) {
+      layout[a] = Object.assign({}, layout[a], { gridcolor: grid, zerolinecolor: grid, linecolor: grid });
+    });
+    return layout;
+  }
+  // A change of the setting redraws what is drawn.
+  if (dark && dark.addEventListener) {
+    dark.addEventListener("change", function () {
+      document.querySelectorAll("[data-plotly][data-drawn]").forEach(function (el) {
+        if (window.Plotly) window.Plotly.purge(el);
+        delete el.dataset.drawn;
+      });
+      drawCharts(document);
     });
   }
 
@@ -217,6 +242,97 @@
     var want = entries(new FormData(form));
     if (want === entries(new URLSearchParams(window.location.search))) e.preventDefault();
   });
+  // A request under way shows where its answer will go: its target is marked busy (dimmed, with
+  // a note) until the answer replaces it, and a clicked tab is highlighted at once (put back if the
+  // request fails).
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.defaultPrevented) return;
+    var target = e.detail.target;
+    if (target && target.setAttribute) target.setAttribute("aria-busy", "true");
+    var link = e.detail.elt;
+    var nav = link && link.tagName === "A" && link.closest("nav.tabs");
+    if (!nav) return;
+    nav.querySelectorAll("a").forEach(function (a) {
+      if (a.classList.contains("current")) a.dataset.wasCurrent = a.getAttribute("aria-current") || "true";
+      a.classList.remove("current");
+      a.removeAttribute("aria-current");
+    });
+    link.classList.add("current");
+    link.setAttribute("aria-current", "page");
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var target = e.detail.target;
+    if (target && target.removeAttribute) target.removeAttribute("aria-busy");
+    var link = e.detail.elt;
+    var nav = link && link.tagName === "A" && link.closest && link.closest("nav.tabs");
+    if (!nav) return;
+    nav.querySelectorAll("a").forEach(function (a) {
+      if (!e.detail.successful) {
+        a.classList.remove("current");
+        a.removeAttribute("aria-current");
+        if (a.dataset.wasCurrent) { a.classList.add("current"); a.setAttribute("aria-current", a.dataset.wasCurrent); }
+      }
+      delete a.dataset.wasCurrent;
+    });
+  });
+  // Keys, as in other trace viewers: j or → the next attempt, k or ← the previous one (the
+  // attempt page's own links), / the search field (or the search page), ? this list. Never while
+  // typing, and never with a modifier held (the browser's own shortcuts stay).
+  var KEYS = [
+    ["j  or  →", "next attempt (on an attempt's page)"],
+    ["k  or  ←", "previous attempt"],
+    ["/", "search"],
+    ["?", "this list of keys"],
+    ["Esc", "close it"],
+  ];
+  function keyHelp() {
+    var dialog = document.getElementById("key-help");
+    if (!dialog) {
+      dialog = document.createElement("dialog");
+      dialog.id = "key-help";
+      dialog.setAttribute("aria-label", "Keyboard keys");
+      var h = document.createElement("h2");
+      h.textContent = "Keys";
+      dialog.appendChild(h);
+      var dl = document.createElement("dl");
+      KEYS.forEach(function (k) {
+        var dt = document.createElement("dt"), dd = document.createElement("dd"), kbd = document.createElement("kbd");
+        kbd.textContent = k[0];
+        dt.appendChild(kbd);
+        dd.textContent = k[1];
+        dl.appendChild(dt);
+        dl.appendChild(dd);
+      });
+      dialog.appendChild(dl);
+      var close = document.createElement("button");
+      close.type = "button";
+      close.textContent = "Close";
+      close.addEventListener("click", function () { dialog.close(); });
+      dialog.appendChild(close);
+      document.body.appendChild(dialog);
+    }
+    if (!dialog.open) dialog.showModal();
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+    var t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (document.querySelector("dialog[open]") && e.key !== "?") return;
+    var go = null;
+    if (e.key === "j" || e.key === "ArrowRight") go = document.querySelector("nav.neighbours a[rel=next]");
+    else if (e.key === "k" || e.key === "ArrowLeft") go = document.querySelector("nav.neighbours a[rel=prev]");
+    if (go) { e.preventDefault(); go.click(); return; }
+    if (e.key === "/") {
+      var field = document.querySelector("main input[type=search]");
+      e.preventDefault();
+      if (field) { field.focus(); field.select(); return; }
+      var page = document.querySelector("header.top a[data-search]");
+      if (page) window.location.href = page.href;
+      return;
+    }
+    if (e.key === "?") { e.preventDefault(); keyHelp(); }
+  });
+
   // A page the browser kept (its back-forward cache) shows the controls as last touched.
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
