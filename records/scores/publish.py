@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Max, Min, Q, Sum, When
 
 from records.formats.corpus_key import CorpusKeyError
+from records.formats.markdown import markdown_text
 from records.formats.model_results import (
     BLOCKS,
     RECORD_PATH,
@@ -20,7 +21,6 @@ from records.formats.model_results import (
     Row,
     go_quote,
     managed_block,
-    md_line,
     merge_rows,
     read_record,
     record_bytes,
@@ -84,7 +84,7 @@ class Publication:
         """The lines upstream's command prints about rows it does not publish as they came."""
         return (
             [str(r) for r in self.refused]
-            + [md_line(line) for line in self.lines]
+            + [markdown_text(line) for line in self.lines]
             + [unpublished_line(r) for r in unpublished(self.rows)]
         )
 
