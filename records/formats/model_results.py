@@ -15,12 +15,12 @@ characters is drawn byte for byte.
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from records.formats.markdown import markdown_code, markdown_text
 from records.formats.text import go_field, go_fold, go_json_string
+from records.scorer.score import RATIO_COLUMNS, go_quote
 
 RECORD_PATH = "docs/development/testing/model-results.json"
 PAGE_PATH = "docs/development/testing/model-results.md"
@@ -32,26 +32,6 @@ def code(value: Any, *, cell: bool = False) -> str:
     """Run-supplied text in the code span upstream puts it in (`cell`: inside a table); empty,
     as upstream writes it."""
     return markdown_code(value, in_table=cell) if str(value) else "``"
-
-
-def go_quote(text: str) -> str:
-    """`text` as Go's %q (strconv.Quote) prints it."""
-    out = ['"']
-    for ch in text:
-        o = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(ch)])
-        elif ch == " " or (o > 0x20 and o != 0x7F and unicodedata.category(ch)[0] in "LMNPS"):
-            out.append(ch)
-        elif o < 0x80:
-            out.append(f"\\x{o:02x}")
-        elif o <= 0xFFFF:
-            out.append(f"\\u{o:04x}")
-        else:
-            out.append(f"\\U{o:08x}")
-    return "".join(out) + '"'
 
 
 # --- a row, as the record holds it -----------------------------------------------------------
@@ -253,15 +233,7 @@ COLUMN_HEADERS = [
     "Completion",
     "Overhead",
 ]
-COLUMN_KEYS = [
-    "clean",
-    "reached",
-    "accepted_first_time",
-    "argument_fidelity",
-    "confirmation",
-    "unaided",
-    "completion",
-]
+COLUMN_KEYS = list(RATIO_COLUMNS)
 
 
 def overhead_cell(o: dict[str, int]) -> str:
