@@ -12,10 +12,10 @@ import pytest
 from records.conformance.formats import (
     ConformanceError,
     go_fold,
-    go_string,
     read_output,
     read_suite,
 )
+from records.formats.text import go_json_string
 from records.ingest import bytes_input, ingest
 from records.models import ConformanceRun, ConformanceSuite, Upload
 
@@ -239,7 +239,7 @@ class TestOutputAsTheRunnerPrintsIt:
     )
     def test_it_refuses_html_characters_go_escapes(self, raw, escaped):
         text = f"the adapter reported a store error where none was expected: a {raw} b"
-        assert go_string(text) == '"' + text.replace(raw, escaped) + '"'
+        assert go_json_string(text) == '"' + text.replace(raw, escaped) + '"'
         lines = _lines()
         lines[0] = lines[0].replace("memory message 0 is not marked untrusted", text)
         err = _refusal(_joined(lines))
@@ -302,7 +302,7 @@ class TestOutputAsTheRunnerPrintsIt:
             "the deployment holds -1 more observation(s) after the turn; expected 1",
         ]
         lines = _lines()
-        failures = ",".join(go_string(t) for t in texts)
+        failures = ",".join(go_json_string(t) for t in texts)
         lines[0] = lines[0].replace('["memory message 0 is not marked untrusted"]', f"[{failures}]")
         out = read_output(_joined(lines), "o", exit_status=1, suite=_suite())
         assert out.results[0].failures == texts

@@ -82,9 +82,9 @@ XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
 
 def test_no_output_renders_untrusted_text_as_html(client, django_user_model, tmp_path):
-    from records.conformance.formats import go_string
     from records.conformance.store import RunMeta, store_run
     from records.formats.corpus_key import read_corpus_key
+    from records.formats.text import go_json_string
 
     client.force_login(django_user_model.objects.create_user("v", password="pw-123456789"))
     fixtures = Path(__file__).parent / "fixtures"
@@ -125,7 +125,9 @@ def test_no_output_renders_untrusted_text_as_html(client, django_user_model, tmp
         .replace(
             "memory message 0 is not marked untrusted",
             # spelled as the runner prints it: Go's encoder writes < > & as \u003c \u003e \u0026
-            go_string("the adapter reported a store error where none was expected: " + XSS)[1:-1],
+            go_json_string("the adapter reported a store error where none was expected: " + XSS)[
+                1:-1
+            ],
         )
     )
     store_run(out.encode(), "o.jsonl", RunMeta(XSS, 1, adapter_version=XSS, commit=XSS), up)

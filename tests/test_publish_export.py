@@ -4,6 +4,7 @@ rules and reasons, render.go's unpublished rows); evaldash's own pages keep ever
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -123,3 +124,27 @@ def test_an_individual_row_is_reported_not_drawn(client, viewer):
         "no managed block publishes the row model=fake:perfect surface=individual mode=default "
         "tier=ultimate slice=96 corpus=b519a10571ab2192 contract=k1 tools=t1 repeat=1\n"
     )
+
+
+def test_the_markdown_reads_the_scoring_its_groups_came_from():
+    from records.formats.corpus_key import read_corpus_key
+    from records.scores.markdown import markdown
+    from records.scores.run import latest_scoring, score_run
+    from records.scores.tables import score_groups
+
+    run = _run("modeleval-a.jsonl", published_shard(line("attempt")))
+    sample = CorpusKey.objects.get()
+    first = latest_scoring(run)
+    groups = score_groups(first)
+    smaller = json.loads(SAMPLE_KEY.read_bytes())
+    smaller["cases"] = smaller["cases"][:-1]
+    digest = read_corpus_key(json.dumps(smaller).encode(), "k", allow_digest_mismatch=True).digest
+    smaller["corpus_digest"] = digest
+    assert ingest_bytes(("smaller-key.json", json.dumps(smaller).encode())).ok
+    other = CorpusKey.objects.exclude(pk=sample.pk).get()
+    assert other.case_count != sample.case_count
+    score_run(run, other)  # a rescoring lands after the groups were read
+    assert latest_scoring(run).pk != first.pk and latest_scoring(run).stale
+    md = markdown(first, groups)
+    assert f"1 of {sample.case_count} cases" in md
+    assert "Stale corpus" not in md and "stale-corpus" not in md

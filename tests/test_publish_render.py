@@ -7,8 +7,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import pytest
-
 from records.formats.model_results import (
     BLOCKS,
     Row,
@@ -265,10 +263,3 @@ def test_the_legend_draws_an_invented_row_with_every_column_glossed():
     assert "> Compared as one table because these rows agree on surface `dynamic`, mode " in got
     assert "10 of 258 cases (`" in got and not got.endswith("\n")
     assert render_block(block("MODEL EVAL LEGEND"), [], 258) == got
-
-
-@pytest.mark.parametrize("name", ["a|b", "<b>x</b>", "tick`s"])
-def test_run_supplied_text_cannot_break_the_markdown_it_sits_in(name):
-    row = changed(two_models()[0], model=name)
-    got = render_block(block("MODEL EVAL ENTERPRISE DYNAMIC RESULTS"), [row])
-    assert name not in got

@@ -322,23 +322,18 @@ def killed_from_outside(exit_status: int) -> bool:
     return exit_status < 0 or 128 < exit_status <= 128 + 64
 
 
-def go_string(text: str) -> str:
-    """`text` as Go's json.Encoder writes a string (escaping `<`, `>` and `&`)."""
-    return go_json_string(text)
-
-
 def runner_case_line(result: CaseResult) -> bytes:
     """A case line byte for byte as `taisce conformance` prints it (json.Encoder.Encode of
     runner.go's Result: case, rule, passed, failures left out when empty, then a newline)."""
-    line = f'{{"case":{go_string(result.case)},"rule":{go_string(result.rule)},"passed":'
+    line = f'{{"case":{go_json_string(result.case)},"rule":{go_json_string(result.rule)},"passed":'
     line += "true" if result.passed else "false"
     if result.failures:
-        line += ',"failures":[' + ",".join(go_string(f) for f in result.failures) + "]"
+        line += ',"failures":[' + ",".join(go_json_string(f) for f in result.failures) + "]"
     return (line + "}\n").encode()
 
 
 def runner_summary_line(suite: str, cases: int, failed: int) -> bytes:
-    return f'{{"suite":{go_string(suite)},"cases":{cases},"failed":{failed}}}\n'.encode()
+    return f'{{"suite":{go_json_string(suite)},"cases":{cases},"failed":{failed}}}\n'.encode()
 
 
 def _why_not_the_runners(raw: bytes, keys: tuple[str, ...], failures: Any) -> str:

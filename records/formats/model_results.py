@@ -6,18 +6,21 @@ counts, columns, tokens, cases), as plain dicts spelled and ordered as Go writes
 same value draws the managed blocks byte for byte as render.go draws them and writes the
 committed record as `gen_model_results -shards` writes it.
 
-One departure: text a run supplied (model and provider names, options, scopes, digests) is
-escaped where it would break the Markdown it sits in (a pipe, `<`, `>`, a backslash, a backtick,
-a line break); upstream writes it raw. A name without those characters is drawn byte for byte.
+One departure: text a run supplied (model and provider names, options, scopes, versions, digests,
+row keys, reasons) goes through `records.formats.markdown`, in a code span where upstream puts it
+in one and as escaped running text elsewhere, so none of it is read as a link, an image, HTML,
+emphasis, a table cell's end or a line's end; upstream writes it raw. A value without such
+characters is drawn byte for byte.
 """
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from records.formats.markdown import markdown_code, markdown_text
 from records.formats.text import go_field, go_fold, go_json_string
+from records.scorer.score import RATIO_COLUMNS, go_quote
 
 RECORD_PATH = "docs/development/testing/model-results.json"
 PAGE_PATH = "docs/development/testing/model-results.md"
@@ -25,38 +28,10 @@ README_PATH = "README.md"
 SCHEMA_VERSION = 1
 
 
-def md(value: Any) -> str:
-    """Run-supplied text inside the Markdown (see the module's note)."""
-    return (
-        str(value)
-        .replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
-        .replace("\r", " ")
-        .replace("\n", " ")
-        .replace("`", "'")
-    )
-
-
-def go_quote(text: str) -> str:
-    """`text` as Go's %q (strconv.Quote) prints it."""
-    out = ['"']
-    for ch in text:
-        o = ord(ch)
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif ch in "\a\b\f\n\r\t\v":
-            out.append("\\" + "abfnrtv"["\a\b\f\n\r\t\v".index(ch)])
-        elif ch == " " or (o > 0x20 and o != 0x7F and unicodedata.category(ch)[0] in "LMNPS"):
-            out.append(ch)
-        elif o < 0x80:
-            out.append(f"\\x{o:02x}")
-        elif o <= 0xFFFF:
-            out.append(f"\\u{o:04x}")
-        else:
-            out.append(f"\\U{o:08x}")
-    return "".join(out) + '"'
+def code(value: Any, *, cell: bool = False) -> str:
+    """Run-supplied text in the code span upstream puts it in (`cell`: inside a table); empty,
+    as upstream writes it."""
+    return markdown_code(value, in_table=cell) if str(value) else "``"
 
 
 # --- a row, as the record holds it -----------------------------------------------------------
@@ -128,19 +103,19 @@ def coverage_string(row: Row) -> str:
 def vendor_caption(row: Row) -> str:
     """vendorKey.String(): what a cross-vendor table holds fixed."""
     k = row.key
-    parts = [f"surface `{md(k['surface'])}`", f"mode `{md(k['mode'])}`", f"tier `{md(k['tier'])}`"]
+    parts = [f"surface {code(k['surface'])}", f"mode {code(k['mode'])}", f"tier {code(k['tier'])}"]
     if k.get("tier_pin"):
-        parts.append(f"tier pinned to `{md(k['tier_pin'])}`")
+        parts.append(f"tier pinned to {code(k['tier_pin'])}")
     if k.get("meta_param_schema"):
-        parts.append(f"meta schema `{md(k['meta_param_schema'])}`")
+        parts.append(f"meta schema {code(k['meta_param_schema'])}")
     if k.get("slice_size", 0) > 0:
         parts.append(f"slice of {k['slice_size']} tools")
-    parts.append(f"corpus `{md(k['corpus_digest'])}`")
+    parts.append(f"corpus {code(k['corpus_digest'])}")
     if covered := coverage_string(row):
         parts.append(covered)
     parts += [
-        f"contract `{md(k['contract_digest'])}`",
-        f"tool schemas `{md(k['tool_schema_digest'])}`",
+        f"contract {code(k['contract_digest'])}",
+        f"tool schemas {code(k['tool_schema_digest'])}",
         f"repeat {k['repeat']}",
     ]
     return ", ".join(parts)
@@ -166,13 +141,13 @@ def surface_key(row: Row) -> tuple[Any, ...]:
 def surface_caption(row: Row) -> str:
     """surfaceKey.String()."""
     k = row.key
-    parts = [f"model `{md(k['model'])}`", f"mode `{md(k['mode'])}`", f"tier `{md(k['tier'])}`"]
+    parts = [f"model {code(k['model'])}", f"mode {code(k['mode'])}", f"tier {code(k['tier'])}"]
     if k.get("tier_pin"):
-        parts.append(f"tier pinned to `{md(k['tier_pin'])}`")
-    parts.append(f"corpus `{md(k['corpus_digest'])}`")
+        parts.append(f"tier pinned to {code(k['tier_pin'])}")
+    parts.append(f"corpus {code(k['corpus_digest'])}")
     if covered := coverage_string(row):
         parts.append(covered)
-    parts += [f"contract `{md(k['contract_digest'])}`", f"repeat {k['repeat']}"]
+    parts += [f"contract {code(k['contract_digest'])}", f"repeat {k['repeat']}"]
     return ", ".join(parts)
 
 
@@ -194,7 +169,7 @@ def surface_label(row: Row) -> str:
             label += f" (shown {shown_string(row.counts['shown'])})"
         parts.append(label)
     if row.key.get("meta_param_schema"):
-        parts.append(f"meta schema `{md(row.key['meta_param_schema'])}`")
+        parts.append(f"meta schema {code(row.key['meta_param_schema'])}")
     return ", ".join(parts)
 
 
@@ -258,15 +233,7 @@ COLUMN_HEADERS = [
     "Completion",
     "Overhead",
 ]
-COLUMN_KEYS = [
-    "clean",
-    "reached",
-    "accepted_first_time",
-    "argument_fidelity",
-    "confirmation",
-    "unaided",
-    "completion",
-]
+COLUMN_KEYS = list(RATIO_COLUMNS)
 
 
 def overhead_cell(o: dict[str, int]) -> str:
@@ -283,7 +250,7 @@ def columns_table(rows: list[Row]) -> str:
     aligns = [LEFT] + [RIGHT] * 8
     cells = [
         [
-            f"`{md(r.key['model'])}`",
+            code(r.key["model"], cell=True),
             *(ratio_string(r.columns[c]) for c in COLUMN_KEYS),
             overhead_cell(r.columns["overhead"]),
         ]
@@ -334,7 +301,7 @@ def apart_table(rows: list[Row]) -> str:
                 "GitLab refused",
             ],
             [LEFT] + [RIGHT] * 7,
-            [[f"`{md(r.key['model'])}`", *(str(r.counts[k]) for k in APART)] for r in rows],
+            [[code(r.key["model"], cell=True), *(str(r.counts[k]) for k in APART)] for r in rows],
         )
     )
 
@@ -348,7 +315,7 @@ def tokens_table(rows: list[Row]) -> str:
             [LEFT] + [RIGHT] * 4,
             [
                 [
-                    f"`{md(r.key['model'])}`",
+                    code(r.key["model"], cell=True),
                     *(str(r.tokens[k]) for k in ("input", "output", "cache_created", "cache_read")),
                 ]
                 for r in rows
@@ -361,7 +328,7 @@ def request_options(options: dict[str, str] | None) -> str:
     if not options:
         return "-"
     return ", ".join(
-        f"`{md(name)}={md(options[name])}`" for name in sorted(options, key=str.encode)
+        code(f"{name}={options[name]}", cell=True) for name in sorted(options, key=str.encode)
     )
 
 
@@ -371,13 +338,13 @@ def provenance_table(rows: list[Row]) -> str:
         p = r.provenance
         cells.append(
             [
-                f"`{md(r.key['model'])}`",
-                f"`{md(p['provider'])}`",
-                f"`{md(p['commit'][:9])}`",
-                md(p["date"]),
-                md(p["gitlab_version"] + " " + p["edition"]),
+                code(r.key["model"], cell=True),
+                code(p["provider"], cell=True),
+                code(p["commit"][:9], cell=True),
+                markdown_text(p["date"]),
+                markdown_text(p["gitlab_version"] + " " + p["edition"]),
                 str(p["served_tools"]),
-                md(", ".join(p["token_scopes"] or [])),
+                markdown_text(", ".join(p["token_scopes"] or [])),
                 request_options(p["request_options"]),
             ]
         )
@@ -405,12 +372,12 @@ def cross_surface_notes(rows: list[Row], everything: list[Row]) -> str:
         for other in everything:
             if other.surface != one.surface and surface_key(other) == key:
                 label = surface_label(other)
-                peers.append(f"its `{md(other.surface)}` row" + (f" ({label})" if label else ""))
+                peers.append(f"its {code(other.surface)} row" + (f" ({label})" if label else ""))
         if not peers:
             continue
         peers = list(dict.fromkeys(sorted(peers, key=str.encode)))
         notes.append(
-            f"- `{md(one.key['model'])}` may be read beside {' and '.join(peers)}: they agree on "
+            f"- {code(one.key['model'])} may be read beside {' and '.join(peers)}: they agree on "
             f"{surface_caption(one)}."
         )
     if not notes:
@@ -563,18 +530,13 @@ def unpublished(rows: list[Row]) -> list[Row]:
     return [r for r in rows if not any(b.selects(r) for b in BLOCKS)]
 
 
-def md_line(text: str) -> str:
-    """Run-supplied text on a line of its own: no markup, no line break."""
-    return text.replace("<", "&lt;").replace(">", "&gt;").replace("\r", " ").replace("\n", " ")
-
-
 def refused_line(key: str, rule: str, reason: str) -> str:
-    """A refusal as `gen_model_results` reports it."""
-    return md_line(f"refused [{rule}] {key}: {reason}")
+    """A refusal as `gen_model_results` reports it, its key and reason as escaped text."""
+    return f"refused [{rule}] {markdown_text(key)}: {markdown_text(reason)}"
 
 
 def unpublished_line(row: Row) -> str:
-    return md_line(f"no managed block publishes the row {row.name}")
+    return f"no managed block publishes the row {markdown_text(row.name)}"
 
 
 # --- the legend (legend.go) ------------------------------------------------------------------

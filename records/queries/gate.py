@@ -14,13 +14,13 @@ backtick, pipe or line break inside it can leave.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
 from django.urls import reverse
 
+from records.formats.markdown import markdown_code
 from records.models import Run
 from records.queries.compare import case_flips, compare_runs
 from records.queries.runs import previous_runs
@@ -51,31 +51,6 @@ def previous_comparable(run: Run) -> Run | None:
     """The run "previous" means: the one the pages' "compare with previous" links to."""
     pk = previous_runs([run]).get(run.pk)
     return None if pk is None else Run.objects.get(pk=pk)
-
-
-# --- Markdown that carries untrusted values ------------------------------------------------------
-
-# Line breaks of every kind (a table row or paragraph would end there), other control
-# characters, and the bidirectional controls that reorder what a reader sees.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def markdown_code(value: object, *, in_table: bool = False) -> str:
-    """`value` as one inline code span of CommonMark / GitLab Flavored Markdown: nothing in it
-    is read as HTML, a link, emphasis or an entity. Its fence is longer than any run of
-    backticks inside; control and direction characters are shown as `\\uXXXX` escapes; in a
-    table cell a pipe is escaped (GFM splits cells before it reads code spans)."""
-    text = _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
-    if not text:
-        return "(empty)"
-    if in_table:
-        text = text.replace("|", "\\|")
-    longest = max((len(run) for run in re.findall("`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    # A space inside each end keeps a backtick at the edge from joining the fence (one space is
-    # stripped from each side when rendered); a value of spaces only is shown as it is.
-    pad = " " if text.strip(" ") and (text[0] in "` " or text[-1] in "` ") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 # --- the gate ------------------------------------------------------------------------------------

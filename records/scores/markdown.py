@@ -4,14 +4,21 @@ would refuse, as its command reports them."""
 
 from __future__ import annotations
 
-from records.models import Run
+from records.formats.markdown import markdown_code
+from records.models import Scoring
 from records.scores.publish import publication_of_run, upstream_markdown
-from records.scores.run import latest_scoring
 from records.scores.tables import Group
 
 
-def markdown(groups: list[Group], run: Run, *, intervals: bool = False) -> str:
-    """Upstream's detailed blocks for the run's published rows, then its refusals; with
-    `intervals`, one more column holding each rate's 95% interval (evaldash's own)."""
-    scoring = latest_scoring(run)
-    return upstream_markdown(publication_of_run(scoring, groups, intervals=intervals))
+def markdown(scoring: Scoring, groups: list[Group], *, intervals: bool = False) -> str:
+    """Upstream's detailed blocks for the published rows of `groups`, read from `scoring` (the
+    same scoring, so a rescoring landing meanwhile is not mixed in), then its refusals; with
+    `intervals`, one more column holding each rate's 95% interval (evaldash's own). A scoring
+    against another corpus's key is fenced first."""
+    text = upstream_markdown(publication_of_run(scoring, groups, intervals=intervals))
+    if scoring.stale:
+        text = (
+            f"> **Stale corpus**: scored against key {markdown_code(scoring.key.digest)}, not "
+            f"the run's corpus {markdown_code(scoring.run.corpus_digest)}.\n\n{text}"
+        )
+    return text

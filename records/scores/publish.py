@@ -12,15 +12,14 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Max, Min, Q, Sum, When
 
 from records.formats.corpus_key import CorpusKeyError
+from records.formats.markdown import markdown_text
 from records.formats.model_results import (
     BLOCKS,
     RECORD_PATH,
     Block,
     RecordError,
     Row,
-    go_quote,
     managed_block,
-    md_line,
     merge_rows,
     read_record,
     record_bytes,
@@ -33,8 +32,15 @@ from records.formats.model_results import (
 from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, Verdict
 from records.models import ScoreRow as StoredRow
 from records.scorer.batch import CONFIRMATIONS
-from records.scorer.score import OUTCOMES
-from records.scores.tables import Group, TableRow, count_where, score_groups, verdict_sums
+from records.scorer.score import OUTCOMES, go_quote
+from records.scores.tables import (
+    Group,
+    RowKey,
+    TableRow,
+    count_where,
+    score_groups,
+    verdict_sums,
+)
 
 # The provenance fields upstream requires, with what a reader loses when one is empty
 # (refusals.go requiredProvenance), in its order, which is the order tables.py checks them in.
@@ -84,7 +90,7 @@ class Publication:
         """The lines upstream's command prints about rows it does not publish as they came."""
         return (
             [str(r) for r in self.refused]
-            + [md_line(line) for line in self.lines]
+            + [markdown_text(line) for line in self.lines]
             + [unpublished_line(r) for r in unpublished(self.rows)]
         )
 
@@ -130,27 +136,27 @@ def upstream_reason(rule: str, row: TableRow, run: Run, scoring: Scoring, why: s
     return why
 
 
-def _shown(scoring: Scoring) -> dict[str, dict[str, int]]:
-    """Per row key, the span of tool-list sizes its attempts were shown (record.go shownOf)."""
+def _shown_span() -> dict[str, Any]:
+    """The aggregates a span of shown tool-list sizes is read from (record.go shownOf)."""
     shown = Q(attempt__shown_tools__gt=0)
+    overflowed = When(shown, attempt__overflowed=True, then=1)
     return {
-        r["row_key"]: {"min": r["low"], "max": r["high"], "overflowed": r["over"]}
-        for r in Verdict.objects.filter(scoring=scoring)
-        .values("row_key")
-        .annotate(
-            low=Min("attempt__shown_tools", filter=shown),
-            high=Max("attempt__shown_tools", filter=shown),
-            over=Sum(
-                Case(
-                    When(shown, attempt__overflowed=True, then=1),
-                    default=0,
-                    output_field=IntegerField(),
-                )
-            ),
-        )
-        .order_by()
-        if r["low"] is not None
+        "low": Min("attempt__shown_tools", filter=shown),
+        "high": Max("attempt__shown_tools", filter=shown),
+        "over": Sum(Case(overflowed, default=0, output_field=IntegerField())),
     }
+
+
+def _span_of(f: dict) -> dict[str, int] | None:
+    return (
+        None if f["low"] is None else {"min": f["low"], "max": f["high"], "overflowed": f["over"]}
+    )
+
+
+def _shown(scoring: Scoring) -> dict[str, dict[str, int]]:
+    """Per row key, the span of tool-list sizes its attempts were shown."""
+    query = Verdict.objects.filter(scoring=scoring).values("row_key").annotate(**_shown_span())
+    return {r["row_key"]: span for r in query.order_by() if (span := _span_of(r))}
 
 
 def _named(figures: dict, names: dict[str, str]) -> dict[str, int] | None:
@@ -168,33 +174,37 @@ _CONFIRMATIONS = {
 }
 
 
+def record_key(k: RowKey) -> dict[str, Any]:
+    """A row key (`tables.RowKey`) as the record spells it."""
+    return {
+        "model": k.model,
+        "surface": k.surface,
+        "mode": k.mode,
+        "tier": k.tier,
+        "tier_pin": k.tier_pin,
+        "meta_param_schema": k.meta_schema,
+        "slice_size": k.slice,
+        "corpus_digest": k.corpus,
+        "contract_digest": k.contract,
+        "tool_schema_digest": k.tools,
+        "repeat": k.repeat,
+    }
+
+
 def record_row(row: TableRow, run: Run, corpus_cases: int, shown: dict | None) -> Row:
     """A scored row as upstream's record holds it."""
     f, s, p = row.figures, row.session, row.provider
-    tools = (s.tool_schema_digests or {}).get(row.model, "") if s else ""
-    key = {
-        "model": row.model,
-        "surface": row.surface,
-        "mode": s.mode if s else "",
-        "tier": run.tier,
-        "tier_pin": s.tier_pin if s else "",
-        "meta_param_schema": s.meta_param_schema if s else "",
-        "slice_size": (s.slice_size or 0) if s else 0,
-        "corpus_digest": run.corpus_digest,
-        "contract_digest": run.contract_digest,
-        "tool_schema_digest": tools,
-        "repeat": run.repeat,
-    }
+    key = record_key(RowKey.of(row.model, row.surface, run, s))
     provenance = {
         "commit": run.commit,
-        "date": run.started_at.strftime("%Y-%m-%d") if run.started_at else "",
+        "date": _date(run),
         "gitlab_version": run.gitlab_version,
         "edition": run.edition,
         "tier": run.tier,
         "tier_confirmed": bool(run.tier_confirmed),
         "tier_pin": key["tier_pin"],
         "surface": s.surface if s else "",
-        "mode": s.mode if s else "",
+        "mode": key["mode"],
         "capability_surface": s.capabilities if s else "",
         "meta_param_schema": key["meta_param_schema"],
         "slice_size": key["slice_size"],
@@ -206,44 +216,43 @@ def record_row(row: TableRow, run: Run, corpus_cases: int, shown: dict | None) -
         "repeat": run.repeat,
         "corpus_digest": run.corpus_digest,
         "contract_digest": run.contract_digest,
-        "tool_schema_digest": tools,
-    }
-    outcomes = {o: int(f.get(o) or 0) for o in sorted(OUTCOMES)}
-    counts = {
-        "attempts": int(f["attempts"] or 0),
-        "skipped": int(f.get("skipped") or 0),
-        "unobserved": int(f.get("unobserved") or 0),
-        "provider_errors": int(f.get("provider_error") or 0),
-        "harness_errors": int(f.get("harness_error") or 0),
-        "gitlab_refused": int(f.get("gitlab_refused") or 0),
-        "turns": int(f.get("turns") or 0),
-        "outcomes": {o: n for o, n in outcomes.items() if n} or None,
-        "declines": _named(f, _DECLINES),
-        "confirmations": _named(f, _CONFIRMATIONS),
-        "shown": shown,
+        "tool_schema_digest": key["tool_schema_digest"],
     }
     columns = {name: {"numerator": n, "denominator": d} for name, (n, d) in row.columns}
-    columns["overhead"] = {
-        "discovery": int(f["discovery"] or 0),
-        "invalid_params": int(f["invalid_params"] or 0),
-        "steps": int(f["steps"] or 0),
-    }
-    tokens = {
-        "input": int(f.get("input_tokens") or 0),
-        "output": int(f.get("output_tokens") or 0),
-        "cache_created": int(f.get("cache_created_tokens") or 0),
-        "cache_read": int(f.get("cache_read_tokens") or 0),
-    }
+    columns["overhead"] = _overhead_of(f)
     return Row(
         key,
         provenance,
-        counts,
+        _counts_of(f, shown),
         columns,
-        tokens,
+        _tokens_of(f),
         coverage=row.coverage,
         case_count=row.case_count,
         corpus_cases=corpus_cases,
     )
+
+
+def publishable(
+    scoring: Scoring, groups: list[Group], refused: list[Refusal], stood: dict[str, str] | None
+) -> list[TableRow]:
+    """The rows of `groups` upstream would take; each other one is added to `refused` with
+    upstream's reason. A duplicate row is refused naming where its key first stood when `stood`
+    says where (a run published on its own), and taken to be merged when it is None."""
+    kept = []
+    for g in groups:
+        for r in g.rows:
+            if not r.refusal or (r.refusal[0] == "duplicate-row" and stood is None):
+                kept.append(r)
+                continue
+            rule, why = r.refusal
+            if rule == "duplicate-row":
+                reason = (
+                    f"a row with this key already stands in {stood.get(r.row_key, RECORD_PATH)}"
+                )
+            else:
+                reason = upstream_reason(rule, r, scoring.run, scoring, why)
+            refused.append(Refusal(r.row_key, rule, reason))
+    return kept
 
 
 def publication_of_run(
@@ -252,31 +261,19 @@ def publication_of_run(
     """What `gen_model_results -shards` would publish of one scored run (its `groups`, as
     `score_groups` reads them) into a record holding the rows of the runs stored before it
     (evaldash's duplicate-row rule); with `intervals`, each row carries its 95% intervals."""
-    run = scoring.run
     out = Publication(corpus_cases=scoring.key.case_count)
     shown = _shown(scoring)
     groups = score_groups(scoring) if groups is None else groups
     dupes = [
         r.row_key for g in groups for r in g.rows if r.refusal and r.refusal[0] == "duplicate-row"
     ]
-    first_stood = _first_claims(dupes, run)
-    for g in groups:
-        for r in g.rows:
-            if r.refusal:
-                rule, why = r.refusal
-                reason = (
-                    f"a row with this key already stands in {first_stood.get(r.row_key, RECORD_PATH)}"
-                    if rule == "duplicate-row"
-                    else upstream_reason(rule, r, run, scoring, why)
-                )
-                out.refused.append(Refusal(r.row_key, rule, reason))
-                continue
-            one = record_row(r, run, out.corpus_cases, shown.get(r.row_key))
-            if intervals:
-                one.intervals = "; ".join(
-                    ci.points() if ci else "-" for _, _, ci in r.columns_with_intervals
-                )
-            out.rows.append(one)
+    for r in publishable(scoring, groups, out.refused, _first_claims(dupes, scoring.run)):
+        one = record_row(r, scoring.run, out.corpus_cases, shown.get(r.row_key))
+        if intervals:
+            one.intervals = "; ".join(
+                ci.points() if ci else "-" for _, _, ci in r.columns_with_intervals
+            )
+        out.rows.append(one)
     return out
 
 
@@ -317,7 +314,6 @@ def _cases(scoring: Scoring, run: Run, keys: list[str]) -> dict[str, dict[str, d
     database in one query."""
     if not keys:
         return {}
-    shown = Q(attempt__shown_tools__gt=0)
     query = (
         Verdict.objects.filter(scoring=scoring, row_key__in=keys)
         .values("row_key", "case")
@@ -326,19 +322,11 @@ def _cases(scoring: Scoring, run: Run, keys: list[str]) -> dict[str, dict[str, d
             **verdict_sums(),
             **{c: Sum(c) for c in CONFIRMATIONS},
             **{o: count_where("outcome", o) for o in OUTCOMES},
-            low=Min("attempt__shown_tools", filter=shown),
-            high=Max("attempt__shown_tools", filter=shown),
-            over=Sum(
-                Case(
-                    When(shown, attempt__overflowed=True, then=1),
-                    default=0,
-                    output_field=IntegerField(),
-                )
-            ),
+            **_shown_span(),
         )
         .order_by()
     )
-    date = run.started_at.strftime("%Y-%m-%d") if run.started_at else ""
+    date = _date(run)
     out: dict[str, dict[str, dict]] = {}
     for f in query:
         # PostgreSQL sums a bigint as a numeric.
@@ -347,21 +335,12 @@ def _cases(scoring: Scoring, run: Run, keys: list[str]) -> dict[str, dict[str, d
             name: {"numerator": int(n or 0), "denominator": int(d or 0)}
             for name, (n, d) in _columns_of(f)
         }
-        columns["overhead"] = {
-            "discovery": int(f["discovery"] or 0),
-            "invalid_params": int(f["invalid_params"] or 0),
-            "steps": int(f["steps"] or 0),
-        }
+        columns["overhead"] = _overhead_of(f)
         out.setdefault(f["row_key"], {})[f["case"]] = {
             "run": run.run_id,
             "date": date,
             "commit": run.commit,
-            "counts": _counts_of(
-                f,
-                None
-                if f["low"] is None
-                else {"min": f["low"], "max": f["high"], "overflowed": f["over"]},
-            ),
+            "counts": _counts_of(f, _span_of(f)),
             "columns": columns,
             "tokens": _tokens_of(f),
         }
@@ -389,6 +368,18 @@ def _counts_of(f: dict, shown: dict | None) -> dict:
     }
 
 
+def _overhead_of(f: dict) -> dict[str, int]:
+    return {
+        "discovery": int(f["discovery"] or 0),
+        "invalid_params": int(f["invalid_params"] or 0),
+        "steps": int(f["steps"] or 0),
+    }
+
+
+def _date(run: Run) -> str:
+    return run.started_at.strftime("%Y-%m-%d") if run.started_at else ""
+
+
 def _tokens_of(f: dict) -> dict[str, int]:
     return {
         "input": int(f.get("input_tokens") or 0),
@@ -406,16 +397,10 @@ def publication_of_runs(scorings: list[Scoring]) -> Publication:
     out = Publication(corpus_cases=scorings[0].key.case_count if scorings else 0)
     for scoring in scorings:
         run = scoring.run
-        incoming: list[tuple[TableRow, Row]] = []
-        for g in score_groups(scoring):
-            for r in g.rows:
-                refusal = r.refusal
-                if refusal and refusal[0] != "duplicate-row":
-                    rule, why = refusal
-                    reason = upstream_reason(rule, r, run, scoring, why)
-                    out.refused.append(Refusal(r.row_key, rule, reason))
-                    continue
-                incoming.append((r, record_row(r, run, out.corpus_cases, None)))
+        incoming = [
+            (r, record_row(r, run, out.corpus_cases, None))
+            for r in publishable(scoring, score_groups(scoring), out.refused, None)
+        ]
         cases = _cases(scoring, run, [r.row_key for r, _ in incoming])
         rows = []
         for r, one in incoming:

@@ -14,11 +14,11 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from records.formats.markdown import markdown_code
 from records.models import (
     Run,
 )
 from records.queries import compare as cmp
-from records.queries.gate import markdown_code
 from records.scores.run import latest_scoring
 from records.scores.tables import COLUMN_TITLES, score_groups
 from records.views import charts

@@ -61,16 +61,7 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
         return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
     groups = score_groups(scoring)
     if fmt == "md":
-        text = markdown(groups, run, intervals=request.GET.get("intervals") == "1")
-        if scoring.stale:
-            text = (
-                "> **Stale corpus**: scored against key "
-                + scoring.key.digest
-                + ", not the run's corpus "
-                + run.corpus_digest
-                + ".\n\n"
-                + text
-            )
+        text = markdown(scoring, groups, intervals=request.GET.get("intervals") == "1")
         response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}-md"'
         return response
