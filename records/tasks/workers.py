@@ -16,9 +16,13 @@ import os
 import socket
 import threading
 from datetime import timedelta
+from pathlib import Path
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import IntegerField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
@@ -28,6 +32,7 @@ from records.tasks.scoring import Sweeper
 log = logging.getLogger(__name__)
 
 ORPHANED = "records.tasks.workers.WorkerStopped"
+UPLOAD_TASK = "records.tasks.ingest_upload"
 
 
 def beat(worker_id: str) -> None:
@@ -41,11 +46,56 @@ def beat(worker_id: str) -> None:
     )
 
 
+def alive_workers(now=None) -> set[str]:
+    """The ids of the workers taken to be alive: those that beat within
+    EVALDASH_TASK_STALE_SECONDS and, on SQLite, also those whose process still exists. On SQLite
+    every worker is on this machine (the database is a file here), and a beat waits for the one
+    write lock behind any long transaction (a big shard, a scoring): a worker whose beat is late
+    for that reason is alive, and its task must not be given to another."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
+    beats = WorkerBeat.objects.values_list("worker_id", "beat_at", "host", "pid")
+    here = socket.gethostname()[:200]
+    local = connection.vendor == "sqlite"
+    return {
+        worker
+        for worker, beat_at, host, pid in beats
+        if beat_at >= stale or (local and host == here and process_exists(pid))
+    }
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a worker process of this machine with this pid is running."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, as another user's
+    try:
+        return b"db_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True  # no /proc to tell a reused pid apart: taken to be the worker
+
+
+def earlier_try_stopped(worker_ids: list[str]) -> bool:
+    """Whether the worker of a task's earlier try is gone, so a running upload that try claimed
+    may be taken over: the task was put back by `requeue_orphans` (it names an earlier worker)
+    and that worker is not alive now. The same id as this worker's means an earlier process under
+    that id, which is gone (a worker runs one task at a time)."""
+    if len(worker_ids) < 2:
+        return False
+    earlier, current = worker_ids[-2], worker_ids[-1]
+    return earlier == current or earlier not in alive_workers()
+
+
 def requeue_orphans(now=None) -> list[str]:
     """Put back (or give up) the running tasks whose worker stopped beating; their ids."""
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
-    alive = set(WorkerBeat.objects.filter(beat_at__gte=stale).values_list("worker_id", flat=True))
+    alive = alive_workers(now)
     done = []
     for result in DBTaskResult.objects.running().filter(started_at__lt=stale):
         if result.worker_ids and result.worker_ids[-1] in alive:
@@ -68,6 +118,31 @@ def requeue_orphans(now=None) -> list[str]:
             log.warning("task %s: its worker stopped; queued again", result.pk)
             done.append(str(result.pk))
     return done
+
+
+def queue_unqueued_uploads(now=None) -> list[int]:
+    """Queue the ingest of queued uploads that no task names (the process that stored one died
+    between its commit and the enqueue its commit triggers); their ids. Only uploads older than
+    EVALDASH_TASK_STALE_SECONDS are looked at, so an enqueue about to happen is not doubled (a
+    doubled one would do nothing: the claim is conditional)."""
+    from records.tasks import enqueue_upload
+
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
+    named = (
+        DBTaskResult.objects.filter(task_path=UPLOAD_TASK, status__in=["READY", "RUNNING"])
+        .annotate(upload=Cast(KT("args_kwargs__args__0"), IntegerField()))
+        .values("upload")
+    )
+    lost = Upload.objects.filter(status=Upload.Status.QUEUED, created_at__lt=stale).exclude(
+        pk__in=named
+    )
+    ids = []
+    for upload in lost.order_by("pk")[:100]:
+        log.warning("upload %s: queued with no task; its task is written now", upload.pk)
+        enqueue_upload(upload)
+        ids.append(upload.pk)
+    return ids
 
 
 def _given_up(result: DBTaskResult, message: str) -> None:
@@ -101,6 +176,7 @@ class Heart:
             try:
                 beat(self.worker_id)
                 requeue_orphans()
+                queue_unqueued_uploads()
                 self.sweeper.maybe_enqueue()
             except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)
                 log.warning("worker %s: heartbeat failed", self.worker_id, exc_info=True)
