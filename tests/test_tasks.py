@@ -26,7 +26,8 @@ from records.devtools.synth import load_demo_key, widen_key, write_run
 from records.models import ApiToken, Run, ShardFile, Upload
 from records.models.intake import PendingChunk, WorkerBeat
 from records.tasks import pending, run_upload
-from records.tasks.workers import earlier_try_stopped, queue_unqueued_uploads, requeue_orphans
+from records.tasks.liveness import earlier_try_stopped
+from records.tasks.workers import queue_unqueued_uploads, requeue_orphans
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (Path(__file__).parent / "fixtures" / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()

@@ -27,6 +27,7 @@ from django.utils import timezone
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
+from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, keep_inputs, pending_bytes, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
 
@@ -61,8 +62,6 @@ def enqueue_upload(upload: Upload) -> None:
 
 @task(takes_context=True)
 def ingest_upload(context: TaskContext, upload_id: int) -> str:
-    from records.tasks.workers import earlier_try_stopped
-
     return run_upload(upload_id, reclaim=earlier_try_stopped(context.task_result.worker_ids))
 
 
