@@ -42,3 +42,34 @@ def demo(tmp_path, db):
         inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
     )
     return {r.run_id: r for r in Run.objects.all()}
+
+
+@pytest.fixture(autouse=True)
+def commit_hooks_run_as_in_production(monkeypatch):
+    """A test's own transaction stands in for autocommit: `transaction.on_commit` callbacks run
+    when the code's outermost atomic block exits (as they do on its commit in production), not
+    never (the test's transaction is rolled back)."""
+    from django.db import transaction
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    def at_test_level(conn) -> bool:
+        return all(getattr(b, "_from_testcase", False) for b in conn.atomic_blocks)
+
+    register, leave = BaseDatabaseWrapper.on_commit, transaction.Atomic.__exit__
+
+    def on_commit(self, func, robust=False):
+        if self.in_atomic_block and at_test_level(self):
+            return func()
+        return register(self, func, robust)
+
+    def exit_(self, exc_type, exc_value, tb):
+        result = leave(self, exc_type, exc_value, tb)
+        conn = transaction.get_connection(self.using)
+        if conn.in_atomic_block and at_test_level(conn) and not conn.needs_rollback:
+            hooks, conn.run_on_commit = conn.run_on_commit, []
+            for _, func, _ in hooks:
+                func()
+        return result
+
+    monkeypatch.setattr(BaseDatabaseWrapper, "on_commit", on_commit)
+    monkeypatch.setattr(transaction.Atomic, "__exit__", exit_)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,11 +21,13 @@ from django.db import connection
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from records import tasks
 from records.devtools.synth import load_demo_key, widen_key, write_run
 from records.models import ApiToken, Run, ShardFile, Upload
 from records.models.intake import PendingChunk, WorkerBeat
 from records.tasks import pending, run_upload
-from records.tasks.workers import requeue_orphans
+from records.tasks.liveness import earlier_try_stopped
+from records.tasks.workers import queue_unqueued_uploads, requeue_orphans
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (Path(__file__).parent / "fixtures" / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
@@ -175,10 +178,12 @@ class TestFaults:
             allow_digest_mismatch=False,
         )
         assert run_upload(up.pk) == "done"
-        # The worker died before marking its task done: the task runs again.
+        # The worker died before marking its task done: the task runs again, put back by
+        # requeue_orphans with that worker judged gone.
         Upload.objects.filter(pk=up.pk).update(status="running")
         PendingChunk.objects.create(upload=up, file=0, name="modeleval-1.jsonl", seq=0, data=GOOD)
-        assert run_upload(up.pk) == "done"
+        assert run_upload(up.pk) == "running"  # not a reclaim: the running try is left alone
+        assert run_upload(up.pk, reclaim=True) == "done"
         up.refresh_from_db()
         assert [s["run_id"] for s in up.summary["stored"]] == ["run-fixture-dynamic"]
         assert up.summary["already_present"] == [] and Run.objects.count() == 1
@@ -213,6 +218,125 @@ class TestFaults:
         up.refresh_from_db()
         assert result.status == "FAILED" and "2 times" in result.traceback
         assert up.status == "failed" and "stopped before it was done" in up.error
+
+
+@pytest.mark.django_db
+class TestSupersededTries:
+    """A try judged gone while it was only slow (its heartbeat waited behind a long write) is
+    superseded by a reclaiming try; whatever the late one does then changes nothing."""
+
+    def _queued(self, settings) -> Upload:
+        from records.tasks import queue_upload
+
+        settings.TASKS = DUMMY
+        return queue_upload(
+            Upload(source="api"),
+            [("modeleval-1.jsonl", io.BytesIO(GOOD))],
+            allow_digest_mismatch=False,
+        )
+
+    def test_a_superseded_try_that_fails_late_does_not_reopen_the_done_upload(
+        self, settings, monkeypatch
+    ):
+        up = self._queued(settings)
+        real, enqueued = tasks.ingest, []
+
+        def slow_then_broken(*args, **kwargs):
+            if not enqueued and Upload.objects.get(pk=up.pk).tries == 1:
+                enqueued.append("reclaim")
+                assert run_upload(up.pk, reclaim=True) == "done"
+                raise OSError("its chunks were discarded under it")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(tasks, "ingest", slow_then_broken)
+        monkeypatch.setattr(tasks, "enqueue_upload", lambda u: enqueued.append("retry"))
+        assert run_upload(up.pk) == "done"
+        up.refresh_from_db()
+        assert (up.status, up.tries, up.error) == ("done", 2, "")
+        assert [s["run_id"] for s in up.summary["stored"]] == ["run-fixture-dynamic"]
+        assert enqueued == ["reclaim"]  # the late failure queued no third try
+
+    def test_a_superseded_try_finishing_late_leaves_the_newer_summary(self, settings, monkeypatch):
+        up = self._queued(settings)
+        real = tasks.ingest
+
+        def slow(inputs, *args, **kwargs):
+            if Upload.objects.get(pk=up.pk).tries == 1:
+                assert run_upload(up.pk, reclaim=True) == "done"
+                return real([], *args, **kwargs)  # what a try that read nothing reports
+            return real(inputs, *args, **kwargs)
+
+        monkeypatch.setattr(tasks, "ingest", slow)
+        assert run_upload(up.pk) == "done"
+        up.refresh_from_db()
+        assert up.tries == 2 and up.progress["shards_done"] == 1
+        assert [s["run_id"] for s in up.summary["stored"]] == ["run-fixture-dynamic"]
+        # A reclaiming task that finds it done leaves it so.
+        assert run_upload(up.pk, reclaim=True) == "done"
+        assert Upload.objects.get(pk=up.pk).tries == 2
+
+    def test_a_task_takes_over_a_running_upload_only_when_its_earlier_worker_is_gone(self):
+        WorkerBeat.objects.create(worker_id="slow", beat_at=timezone.now())
+        long_ago = timezone.now() - timedelta(seconds=600)
+        WorkerBeat.objects.create(worker_id="dead", beat_at=long_ago)
+        assert not earlier_try_stopped(["next"])  # a first try: nothing to take over
+        assert not earlier_try_stopped(["slow", "next"])
+        assert earlier_try_stopped(["dead", "next"])
+        assert earlier_try_stopped(["same", "same"])  # an earlier process under this id
+
+
+@pytest.mark.django_db
+@pytest.mark.skipif(
+    connection.vendor != "sqlite", reason="beats wait for the write lock on SQLite only"
+)
+def test_on_sqlite_a_worker_whose_beat_is_late_but_whose_process_runs_keeps_its_task(settings):
+    settings.TASKS = DATABASE
+    from records.tasks import ingest_upload
+
+    # A process of this machine whose command line names the worker, as a real one's does.
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "db_worker"])
+    try:
+        long_ago = timezone.now() - timedelta(seconds=600)
+        host = socket.gethostname()
+        WorkerBeat.objects.create(worker_id="blocked", beat_at=long_ago, host=host, pid=proc.pid)
+        result = ingest_upload.enqueue(Upload.objects.create(source="api").pk).db_result
+        result.claim("blocked")
+        DBTaskResult.objects.filter(pk=result.pk).update(started_at=long_ago)
+        assert requeue_orphans() == [] and not earlier_try_stopped(["blocked", "next"])
+    finally:
+        proc.kill()
+        proc.wait()
+    assert requeue_orphans() == [str(result.pk)]  # gone now: its task is put back
+
+
+@pytest.mark.django_db
+def test_a_queued_upload_whose_task_was_never_written_is_queued_by_a_worker(settings):
+    settings.TASKS = DATABASE
+    long_ago = timezone.now() - timedelta(seconds=600)
+    lost = Upload.objects.create(source="api", status="queued", created_at=long_ago)
+    Upload.objects.create(source="api", status="queued")  # its enqueue may be under way
+    Upload.objects.create(source="api", status="done", created_at=long_ago)
+    assert queue_unqueued_uploads() == [lost.pk]
+    (task,) = DBTaskResult.objects.all()
+    assert task.status == "READY" and task.args_kwargs["args"] == [lost.pk]
+    assert queue_unqueued_uploads() == []  # its task names it now
+
+
+@pytest.mark.django_db
+def test_the_ingest_runs_once_the_storing_transaction_commits_not_inside_it():
+    from django.db import transaction
+
+    from records.tasks import queue_upload
+
+    with transaction.atomic():
+        up = queue_upload(
+            Upload(source="api"),
+            [("modeleval-1.jsonl", io.BytesIO(GOOD))],
+            allow_digest_mismatch=False,
+        )
+        assert up.status == "queued" and not Run.objects.exists()
+    up.refresh_from_db()
+    assert up.status == "done" and Run.objects.count() == 1
 
 
 # --- real worker processes -----------------------------------------------------------------------

@@ -65,9 +65,12 @@ def ingest(
     finally:
         parser.close()
         checkpoints.finish()
-        # Also when something escaped (the server is going down): the upload says what it got.
+        # Also when something escaped (the server is going down): the upload says what it got,
+        # unless a newer try of a queued upload has claimed it since (its status and tries).
         upload.summary = report.as_dict()
-        upload.save(update_fields=["summary"])
+        Upload.objects.filter(pk=upload.pk, status=upload.status, tries=upload.tries).update(
+            summary=upload.summary
+        )
     return report
 
 

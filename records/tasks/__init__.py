@@ -2,8 +2,9 @@
 the sweep of unscored runs in `records.tasks.scoring`.
 
 Each task is safe to run twice (a worker killed after its work but before marking it done, or a
-claim taken to be stale): an upload is claimed by a conditional update of its status and an
-already done one is left alone, and a shard is stored once by its sha256, so a repeated ingest
+claim taken to be stale): an upload is claimed by a conditional update of its status and tries,
+every later update names that try (so a superseded try changes nothing and a done upload is never
+reopened), and a shard is stored once by its sha256, so a repeated ingest
 stores nothing twice and reports what the first try stored as stored by this upload.
 Failures are retried a few times (EVALDASH_TASK_MAX_TRIES) and then shown as failed with their
 error. The command line calls the same functions directly.
@@ -11,21 +12,23 @@ error. The command line calls the same functions directly.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import IO, Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F, Sum
-from django.tasks import task
+from django.db.models import Sum
+from django.tasks import TaskContext, task
 from django.urls import reverse
 from django.utils import timezone
 
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
-from records.tasks.pending import discard, keep_inputs, pending_inputs
+from records.tasks.liveness import earlier_try_stopped
+from records.tasks.pending import discard, keep_inputs, pending_bytes, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
 
 log = logging.getLogger(__name__)
@@ -36,45 +39,58 @@ __all__ = ["enqueue_upload", "ingest_upload", "queue_upload", "run_upload", "sco
 def queue_upload(
     upload: Upload, files: list[tuple[str, IO[bytes]]], *, allow_digest_mismatch: bool
 ) -> Upload:
-    """Keep an upload's bytes and queue its ingest, all in one transaction: a worker sees the
-    upload whole or not at all. With the immediate backend the ingest has run on return."""
+    """Keep an upload's bytes in one transaction and queue its ingest once that commits: a
+    worker sees the upload whole or not at all, and the ingest never runs inside the caller's
+    transaction (with the immediate backend it has run on return, outside any transaction the
+    caller opened). An upload whose task was never written (the process died between the commit
+    and the enqueue) is queued by a worker's heartbeat (`records.tasks.workers`)."""
     with transaction.atomic():
         upload.status = Upload.Status.QUEUED
         upload.allow_digest_mismatch = allow_digest_mismatch
         upload.save()
         keep_inputs(upload, files)
-        upload.progress = {"bytes_total": _total(upload)}
+        upload.progress = {"bytes_total": pending_bytes(upload)}
         upload.save(update_fields=["progress"])
-        enqueue_upload(upload)
+        transaction.on_commit(functools.partial(enqueue_upload, upload))
     upload.refresh_from_db()
     return upload
-
-
-def _total(upload: Upload) -> int:
-    return sum(i.size or 0 for i in pending_inputs(upload))
 
 
 def enqueue_upload(upload: Upload) -> None:
     ingest_upload.enqueue(upload.pk)
 
 
-@task()
-def ingest_upload(upload_id: int) -> str:
-    return run_upload(upload_id)
+@task(takes_context=True)
+def ingest_upload(context: TaskContext, upload_id: int) -> str:
+    return run_upload(upload_id, reclaim=earlier_try_stopped(context.task_result.worker_ids))
 
 
-def run_upload(upload_id: int) -> str:
-    """Ingest a queued upload from its kept bytes; the status it ends in."""
-    claimed = Upload.objects.filter(
-        pk=upload_id, status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING]
-    ).update(status=Upload.Status.RUNNING, started_at=timezone.now(), tries=F("tries") + 1)
-    upload = Upload.objects.get(pk=upload_id)
+def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
+    """Ingest a queued upload from its kept bytes; the status it ends in.
+
+    The claim takes a queued upload, or a running one only when `reclaim` says the try that
+    claimed it stopped (its task was put back by `requeue_orphans` and its worker is judged
+    gone, by the heartbeat). Every later update names this try (`status=running, tries=N`), so a
+    try another one superseded (judged gone while it was only slow) changes nothing when it
+    finishes or fails: it neither reopens a done upload nor discards bytes the newer try reads."""
+    upload = Upload.objects.filter(pk=upload_id).first()
+    if upload is None:
+        return Upload.Status.FAILED
+    claimable = [Upload.Status.QUEUED] + ([Upload.Status.RUNNING] if reclaim else [])
+    if upload.status not in claimable:
+        return upload.status  # done already (a repeated task), given up, or another try's
+    this_try = upload.tries + 1
+    claimed = Upload.objects.filter(pk=upload_id, status=upload.status, tries=upload.tries).update(
+        status=Upload.Status.RUNNING, started_at=timezone.now(), tries=this_try
+    )
     if not claimed:
-        return upload.status  # done already (a repeated task) or given up
-    if upload.tries > settings.EVALDASH_TASK_MAX_TRIES:
-        give_up(upload, upload.error or "its worker stopped before it was done")
+        return Upload.objects.get(pk=upload_id).status  # another try claimed it first
+    upload.refresh_from_db()
+    mine = Upload.objects.filter(pk=upload_id, status=Upload.Status.RUNNING, tries=this_try)
+    if this_try > settings.EVALDASH_TASK_MAX_TRIES:
+        give_up(upload, upload.error or "its worker stopped before it was done", this_try)
         return upload.status
-    reporter = ProgressReporter(upload)
+    reporter = ProgressReporter(upload, this_try)
     try:
         # A key this upload brings queues its runs' scoring (one task per run) rather than
         # scoring every run of its digest here.
@@ -86,34 +102,42 @@ def run_upload(upload_id: int) -> str:
                 allow_digest_mismatch=upload.allow_digest_mismatch,
             )
     except Exception as exc:
-        log.exception("upload %s: try %s failed", upload_id, upload.tries)
+        log.exception("upload %s: try %s failed", upload_id, this_try)
         message = f"{type(exc).__name__}: {exc}"
-        if upload.tries >= settings.EVALDASH_TASK_MAX_TRIES:
-            give_up(upload, message)
+        if this_try >= settings.EVALDASH_TASK_MAX_TRIES:
+            give_up(upload, message, this_try)
             return upload.status
-        Upload.objects.filter(pk=upload_id).update(status=Upload.Status.QUEUED, error=message)
+        if not mine.update(status=Upload.Status.QUEUED, error=message):
+            return Upload.objects.get(pk=upload_id).status  # superseded: the newer try goes on
         enqueue_upload(upload)
         return Upload.Status.QUEUED
     summary = settle(report.as_dict(), upload)
     with transaction.atomic():
-        Upload.objects.filter(pk=upload_id).update(
+        done = mine.update(
             summary=summary,
             status=Upload.Status.DONE,
             finished_at=timezone.now(),
             error="",
             progress=reporter.final(),
         )
-        discard(upload)
-    return Upload.Status.DONE
+        if done:
+            discard(upload)
+    return Upload.Status.DONE if done else Upload.objects.get(pk=upload_id).status
 
 
-def give_up(upload: Upload, error: str) -> None:
-    """An upload that failed too often: failed, with its error, its bytes removed."""
+def give_up(upload: Upload, error: str, this_try: int | None = None) -> None:
+    """An upload that failed too often: failed, with its error, its bytes removed. Only an
+    unfinished upload (and, given `this_try`, only while that try holds it) is changed."""
+    claim = Upload.objects.filter(
+        pk=upload.pk, status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING]
+    )
+    if this_try is not None:
+        claim = claim.filter(status=Upload.Status.RUNNING, tries=this_try)
     with transaction.atomic():
-        Upload.objects.filter(pk=upload.pk).update(
+        if claim.update(
             status=Upload.Status.FAILED, error=error[:4000], finished_at=timezone.now()
-        )
-        discard(upload)
+        ):
+            discard(upload)
     upload.refresh_from_db()
 
 
@@ -135,9 +159,9 @@ def settle(summary: dict[str, Any], upload: Upload) -> dict[str, Any]:
 
 
 def _restored(entry: dict[str, Any], shard: ShardFile, run: Run) -> dict[str, Any]:
-    from records.scores.run import latest_scoring, score_if_key
+    from records.scores.run import latest_scoring, score_if_unscored
 
-    scoring = latest_scoring(run) or score_if_key(run)
+    scoring = latest_scoring(run) or score_if_unscored(run)
     return {
         "file": entry["file"],
         "sha256": shard.sha256,
@@ -163,13 +187,17 @@ def _run_links(run: Run | dict[str, Any]) -> dict[str, Any]:
 
 class ProgressReporter:
     """Writes an upload's progress from a thread of its own (its own connection), so it is seen
-    while a shard's transaction is open. On SQLite the write waits for that transaction's
-    commit (one writer at a time), so there the figures move shard by shard."""
+    while a shard's transaction is open, and only while this try holds the upload. On SQLite
+    (one writer at a time) its write waits for the lock at most WAIT_SECONDS and is tried again
+    on the next tick, so there the figures move between shards and the reporter never holds up
+    the ingest it reports on (a transaction open around the ingest would hold it for good)."""
 
     INTERVAL = 0.5
+    WAIT_SECONDS = 0.5
 
-    def __init__(self, upload: Upload) -> None:
+    def __init__(self, upload: Upload, this_try: int | None = None) -> None:
         self.upload = upload
+        self.this_try = upload.tries if this_try is None else this_try
         self.total = int(upload.progress.get("bytes_total") or 0)
         # The shard in hand and its bytes read, of its own size (an archive's entries are
         # counted as they are read out of it).
@@ -203,13 +231,24 @@ class ProgressReporter:
 
     def _run(self) -> None:
         try:
+            short_lock_wait(self.WAIT_SECONDS)
             while not self._stop.wait(self.INTERVAL):
                 try:
-                    Upload.objects.filter(pk=self.upload.pk, status=Upload.Status.RUNNING).update(
-                        progress=self.snapshot()
-                    )
+                    Upload.objects.filter(
+                        pk=self.upload.pk, status=Upload.Status.RUNNING, tries=self.this_try
+                    ).update(progress=self.snapshot())
                 except Exception:  # noqa: BLE001 (progress is a courtesy; the ingest goes on)
-                    log.warning("upload %s: progress not written", self.upload.pk, exc_info=True)
+                    log.info("upload %s: progress not written", self.upload.pk, exc_info=True)
                     close_old_connections()
+                    short_lock_wait(self.WAIT_SECONDS)
         finally:
             connection.close()
+
+
+def short_lock_wait(seconds: float) -> None:
+    """On SQLite, make this thread's connection wait at most `seconds` for the write lock
+    (instead of the settings' timeout) before its statement fails."""
+    if connection.vendor == "sqlite":
+        connection.ensure_connection()
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA busy_timeout = {int(seconds * 1000)}")

@@ -19,15 +19,20 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection
+from django.db.models import IntegerField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from records.models.intake import Upload, WorkerBeat
+from records.tasks.liveness import alive_workers
 from records.tasks.scoring import Sweeper
 
 log = logging.getLogger(__name__)
 
 ORPHANED = "records.tasks.workers.WorkerStopped"
+UPLOAD_TASK = "records.tasks.ingest_upload"
 
 
 def beat(worker_id: str) -> None:
@@ -45,7 +50,7 @@ def requeue_orphans(now=None) -> list[str]:
     """Put back (or give up) the running tasks whose worker stopped beating; their ids."""
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
-    alive = set(WorkerBeat.objects.filter(beat_at__gte=stale).values_list("worker_id", flat=True))
+    alive = alive_workers(now)
     done = []
     for result in DBTaskResult.objects.running().filter(started_at__lt=stale):
         if result.worker_ids and result.worker_ids[-1] in alive:
@@ -68,6 +73,31 @@ def requeue_orphans(now=None) -> list[str]:
             log.warning("task %s: its worker stopped; queued again", result.pk)
             done.append(str(result.pk))
     return done
+
+
+def queue_unqueued_uploads(now=None) -> list[int]:
+    """Queue the ingest of queued uploads that no task names (the process that stored one died
+    between its commit and the enqueue its commit triggers); their ids. Only uploads older than
+    EVALDASH_TASK_STALE_SECONDS are looked at, so an enqueue about to happen is not doubled (a
+    doubled one would do nothing: the claim is conditional)."""
+    from records.tasks import enqueue_upload
+
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
+    named = (
+        DBTaskResult.objects.filter(task_path=UPLOAD_TASK, status__in=["READY", "RUNNING"])
+        .annotate(upload=Cast(KT("args_kwargs__args__0"), IntegerField()))
+        .values("upload")
+    )
+    lost = Upload.objects.filter(status=Upload.Status.QUEUED, created_at__lt=stale).exclude(
+        pk__in=named
+    )
+    ids = []
+    for upload in lost.order_by("pk")[:100]:
+        log.warning("upload %s: queued with no task; its task is written now", upload.pk)
+        enqueue_upload(upload)
+        ids.append(upload.pk)
+    return ids
 
 
 def _given_up(result: DBTaskResult, message: str) -> None:
@@ -101,6 +131,7 @@ class Heart:
             try:
                 beat(self.worker_id)
                 requeue_orphans()
+                queue_unqueued_uploads()
                 self.sweeper.maybe_enqueue()
             except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)
                 log.warning("worker %s: heartbeat failed", self.worker_id, exc_info=True)
