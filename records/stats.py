@@ -309,10 +309,21 @@ def first_flips(timelines: Sequence[Sequence[tuple[int, int]]]) -> list[Flip | N
     bd = np.array(before_ds, dtype=np.int64)
     tk = np.array(totals_k, dtype=np.int64)
     td = np.array(totals_d, dtype=np.int64)
-    low = hypergeom.cdf(bk, td, tk, bd)
-    high = hypergeom.sf(bk - 1, td, tk, bd)
-    p = np.where(np.array(oks), np.minimum(1.0, 2 * np.minimum(low, high)), 1.0)
+    threshold = np.repeat([ALPHA / t[2] for t in tested], [t[2] for t in tested])
+    # Both tails hold the split's own table, so its p is at least twice that table's
+    # probability: a split whose table alone is too likely cannot be a flip, and is not tested
+    # (with a margin far wider than the rounding of the log-gamma sums).
+    table = np.exp(_log_choose(tk, bk) + _log_choose(td - tk, bd - bk) - _log_choose(td, bd))
+    wanted = np.array(oks) & (2 * table < threshold * 1.001)
+    p = np.ones(len(bk))
+    if wanted.any():
+        at = np.flatnonzero(wanted)
+        low = hypergeom.cdf(bk[at], td[at], tk[at], bd[at])
+        high = hypergeom.sf(bk[at] - 1, td[at], tk[at], bd[at])
+        p[at] = np.minimum(1.0, 2 * np.minimum(low, high))
     for i, start, splits, before_k, before_d, total_k, total_d in tested:
+        if not wanted[start : start + splits].any():
+            continue
         split_p = p[start : start + splits]
         best = int(np.argmin(split_p))  # the earliest of equal p
         if split_p[best] >= ALPHA / splits:
@@ -324,6 +335,12 @@ def first_flips(timelines: Sequence[Sequence[tuple[int, int]]]) -> list[Flip | N
             float(split_p[best]),
         )
     return out
+
+
+def _log_choose(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln
+
+    return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
 @dataclass(frozen=True)

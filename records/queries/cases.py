@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from urllib.parse import urlencode
 
+from django.db.models import Exists, OuterRef
+
 from records import stats
 from records.models import CaseFigure, CorpusKey, KeyCase, Run, Scoring
 from records.scores.run import latest_scorings
@@ -182,10 +184,11 @@ def fill_missing(scorings: Iterable[Scoring]) -> int:
     ids = {s.pk: s for s in scorings}
     if not ids:
         return 0
+    # One look into the (scoring, case) index per scoring, not a pass over every figure.
     have = set(
-        CaseFigure.objects.filter(scoring_id__in=list(ids))
-        .values_list("scoring_id", flat=True)
-        .distinct()
+        Scoring.objects.filter(pk__in=list(ids))
+        .filter(Exists(CaseFigure.objects.filter(scoring_id=OuterRef("pk"))))
+        .values_list("pk", flat=True)
     )
     missing = [s for pk, s in ids.items() if pk not in have]
     for s in missing:
