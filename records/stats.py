@@ -12,6 +12,7 @@ between loads.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -225,12 +226,21 @@ def flakiness(runs: Sequence[tuple[int, int]]) -> Flakiness:
     disagreeing runs is Poisson-binomial, and its upper tail is the p. Flaky when at least
     FLAKY_RUNS runs disagree and p < 0.05. A case whose rate is only uncertain (few attempts,
     all agreeing in each run) is never flaky, however wide its interval."""
-    m = np.array([d for _, d in runs if d >= 2], dtype=np.float64)
+    repeats = tuple(d for _, d in runs if d >= 2)
     disagree = sum(1 for k, d in runs if d >= 2 and 0 < k < d)
     if disagree < FLAKY_RUNS:
-        return Flakiness(len(m), disagree, 1.0)
+        return Flakiness(len(repeats), disagree, 1.0)
+    return Flakiness(len(repeats), disagree, _slipping_tail(repeats, disagree))
+
+
+@functools.lru_cache(maxsize=1024)
+def _slipping_tail(repeats: tuple[int, ...], at_least: int) -> float:
+    """The flaky p for runs of these repeat counts, at least `at_least` of them disagreeing.
+    Kept per counts: the runs of a corpus mostly repeat each case alike, so the cases of a
+    page share a handful of these."""
+    m = np.array(repeats, dtype=np.float64)
     q = 1 - (1 - SLIP) ** m - SLIP**m
-    return Flakiness(len(m), disagree, _poisson_binomial_tail(q, disagree))
+    return _poisson_binomial_tail(q, at_least)
 
 
 def _poisson_binomial_tail(q: np.ndarray, at_least: int) -> float:
@@ -257,31 +267,80 @@ def first_flip(runs: Sequence[tuple[int, int]]) -> Flip | None:
     test (two-sided, by doubling the smaller tail); the split with the smallest p is the
     change point, taken when its p is below 0.05 divided by the number of splits (Bonferroni,
     so a steady case is flagged in at most 5% of its histories). None when no split is."""
-    k = np.array([n for n, d in runs], dtype=np.int64)
-    d = np.array([d for n, d in runs], dtype=np.int64)
-    splits = len(runs) - 1
-    total_k, total_d = int(k.sum()), int(d.sum())
-    if splits < 1 or total_k in (0, total_d):
-        return None
+    return first_flips([runs])[0]
+
+
+def first_flips(timelines: Sequence[Sequence[tuple[int, int]]]) -> list[Flip | None]:
+    """`first_flip` of each timeline, with every split of every timeline tested in one call
+    of SciPy's (a call costs far more than a split, and a corpus page holds thousands of
+    timelines). A timeline that never changes (every attempt Clean, or none) has no split
+    to test."""
+    out: list[Flip | None] = [None] * len(timelines)
+    tested: list[tuple[int, int, int, list[int], list[int], int, int]] = []
+    before_ks: list[int] = []
+    before_ds: list[int] = []
+    totals_k: list[int] = []
+    totals_d: list[int] = []
+    oks: list[bool] = []
+    for i, runs in enumerate(timelines):
+        splits = len(runs) - 1
+        if splits < 1:
+            continue
+        total_k = sum(n for n, _ in runs)
+        total_d = sum(d for _, d in runs)
+        if total_k in (0, total_d):
+            continue
+        before_k = list(itertools.accumulate(n for n, _ in runs[:-1]))
+        before_d = list(itertools.accumulate(d for _, d in runs[:-1]))
+        ok = [0 < b < total_d for b in before_d]
+        if not any(ok):
+            continue
+        tested.append((i, len(before_ks), splits, before_k, before_d, total_k, total_d))
+        before_ks += before_k
+        before_ds += before_d
+        totals_k += [total_k] * splits
+        totals_d += [total_d] * splits
+        oks += ok
+    if not tested:
+        return out
     from scipy.stats import hypergeom
 
-    before_k, before_d = np.cumsum(k)[:-1], np.cumsum(d)[:-1]
-    ok = (before_d > 0) & (before_d < total_d)
-    if not ok.any():
-        return None
-    low = hypergeom.cdf(before_k, total_d, total_k, before_d)
-    high = hypergeom.sf(before_k - 1, total_d, total_k, before_d)
-    p = np.where(ok, np.minimum(1.0, 2 * np.minimum(low, high)), 1.0)
-    best = int(np.argmin(p))  # the earliest of equal p
-    if p[best] >= ALPHA / splits:
-        return None
-    t = best + 1
-    return Flip(
-        t,
-        (int(before_k[best]), int(before_d[best])),
-        (total_k - int(before_k[best]), total_d - int(before_d[best])),
-        float(p[best]),
-    )
+    bk = np.array(before_ks, dtype=np.int64)
+    bd = np.array(before_ds, dtype=np.int64)
+    tk = np.array(totals_k, dtype=np.int64)
+    td = np.array(totals_d, dtype=np.int64)
+    threshold = np.repeat([ALPHA / t[2] for t in tested], [t[2] for t in tested])
+    # Both tails hold the split's own table, so its p is at least twice that table's
+    # probability: a split whose table alone is too likely cannot be a flip, and is not tested
+    # (with a margin far wider than the rounding of the log-gamma sums).
+    table = np.exp(_log_choose(tk, bk) + _log_choose(td - tk, bd - bk) - _log_choose(td, bd))
+    wanted = np.array(oks) & (2 * table < threshold * 1.001)
+    p = np.ones(len(bk))
+    if wanted.any():
+        at = np.flatnonzero(wanted)
+        low = hypergeom.cdf(bk[at], td[at], tk[at], bd[at])
+        high = hypergeom.sf(bk[at] - 1, td[at], tk[at], bd[at])
+        p[at] = np.minimum(1.0, 2 * np.minimum(low, high))
+    for i, start, splits, before_k, before_d, total_k, total_d in tested:
+        if not wanted[start : start + splits].any():
+            continue
+        split_p = p[start : start + splits]
+        best = int(np.argmin(split_p))  # the earliest of equal p
+        if split_p[best] >= ALPHA / splits:
+            continue
+        out[i] = Flip(
+            best + 1,
+            (before_k[best], before_d[best]),
+            (total_k - before_k[best], total_d - before_d[best]),
+            float(split_p[best]),
+        )
+    return out
+
+
+def _log_choose(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+    from scipy.special import gammaln
+
+    return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from urllib.parse import urlencode
 
+from django.db.models import Exists, OuterRef
+
 from records import stats
 from records.models import CaseFigure, CorpusKey, KeyCase, Run, Scoring
 from records.scores.run import latest_scorings
@@ -182,10 +184,11 @@ def fill_missing(scorings: Iterable[Scoring]) -> int:
     ids = {s.pk: s for s in scorings}
     if not ids:
         return 0
+    # One look into the (scoring, case) index per scoring, not a pass over every figure.
     have = set(
-        CaseFigure.objects.filter(scoring_id__in=list(ids))
-        .values_list("scoring_id", flat=True)
-        .distinct()
+        Scoring.objects.filter(pk__in=list(ids))
+        .filter(Exists(CaseFigure.objects.filter(scoring_id=OuterRef("pk"))))
+        .values_list("pk", flat=True)
     )
     missing = [s for pk, s in ids.items() if pk not in have]
     for s in missing:
@@ -214,43 +217,60 @@ def _lines(
     case: str | None = None,
 ) -> list[CaseLine]:
     order = {scorings[r.pk].pk: n for n, r in enumerate(runs)}
-    run_of = {scorings[r.pk].pk: r for r in runs}
-    points: dict[str, dict[tuple[str, str], list[Point]]] = defaultdict(lambda: defaultdict(list))
+    # Per case, per (model, surface), per run in order: [clean, counted, marks, row_key], a run
+    # holding the pair in two rows (as two modes) summed, the first row's key kept.
+    held: dict[str, dict[tuple[str, str], dict[int, list]]] = defaultdict(lambda: defaultdict(dict))
     attempts: dict[str, int] = defaultdict(int)
     for scoring_id, c, model, surface, row_key, clean, counted, marks in _figures(
         choice, scorings, case
     ):
-        if scoring_id not in order:
+        n = order.get(scoring_id)
+        if n is None:
             continue
-        points[c][(model, surface)].append(
-            Point(run_of[scoring_id], (clean, counted), marks, row_key)
-        )
+        per_run = held[c][(model, surface)]
+        if n in per_run:
+            q = per_run[n]
+            q[0] += clean
+            q[1] += counted
+            q[2] += marks
+        else:
+            per_run[n] = [clean, counted, marks, row_key]
         attempts[c] += len(marks)
     out = []
+    pending: list[tuple[ModelLine, list[Point]]] = []
     for case_id, steps in cases:
         line = CaseLine(case_id, steps, attempts.get(case_id, 0))
         units: list[tuple[int, int]] = []
         per_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for (model, surface), timeline in sorted(points.get(case_id, {}).items()):
-            timeline = _merge(timeline, order, scorings)
+        for (model, surface), per_run in sorted(held.get(case_id, {}).items()):
+            timeline = [
+                Point(runs[n], (v[0], v[1]), v[2], v[3])
+                for n, v in sorted(per_run.items(), key=_first)
+            ]
             counts = [p.clean for p in timeline]
-            k, n = sum(x for x, _ in counts), sum(d for _, d in counts)
-            m = ModelLine(model, surface, timeline, (k, n), stats.case_interval(counts))
+            k, d = sum(x for x, _ in counts), sum(x for _, x in counts)
+            m = ModelLine(model, surface, timeline, (k, d), stats.case_interval(counts))
             m.flakiness = stats.flakiness(counts)
             # The split is sought over the runs with a counted attempt, and named by them.
-            counted = [p for p in timeline if p.clean[1]]
-            m.flip = stats.first_flip([p.clean for p in counted])
-            if m.flip is not None:
-                m.flip_at, m.before_flip = counted[m.flip.index], counted[m.flip.index - 1]
+            pending.append((m, [p for p in timeline if p.clean[1]]))
             line.by_model.append(m)
             units += counts
             per_model[model][0] += k
-            per_model[model][1] += n
+            per_model[model][1] += d
         line.clean = (sum(k for k, _ in units), sum(d for _, d in units))
         line.interval = stats.case_interval(units)
         line.separation = stats.discrimination([tuple(v) for v in per_model.values()])
         out.append(line)
+    flips = stats.first_flips([[p.clean for p in counted] for _, counted in pending])
+    for (m, counted), flip in zip(pending, flips, strict=True):
+        m.flip = flip
+        if flip is not None:
+            m.flip_at, m.before_flip = counted[flip.index], counted[flip.index - 1]
     return out
+
+
+def _first(item: tuple[int, list]) -> int:
+    return item[0]
 
 
 def _merge(timeline: list[Point], order: dict[int, int], scorings) -> list[Point]:
