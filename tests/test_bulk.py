@@ -251,7 +251,7 @@ def _verdicts() -> list[tuple]:
 @pytest.mark.parametrize("way", ["fork", "forkserver"])
 def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, monkeypatch):
     from records.models import Run, Scoring
-    from records.scores.run import score_run
+    from records.scoring.run import score_run
 
     _ingest("key.json", _key())
     assert _ingest("modeleval-s.jsonl", _synth()).stored
@@ -289,7 +289,7 @@ def test_every_verdict_row_the_scorer_builds_is_the_declared_layout_of_the_table
 
     from records.models import Run
     from records.scorer.batch import VerdictRow, score_chunk
-    from records.scores import run as scores
+    from records.scoring import run as scores
 
     assert _ingest("modeleval-s.jsonl", _synth()).stored
     doc, built = load_demo_key(), []
@@ -308,7 +308,7 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
 
     from records.models import Run
     from records.scorer.score import CALL_COLUMNS
-    from records.scores import run as scores
+    from records.scoring import run as scores
 
     assert _ingest("modeleval-a.jsonl", _synth()).stored
     assert _ingest("modeleval-b.jsonl", _synth("run-other", seed=8)).stored
@@ -422,7 +422,7 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
     import functools
 
     from records.models import Run, Scoring
-    from records.scores import run as scores
+    from records.scoring import run as scores
 
     _ingest("key.json", _key())
     cases = ["MT-002", "ZZ-801", "ZZ-802", "MT-002"]
@@ -452,7 +452,7 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
 
 def test_a_scorer_process_that_dies_leaves_no_verdict_and_says_so(settings, monkeypatch):
     from records.models import Run, Scoring, Verdict
-    from records.scores import run as scores
+    from records.scoring import run as scores
 
     _ingest("modeleval-s.jsonl", _synth())
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0

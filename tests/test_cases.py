@@ -14,7 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from records.devtools.synth import MODELS, load_demo_key, write_run
 from records.models import CaseFigure, Run, Verdict
-from records.scores.run import latest_scoring
+from records.scoring.run import latest_scoring
 from tests.builders import demo_key, ingest_bytes
 
 KEY = load_demo_key()

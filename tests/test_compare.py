@@ -6,7 +6,7 @@ import pytest
 
 from records.models import CorpusKey, Run
 from records.queries.compare import case_flips, compare_runs, compare_surfaces
-from records.scores.run import score_run
+from records.scoring.run import score_run
 
 pytestmark = pytest.mark.django_db
 
@@ -119,7 +119,7 @@ def test_comparisons_live_in_the_url_update_in_place_and_export(client, viewer, 
 def test_surfaces_side_by_side_are_tested_case_by_case_against_the_first(client, viewer, demo):
     from records import stats
     from records.models import Verdict
-    from records.scores.run import latest_scoring
+    from records.scoring.run import latest_scoring
 
     run = demo["run-2026-11-16-a1b2c3"]
     scoring = latest_scoring(run)
@@ -153,8 +153,8 @@ def test_surfaces_side_by_side_are_tested_case_by_case_against_the_first(client,
 
 def test_models_are_ranked_best_first_and_a_sentence_says_which_pairs_differ(client, viewer, demo):
     from records.queries.compare import rank_models
-    from records.scores.run import latest_scoring
-    from records.scores.tables import score_groups
+    from records.scoring.run import latest_scoring
+    from records.scoring.tables import score_groups
 
     run = demo["run-2026-11-23-f00dfa"]
     scoring = latest_scoring(run)
@@ -204,7 +204,7 @@ def test_the_ranking_sentence_names_what_can_and_cannot_be_told_apart():
 
 def test_a_changed_case_opens_both_runs_attempts_side_by_side(client, viewer, demo):
     from records.queries.compare import compare_runs
-    from records.scores.run import latest_scoring
+    from records.scoring.run import latest_scoring
 
     base, cand = demo["run-2026-11-16-a1b2c3"], demo["run-2026-11-23-f00dfa"]
     rows, _ = compare_runs(base, cand)
@@ -244,9 +244,9 @@ def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
     """The pair tests and case intervals kept with the score rows when a run is scored are
     what reading every case again gives, so pages read them without reading the cases."""
     from records.queries.compare import rank_models
-    from records.scores.ranking import pair_tests, stored_pair_tests
-    from records.scores.run import latest_scoring
-    from records.scores.tables import case_figures, score_groups, score_rows
+    from records.scoring.ranking import pair_tests, stored_pair_tests
+    from records.scoring.run import latest_scoring
+    from records.scoring.tables import case_figures, score_groups, score_rows
 
     scoring = latest_scoring(demo["run-2026-11-23-f00dfa"])
     kept_rows, live_rows = score_rows(scoring), score_rows(scoring, live=True)
@@ -281,8 +281,8 @@ def test_the_figures_per_case_are_the_sums_of_their_verdicts(demo):
     verdicts added up one by one."""
     from records.models import Verdict
     from records.scorer.batch import ADDITIVE, TOKENS
-    from records.scores.run import latest_scoring
-    from records.scores.tables import SUMMED, case_figures
+    from records.scoring.run import latest_scoring
+    from records.scoring.tables import SUMMED, case_figures
 
     scoring = latest_scoring(demo["run-2026-11-23-f00dfa"])
     want: dict = {}

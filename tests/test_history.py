@@ -7,7 +7,7 @@ import pytest
 from records import stats
 from records.models import Verdict
 from records.queries.history import history
-from records.scores.run import latest_scoring
+from records.scoring.run import latest_scoring
 
 pytestmark = pytest.mark.django_db
 NANO, BEFORE, REGRESSED, AFTER = (

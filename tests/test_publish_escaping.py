@@ -15,7 +15,7 @@ import pytest
 from records.formats.markdown import markdown_code, markdown_text
 from records.formats.model_results import BLOCKS, Row, refused_line, render_block
 from records.models import Run
-from records.scores.publish import Publication
+from records.scoring.publish import Publication
 from tests.builders import SAMPLE_KEY, ingest_bytes, line, published_session, published_shard
 from tests.test_publish_render import two_models
 

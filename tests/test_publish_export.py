@@ -104,7 +104,7 @@ def test_an_unobserved_session_is_refused_as_upstream_words_it(client, viewer):
 
 
 def test_a_stale_corpus_row_is_refused_as_upstream_words_it(client, viewer):
-    from records.scores.run import score_run
+    from records.scoring.run import score_run
 
     run = _run("modeleval-s.jsonl", published_shard(line("attempt"), corpus="0123456789abcdef"))
     score_run(run, CorpusKey.objects.get())
@@ -128,9 +128,9 @@ def test_an_individual_row_is_reported_not_drawn(client, viewer):
 
 def test_the_markdown_reads_the_scoring_its_groups_came_from():
     from records.formats.corpus_key import read_corpus_key
-    from records.scores.markdown import markdown
-    from records.scores.run import latest_scoring, score_run
-    from records.scores.tables import score_groups
+    from records.scoring.markdown import markdown
+    from records.scoring.run import latest_scoring, score_run
+    from records.scoring.tables import score_groups
 
     run = _run("modeleval-a.jsonl", published_shard(line("attempt")))
     sample = CorpusKey.objects.get()

@@ -17,8 +17,8 @@ from records.devtools.synth import ModelSpec
 from records.models import ApiToken, Run
 from records.queries.compare import compare_runs
 from records.queries.gate import gate
-from records.scores.run import latest_scoring
-from records.scores.tables import score_groups, score_rows
+from records.scoring.run import latest_scoring
+from records.scoring.tables import score_groups, score_rows
 from tests.builders import demo_key, ingest_bytes, synth_run
 
 pytestmark = pytest.mark.django_db

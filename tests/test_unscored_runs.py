@@ -22,8 +22,8 @@ from django.db import connection
 from records.devtools.synth import load_demo_key, widen_key, write_run
 from records.models import ApiToken, CorpusKey, Run, Scoring
 from records.queries.gate import gate, resolve
-from records.scores import run as scores_run
-from records.scores.run import pending_runs, score_if_unscored, score_pending_runs
+from records.scoring import run as scores_run
+from records.scoring.run import pending_runs, score_if_unscored, score_pending_runs
 from tests.builders import demo_key, ingest_bytes, synth_run
 
 pytestmark = pytest.mark.django_db

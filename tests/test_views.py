@@ -416,7 +416,7 @@ class TestUntrustedText:
 
     def test_table_rows_written_in_python_escape_every_value(self, hostile):
         from records.queries import cost as pages
-        from records.scores.tables import TableRow
+        from records.scoring.tables import TableRow
         from records.templatetags.evaldash import (
             cost_row,
             counted_apart_row,
@@ -490,8 +490,8 @@ def test_the_runs_list_filters_by_part_of_a_model_and_a_digest_prefix(client, vi
     assert "openai:gpt-5.4-nano" in page.context["model_suggestions"]
     html = page.content.decode()
     # The headline: each run's best Clean, with the model and surface it belongs to.
-    from records.scores.run import latest_scoring
-    from records.scores.tables import score_rows
+    from records.scoring.run import latest_scoring
+    from records.scoring.tables import score_rows
 
     for run in demo.values():
         best = max(

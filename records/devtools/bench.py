@@ -33,7 +33,7 @@ from records.devtools.synth import MODELS, ModelSpec, load_demo_key, widen_key, 
 from records.formats.corpus_key import key_to_json
 from records.ingest import ingest, inputs_from_paths
 from records.models import Attempt, Run, Upload
-from records.scores.run import score_run, store_key
+from records.scoring.run import score_run, store_key
 
 CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
 

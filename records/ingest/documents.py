@@ -22,8 +22,8 @@ from records.models import (
     Upload,
 )
 from records.replays.store import ingest_document, looks_like_replay
-from records.scores.publish import store_record
-from records.scores.run import rescore_for_key, store_key
+from records.scoring.publish import store_record
+from records.scoring.run import rescore_for_key, store_key
 
 MAX_KEY_BYTES = 64 * 1024 * 1024
 

@@ -49,7 +49,7 @@ from records.models import (
     Upload,
     Verify,
 )
-from records.scores.run import score_if_unscored
+from records.scoring.run import score_if_unscored
 from records.search.index import index_run
 
 PRICE_FIELDS = (

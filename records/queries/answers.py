@@ -22,8 +22,8 @@ from records.models import CaseFigure, Run, ScoreRow, Scoring
 from records.queries.cases import fill_missing
 from records.queries.compare import Side, differences, evidence_of, match_rows, refusal
 from records.queries.runs import previous_runs
-from records.scores.ranking import paired_tests
-from records.scores.tables import RowKey, TableRow
+from records.scoring.ranking import paired_tests
+from records.scoring.tables import RowKey, TableRow
 
 COLUMN = "clean"  # the gate's default column, and the runs list's headline
 

@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef
 
 from records import stats
 from records.models import CaseFigure, CorpusKey, KeyCase, Run, Scoring
-from records.scores.run import latest_scorings
+from records.scoring.run import latest_scorings
 
 
 @dataclass(frozen=True)

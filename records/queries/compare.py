@@ -18,9 +18,9 @@ from records import stats
 from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.cost import Tokens, cost_of
 from records.scorer.score import RATIO_COLUMNS
-from records.scores.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
-from records.scores.run import latest_scoring
-from records.scores.tables import (
+from records.scoring.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
+from records.scoring.run import latest_scoring
+from records.scoring.tables import (
     COLUMN_BY_TITLE,
     SUMMED,
     TITLED_COLUMNS,

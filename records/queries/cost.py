@@ -276,6 +276,6 @@ def sort_figures(figures: RunFigures, sort: str) -> None:
 
 def row_cost(row: Any) -> float | None:
     """What a score row's attempts cost at its provider's price (every try charged); None when
-    the model is unpriced. `row` is a `records.scores.tables.TableRow` of `score_groups`."""
+    the model is unpriced. `row` is a `records.scoring.tables.TableRow` of `score_groups`."""
     cost = cost_of(Tokens.of_figures(row.figures), row.provider.price if row.provider else None)
     return None if cost is None else cost.total

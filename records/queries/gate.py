@@ -24,8 +24,8 @@ from records.formats.markdown import markdown_code
 from records.models import Run
 from records.queries.compare import case_flips, compare_runs
 from records.queries.runs import previous_runs
-from records.scores.run import score_unscored
-from records.scores.tables import COLUMN_BY_TITLE, COLUMN_TITLES
+from records.scoring.run import score_unscored
+from records.scoring.tables import COLUMN_BY_TITLE, COLUMN_TITLES
 
 # Regressed cases named per regressed row in the comment (the JSON lists as many).
 CASES_NAMED = 5

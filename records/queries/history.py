@@ -9,9 +9,9 @@ from datetime import datetime
 from records import stats
 from records.models import PublishedRow, Run, ScoreRow, Verdict
 from records.queries.compare import parse_row_key
-from records.scores.ranking import paired_tests
-from records.scores.run import latest_scorings
-from records.scores.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
+from records.scoring.ranking import paired_tests
+from records.scoring.run import latest_scorings
+from records.scoring.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
 
 RUNS_SHOWN = 60
 

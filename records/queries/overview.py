@@ -10,8 +10,8 @@ from records import stats
 from records.models import Scoring
 from records.queries.compare import rank_models
 from records.queries.cost import row_cost
-from records.scores.ranking import Ranking
-from records.scores.tables import COLUMN_BY_TITLE, Group, TableRow
+from records.scoring.ranking import Ranking
+from records.scoring.tables import COLUMN_BY_TITLE, Group, TableRow
 
 
 @dataclass

@@ -7,8 +7,8 @@ from typing import Any
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
 from records.models import Attempt, Run, ScoreRow, SurfaceSummary, Verdict
-from records.scores.run import latest_scorings
-from records.scores.tables import figure_sums, ratio_of, summed
+from records.scoring.run import latest_scorings
+from records.scoring.tables import figure_sums, ratio_of, summed
 
 # The runs list's orders, by the name the query string gives them.
 RUN_SORTS = {

@@ -27,7 +27,7 @@ from django_tasks_db.models import DBTaskResult
 
 from records.models import CorpusKey, Run, Scoring
 from records.scorer.score import SCORER_VERSION
-from records.scores.run import (
+from records.scoring.run import (
     key_for_run,
     latest_scoring,
     pending_runs,

@@ -36,7 +36,7 @@ from records.queries.trace import (
     trace,
     turn_rows,
 )
-from records.scores.run import latest_scoring
+from records.scoring.run import latest_scoring
 from records.views.access import (
     _get_attempt_or_404,
     _partial,

@@ -19,8 +19,8 @@ from records.models import (
     Run,
 )
 from records.queries import compare as cmp
-from records.scores.run import latest_scoring
-from records.scores.tables import COLUMN_TITLES, score_groups
+from records.scoring.run import latest_scoring
+from records.scoring.tables import COLUMN_TITLES, score_groups
 from records.views import charts
 from records.views.access import (
     _bad_request,

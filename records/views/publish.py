@@ -11,9 +11,9 @@ from django.views.decorators.http import require_GET
 
 from records.formats.model_results import COLUMN_KEYS
 from records.models import PublishedRecord, Run, Scoring
-from records.scores.publish import publication_of_runs, stored_rows_like
-from records.scores.run import latest_scoring
-from records.scores.tables import COLUMN_TITLES
+from records.scoring.publish import publication_of_runs, stored_rows_like
+from records.scoring.run import latest_scoring
+from records.scoring.tables import COLUMN_TITLES
 from records.views.access import query_form, read_access
 
 

@@ -41,13 +41,13 @@ from records.queries.runs import (
 )
 from records.queries.search import Search
 from records.scorer.score import RATIO_COLUMNS
-from records.scores.run import (
+from records.scoring.run import (
     PAGE_SCORING_MAX_ATTEMPTS,
     key_for_run,
     latest_scoring,
     score_if_unscored,
 )
-from records.scores.tables import (
+from records.scoring.tables import (
     COLUMN_BY_TITLE,
     COLUMN_TITLES,
     LEGEND,

@@ -23,10 +23,10 @@ from records.models import (
     Verdict,
 )
 from records.queries.cases import matrix_cases, matrix_cells
-from records.scores.changes import verdict_changes
-from records.scores.markdown import markdown
-from records.scores.run import latest_scoring, score_run
-from records.scores.tables import case_matrix, cases_on, score_groups
+from records.scoring.changes import verdict_changes
+from records.scoring.markdown import markdown
+from records.scoring.run import latest_scoring, score_run
+from records.scoring.tables import case_matrix, cases_on, score_groups
 from records.tasks.scoring import rescoring_progress, run_states
 from records.views.access import (
     _get_run_or_404,

@@ -108,8 +108,8 @@ def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_pat
 
 def test_a_rates_interval_reads_off_the_chart_hover_and_the_table_cell(page):
     from records.models import Run
-    from records.scores.run import latest_scoring
-    from records.scores.tables import score_groups
+    from records.scoring.run import latest_scoring
+    from records.scoring.tables import score_groups
 
     run = Run.objects.get(run_id="run-2026-11-23-f00dfa")
     # The demo repeats each case twice: intervals take the case as the unit.

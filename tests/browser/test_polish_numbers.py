@@ -8,7 +8,7 @@ import re
 import pytest
 
 from records.queries.cost import usd
-from records.scores.tables import TableRow
+from records.scoring.tables import TableRow
 from tests.browser import shared_demo
 from tests.browser.shared_demo import run_pk
 

@@ -19,8 +19,8 @@ SHOTS = os.environ.get("EVALDASH_SHOTS", "")
 def uploaded_record(page) -> int:
     """The demo runs published as upstream would, one row renamed to a hostile name, uploaded."""
     from records.models import Upload
-    from records.scores.publish import publication_of_runs, store_record
-    from records.scores.run import latest_scoring
+    from records.scoring.publish import publication_of_runs, store_record
+    from records.scoring.run import latest_scoring
 
     scorings = [latest_scoring(run) for run in page.runs.values()]
     doc = json.loads(publication_of_runs(scorings).record())

@@ -94,8 +94,8 @@ def test_the_best_model_on_meta_by_clean_and_its_cost_is_two_clicks_from_home(pa
     assert cost.startswith("$")
     # What it says is what the scores say: the best Clean on meta, and its cost per attempt.
     from records.queries.overview import boards
-    from records.scores.run import latest_scoring
-    from records.scores.tables import score_groups
+    from records.scoring.run import latest_scoring
+    from records.scoring.tables import score_groups
 
     run = page.runs["run-2026-11-23-f00dfa"]
     scoring = latest_scoring(run)

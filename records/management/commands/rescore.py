@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from records.models import CorpusKey, Run
-from records.scores.run import key_for_run, score_pending_runs, score_run
+from records.scoring.run import key_for_run, score_pending_runs, score_run
 
 
 class Command(BaseCommand):

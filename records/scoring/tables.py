@@ -156,7 +156,7 @@ class RowKey:
 
     @classmethod
     def of(cls, model: str, surface: str, run: Run, session: Session | None) -> RowKey:
-        """The key `records.scores.run` writes for a row of this model, surface and session
+        """The key `records.scoring.run` writes for a row of this model, surface and session
         (no session: the row of sessionless attempts, in the default mode)."""
         return cls(
             model,
@@ -315,7 +315,7 @@ def score_rows(
 ) -> list[TableRow]:
     """The scoring's rows, as summed when it was stored; where the run repeats cases, with each
     column's interval over cases and pass^k / pass@k, as kept with the rows when the scoring
-    was stored (`records.scores.ranking`), or read from the cases (`live`, or for a scoring
+    was stored (`records.scoring.ranking`), or read from the cases (`live`, or for a scoring
     stored before they were kept: two more queries; `per_case` spares one when the caller has
     read the cases already)."""
     run = scoring.run

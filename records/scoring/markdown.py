@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from records.formats.markdown import markdown_code
 from records.models import Scoring
-from records.scores.publish import publication_of_run, upstream_markdown
-from records.scores.tables import Group
+from records.scoring.publish import publication_of_run, upstream_markdown
+from records.scoring.tables import Group
 
 
 def markdown(scoring: Scoring, groups: list[Group], *, intervals: bool = False) -> str:

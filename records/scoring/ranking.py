@@ -11,7 +11,7 @@ from typing import Any
 from records import stats
 from records.models import ScoreRow, Scoring
 from records.scorer.score import RATIO_COLUMNS
-from records.scores.tables import TableRow, case_figures, ratio_of, score_groups, score_rows
+from records.scoring.tables import TableRow, case_figures, ratio_of, score_groups, score_rows
 
 PairTests = dict[tuple[str, str], dict[str, stats.Paired]]  # (baseline, candidate) row keys
 

@@ -37,9 +37,9 @@ from records.scorer.score import (
     SCORER_VERSION,
     ScoringError,
 )
-from records.scores.ranking import store_row_statistics
-from records.scores.tables import _store_rows, provenance_refusal
-from records.scores.worker import score_worker
+from records.scoring.ranking import store_row_statistics
+from records.scoring.tables import _store_rows, provenance_refusal
+from records.scoring.worker import score_worker
 
 
 def store_key(

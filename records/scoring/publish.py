@@ -33,7 +33,7 @@ from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, 
 from records.models import ScoreRow as StoredRow
 from records.scorer.batch import CONFIRMATIONS
 from records.scorer.score import OUTCOMES, go_quote
-from records.scores.tables import (
+from records.scoring.tables import (
     Group,
     RowKey,
     TableRow,
