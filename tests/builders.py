@@ -129,3 +129,16 @@ def synth_run(run_id: str = "run-synth", seed: int = 7, **options: Any) -> bytes
     options.setdefault("started_at", datetime(2026, 11, seed % 27 + 1, 9))
     write_run(buf, load_demo_key(), run_id=run_id, commit=f"{seed:040x}", seed=seed, **options)
     return buf.getvalue()
+
+
+CONFORMANCE = FIXTURES / "conformance"
+CONFORMANCE_SUITE = (CONFORMANCE / "cases.json").read_bytes()
+CONFORMANCE_ALL_PASS = (CONFORMANCE / "run-all-pass.jsonl").read_bytes()
+CONFORMANCE_TWO_FAIL = (CONFORMANCE / "run-two-failures.jsonl").read_bytes()
+
+
+def conformance_suite() -> Any:
+    """The fixture conformance suite, read."""
+    from records.conformance.formats import read_suite
+
+    return read_suite(CONFORMANCE_SUITE, "cases.json")
