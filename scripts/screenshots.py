@@ -14,15 +14,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from records.devtools.servers import (  # noqa: E402 (the checkout is put on the path first)
+    ROOT,
+    child_env,
+    free_port,
+    manage,
+    stop,
+    wait_until_answering,
+)
 
 
 def _pages() -> dict[str, str]:
@@ -71,12 +77,6 @@ def _pages() -> dict[str, str]:
     return pages
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--out", default=str(ROOT / "docs" / "screenshots"))
@@ -89,19 +89,15 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
 
     tmp = tempfile.mkdtemp(prefix="evaldash-shots-")
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp}/demo.sqlite3",
-        "DEBUG": "1",
-        "EVALDASH_PUBLIC_READ": "1",
-        "EVALDASH_INSECURE_DEV_KEY": "1",
-        "DJANGO_SETTINGS_MODULE": "evaldash.settings",
-    }
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    subprocess.run([*manage, "migrate", "--verbosity", "0"], env=env, check=True, cwd=ROOT)
-    subprocess.run([*manage, "demo"], env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    env = child_env(
+        f"sqlite:///{tmp}/demo.sqlite3",
+        DEBUG="1",
+        EVALDASH_PUBLIC_READ="1",
+        DJANGO_SETTINGS_MODULE="evaldash.settings",
+    )
+    subprocess.run(manage("migrate", "--verbosity", "0"), env=env, check=True, cwd=ROOT)
+    subprocess.run(manage("demo"), env=env, check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
     import django
 
     django.setup()
@@ -109,9 +105,9 @@ def main() -> int:
     if args.only:
         pages = {k: v for k, v in pages.items() if k in args.only}
 
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
-        [*manage, "runserver", "--noreload", f"127.0.0.1:{port}"],
+        manage("runserver", "--noreload", f"127.0.0.1:{port}"),
         env=env,
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
@@ -119,12 +115,7 @@ def main() -> int:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/", timeout=1)  # noqa: S310 (our own server)
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_until_answering(base + "/", server)
         from playwright.sync_api import sync_playwright
 
         chromium = os.environ.get("EVALDASH_CHROMIUM", "/usr/bin/chromium")
@@ -148,8 +139,7 @@ def main() -> int:
         print(f"{len(pages) * len(widths)} screenshots in {out}")
         return 1 if wide else 0
     finally:
-        server.terminate()
-        server.wait()
+        stop(server)
 
 
 if __name__ == "__main__":

@@ -100,6 +100,16 @@ def published_shard(*lines: dict[str, Any], corpus: str = "b519a10571ab2192") ->
     return encode([*(x for x in lines if x["type"] != "session"), *sessions, run])
 
 
+# A run's prices as its run line gives them (per million tokens, with the date they were read).
+PRICE = {
+    "input_per_million_usd": 1.0,
+    "output_per_million_usd": 5.0,
+    "cache_write_per_million_usd": 1.25,
+    "cache_read_per_million_usd": 0.1,
+    "retrieved_on": "2026-09-16",
+}
+
+
 def ingest_bytes(*items: tuple[str, bytes], **options: Any) -> Any:
     """Ingest (name, bytes) pairs as one command-line upload; the report."""
     from records.ingest import bytes_input, ingest
@@ -127,5 +137,19 @@ def synth_run(run_id: str = "run-synth", seed: int = 7, **options: Any) -> bytes
 
     buf = io.BytesIO()
     options.setdefault("started_at", datetime(2026, 11, seed % 27 + 1, 9))
-    write_run(buf, load_demo_key(), run_id=run_id, commit=f"{seed:040x}", seed=seed, **options)
+    options.setdefault("commit", f"{seed:040x}")
+    write_run(buf, load_demo_key(), run_id=run_id, seed=seed, **options)
     return buf.getvalue()
+
+
+CONFORMANCE = FIXTURES / "conformance"
+CONFORMANCE_SUITE = (CONFORMANCE / "cases.json").read_bytes()
+CONFORMANCE_ALL_PASS = (CONFORMANCE / "run-all-pass.jsonl").read_bytes()
+CONFORMANCE_TWO_FAIL = (CONFORMANCE / "run-two-failures.jsonl").read_bytes()
+
+
+def conformance_suite() -> Any:
+    """The fixture conformance suite, read."""
+    from records.conformance.formats import read_suite
+
+    return read_suite(CONFORMANCE_SUITE, "cases.json")

@@ -4,7 +4,6 @@ on the corpus page, its JSON and the case's page."""
 
 from __future__ import annotations
 
-import io
 import json
 from datetime import datetime, timedelta
 
@@ -12,10 +11,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from records.devtools.synth import MODELS, load_demo_key, write_run
+from records.devtools.synth import MODELS, load_demo_key
 from records.models import CaseFigure, Run, Verdict
 from records.scoring.run import latest_scoring
-from tests.builders import demo_key, ingest_bytes
+from tests.builders import demo_key, ingest_bytes, synth_run
 
 KEY = load_demo_key()
 CASES = [c.id for c in KEY.cases[:5]]
@@ -44,20 +43,16 @@ def planted(db):
     ingest_bytes(("key.json", demo_key()))
     start = datetime(2026, 10, 1, 9)
     for n in range(1, RUNS + 1):
-        buf = io.BytesIO()
-        write_run(
-            buf,
-            KEY,
-            run_id=f"run-{n}",
-            commit=f"{n:040x}",
-            started_at=start + timedelta(days=n),
+        shard = synth_run(
+            f"run-{n}",
             seed=n,
+            started_at=start + timedelta(days=n),
             repeat=2,
             models=MODELS[:2],
             surfaces=("dynamic",),
             max_attempts=len(CASES) * 2 * 2,
         )
-        ingest_bytes((f"modeleval-{n}.jsonl", buf.getvalue()))
+        ingest_bytes((f"modeleval-{n}.jsonl", shard))
     runs = list(Run.objects.order_by("started_at"))
     for n, run in enumerate(runs, start=1):
         for f in CaseFigure.objects.filter(scoring=latest_scoring(run)):

@@ -7,26 +7,21 @@ The job is read from README.md between its markers, so the two cannot drift. The
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 import zipfile
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
 
+from records.devtools.servers import ROOT, free_port, stop, wait_until_answering
 from records.devtools.synth import DEMO_KEY, load_demo_key, write_run
 from records.models import ApiToken
+from tests.servers import start_worker, task_env
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [
     pytest.mark.load,
     pytest.mark.django_db(transaction=True),
@@ -42,19 +37,6 @@ def ci_job_commands() -> list[str]:
     lines = [ln.strip()[2:] for ln in block.group(1).splitlines() if ln.strip().startswith("- ")]
     assert 1 <= len(lines) <= 3, lines
     return lines
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _database_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
 def _artifact(path: Path, run_id: str, seed: int, days: int, regress=None) -> Path:
@@ -80,15 +62,8 @@ def _artifact(path: Path, run_id: str, seed: int, days: int, regress=None) -> Pa
 
 @pytest.fixture
 def live(tmp_path):
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
-        "DATABASE_URL": _database_url(),
-        "EVALDASH_TASK_BACKEND": "database",
-        "EVALDASH_INSECURE_DEV_KEY": "1",
-        "DEBUG": "0",
-        "ALLOWED_HOSTS": "127.0.0.1",
-    }
-    port = _free_port()
+    env = task_env()
+    port = free_port()
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115
     procs = [
         subprocess.Popen(
@@ -99,31 +74,15 @@ def live(tmp_path):
             stdout=log,
             stderr=subprocess.STDOUT,
         ),
-        subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), "db_worker", "--interval", "0.2"]
-            + ["--no-startup-delay", "--no-reload", "--verbosity", "0"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        ),
+        start_worker(env, interval=0.2, log=log),
     ]
     base = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(base + "/login/", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.2)
     try:
+        wait_until_answering(base + "/login/", procs[0], log=tmp_path / "server.log")
         yield base, env
     finally:
         for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+            stop(p)
         log.close()
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -18,20 +17,17 @@ from records.conformance.formats import (
 )
 from records.ingest import bytes_input, ingest
 from records.models import ApiToken, ConformanceRun, ConformanceSuite, Upload
-
-FIX = Path(__file__).parent / "fixtures" / "conformance"
-SUITE = (FIX / "cases.json").read_bytes()
-ALL_PASS = (FIX / "run-all-pass.jsonl").read_bytes()
-TWO_FAIL = (FIX / "run-two-failures.jsonl").read_bytes()
-
-
-def _suite():
-    return read_suite(SUITE, "cases.json")
+from tests.builders import (
+    CONFORMANCE_ALL_PASS,
+    CONFORMANCE_SUITE,
+    CONFORMANCE_TWO_FAIL,
+    conformance_suite,
+)
 
 
 class TestFormat:
     def test_the_suite_loads_with_ten_cases(self):
-        s = _suite()
+        s = conformance_suite()
         assert s.suite == "taisce-conformance/v1" and len(s.cases) == 10
         assert s.names[-1] == "a_turn_retried_a_second_later_is_stored_once"
 
@@ -58,16 +54,16 @@ class TestFormat:
         ],
     )
     def test_the_loader_refuses_what_upstreams_refuses(self, mutate, field, words):
-        doc = json.loads(SUITE)
+        doc = json.loads(CONFORMANCE_SUITE)
         mutate(doc)
         with pytest.raises(ConformanceError) as info:
             read_suite(json.dumps(doc).encode(), "cases.json")
         assert info.value.field == field and words in info.value.message
 
     def test_both_sample_outputs_read(self):
-        ok = read_output(ALL_PASS, "a.jsonl", exit_status=0, suite=_suite())
+        ok = read_output(CONFORMANCE_ALL_PASS, "a.jsonl", exit_status=0, suite=conformance_suite())
         assert (ok.aborted, len(ok.results), ok.failed) == (False, 10, 0)
-        bad = read_output(TWO_FAIL, "b.jsonl", exit_status=1, suite=_suite())
+        bad = read_output(CONFORMANCE_TWO_FAIL, "b.jsonl", exit_status=1, suite=conformance_suite())
         assert [r.case for r in bad.results if not r.passed] == [
             "memory_is_one_untrusted_user_message",
             "a_retried_turn_is_stored_once",
@@ -113,14 +109,14 @@ class TestFormat:
         ],
     )
     def test_self_contradicting_output_is_refused_naming_the_line(self, edit, line, field, words):
-        text = edit(TWO_FAIL.decode()).encode()
+        text = edit(CONFORMANCE_TWO_FAIL.decode()).encode()
         with pytest.raises(ConformanceError) as info:
-            read_output(text, "b.jsonl", exit_status=1, suite=_suite())
+            read_output(text, "b.jsonl", exit_status=1, suite=conformance_suite())
         assert (info.value.line, info.value.field) == (line, field) and words in info.value.message
 
     def test_output_must_be_what_upstreams_runner_can_print(self):
         """One line per suite case in the suite's order, then the summary (runner.go Run)."""
-        lines = TWO_FAIL.decode().strip().split("\n")
+        lines = CONFORMANCE_TWO_FAIL.decode().strip().split("\n")
         cases, summary = lines[:-1], lines[-1]
         reordered = [cases[1], cases[0], *cases[2:], summary]
         missing = [*cases[:-1], summary.replace('"cases":10', '"cases":9')]
@@ -135,18 +131,21 @@ class TestFormat:
             with pytest.raises(ConformanceError) as info:
                 status = 0 if text is only_summary else 1
                 read_output(
-                    ("\n".join(text) + "\n").encode(), "o.jsonl", exit_status=status, suite=_suite()
+                    ("\n".join(text) + "\n").encode(),
+                    "o.jsonl",
+                    exit_status=status,
+                    suite=conformance_suite(),
                 )
             assert info.value.line == line and words in info.value.message, info.value
 
     def test_an_exit_status_other_than_0_or_1_with_output_is_refused(self):
         with pytest.raises(ConformanceError) as info:
-            read_output(TWO_FAIL, "o.jsonl", exit_status=2, suite=_suite())
+            read_output(CONFORMANCE_TWO_FAIL, "o.jsonl", exit_status=2, suite=conformance_suite())
         assert info.value.field == "exit_status"
-        assert read_output(b"", "o.jsonl", exit_status=2, suite=_suite()).aborted
+        assert read_output(b"", "o.jsonl", exit_status=2, suite=conformance_suite()).aborted
 
     def test_every_suite_upstreams_load_accepts_is_accepted(self):
-        doc = json.loads(SUITE)
+        doc = json.loads(CONFORMANCE_SUITE)
         doc["cases"][0].pop("turn")
         doc["cases"][1]["expect"] = None
         doc["cases"][2] = {k.upper(): v for k, v in doc["cases"][2].items()}  # Go folds case
@@ -155,7 +154,7 @@ class TestFormat:
         suite = read_suite(json.dumps(doc).encode() + b"\n trailing bytes Go leaves unread", "s")
         assert (
             len(suite.cases) == 10
-            and suite.cases[2]["name"] == json.loads(SUITE)["cases"][2]["name"]
+            and suite.cases[2]["name"] == json.loads(CONFORMANCE_SUITE)["cases"][2]["name"]
         )
         assert ambiguities(suite.cases) == [
             "case 6 has no name",
@@ -165,7 +164,7 @@ class TestFormat:
 
     def test_an_exit_status_that_contradicts_the_output_is_refused(self):
         with pytest.raises(ConformanceError) as info:
-            read_output(TWO_FAIL, "b.jsonl", exit_status=0, suite=_suite())
+            read_output(CONFORMANCE_TWO_FAIL, "b.jsonl", exit_status=0, suite=conformance_suite())
         assert info.value.field == "exit_status"
 
     def test_failures_group_by_the_judges_template(self):
@@ -192,7 +191,7 @@ class TestFormat:
 class TestStoredRuns:
     @pytest.fixture
     def suite(self):
-        ingest([bytes_input("cases.json", SUITE)], Upload.objects.create(source="cli"))
+        ingest([bytes_input("cases.json", CONFORMANCE_SUITE)], Upload.objects.create(source="cli"))
         return ConformanceSuite.objects.get()
 
     def _run(self, tmp_path, data: bytes, *args: str) -> None:
@@ -205,7 +204,7 @@ class TestStoredRuns:
     ):
         self._run(
             tmp_path,
-            ALL_PASS,
+            CONFORMANCE_ALL_PASS,
             "--adapter",
             "python/langgraph",
             "--exit-status",
@@ -219,7 +218,7 @@ class TestStoredRuns:
         )
         self._run(
             tmp_path,
-            TWO_FAIL,
+            CONFORMANCE_TWO_FAIL,
             "--adapter",
             "java/langchain4j",
             "--exit-status",
@@ -261,7 +260,7 @@ class TestStoredRuns:
         assert "aborted" in html and "could not run" in html
 
     def test_a_contradicting_output_stores_nothing(self, tmp_path, suite):
-        bad = TWO_FAIL.replace(b'"failed":2', b'"failed":3')
+        bad = CONFORMANCE_TWO_FAIL.replace(b'"failed":2', b'"failed":3')
         with pytest.raises(CommandError, match="line 11"):
             self._run(tmp_path, bad, "--adapter", "x", "--exit-status", "1")
         assert not ConformanceRun.objects.exists()
@@ -270,9 +269,9 @@ class TestStoredRuns:
         self, tmp_path, suite, client, viewer
     ):
         for data, exit, commit, day in (
-            (ALL_PASS, "0", "c1", 1),
-            (TWO_FAIL, "1", "c2", 2),
-            (ALL_PASS, "0", "c3", 3),
+            (CONFORMANCE_ALL_PASS, "0", "c1", 1),
+            (CONFORMANCE_TWO_FAIL, "1", "c2", 2),
+            (CONFORMANCE_ALL_PASS, "0", "c3", 3),
         ):
             self._run(
                 tmp_path,
@@ -298,7 +297,7 @@ class TestStoredRuns:
         r = client.post(
             "/api/v1/conformance",
             {
-                "output": SimpleUploadedFile("out.jsonl", TWO_FAIL),
+                "output": SimpleUploadedFile("out.jsonl", CONFORMANCE_TWO_FAIL),
                 "adapter": "python/agent-framework",
                 "exit_status": "1",
                 "adapter_version": "1.2.0",
@@ -324,7 +323,7 @@ class TestStoredRuns:
 def test_a_suite_with_repeated_or_empty_names_is_stored_and_its_page_says_so(
     client, django_user_model
 ):
-    doc = json.loads(SUITE)
+    doc = json.loads(CONFORMANCE_SUITE)
     doc["cases"][3]["name"] = doc["cases"][4]["name"]
     report = ingest(
         [bytes_input("cases.json", json.dumps(doc).encode())], Upload.objects.create(source="cli")

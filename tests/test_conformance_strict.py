@@ -5,7 +5,6 @@ can print it (Go's encoder, byte for byte)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -18,25 +17,22 @@ from records.conformance.formats import (
 from records.formats.text import go_json_string
 from records.ingest import bytes_input, ingest
 from records.models import ConformanceRun, ConformanceSuite, Upload
-
-FIX = Path(__file__).parent / "fixtures" / "conformance"
-SUITE = (FIX / "cases.json").read_bytes()
-TWO_FAIL = (FIX / "run-two-failures.jsonl").read_bytes()
-ALL_PASS = (FIX / "run-all-pass.jsonl").read_bytes()
-
-
-def _suite():
-    return read_suite(SUITE, "cases.json")
+from tests.builders import (
+    CONFORMANCE_ALL_PASS,
+    CONFORMANCE_SUITE,
+    CONFORMANCE_TWO_FAIL,
+    conformance_suite,
+)
 
 
 def _refusal(data: bytes, exit_status: int = 1) -> ConformanceError:
     with pytest.raises(ConformanceError) as info:
-        read_output(data, "out.jsonl", exit_status=exit_status, suite=_suite())
+        read_output(data, "out.jsonl", exit_status=exit_status, suite=conformance_suite())
     return info.value
 
 
 def _lines() -> list[str]:
-    return TWO_FAIL.decode().split("\n")[:-1]
+    return CONFORMANCE_TWO_FAIL.decode().split("\n")[:-1]
 
 
 def _joined(lines: list[str]) -> bytes:
@@ -52,19 +48,19 @@ class TestSuiteAsLoadReadsIt:
         [b"\n{}", b" trailing text", b"\n\xff\xfe not UTF-8", b'"\\ud800"', b"\n\\u0000"],
     )
     def test_it_reads_the_first_json_value_and_leaves_what_follows_unread(self, after):
-        suite = read_suite(SUITE + after, "cases.json")
+        suite = read_suite(CONFORMANCE_SUITE + after, "cases.json")
         assert len(suite.cases) == 10
 
     def test_a_suite_with_data_after_its_first_value_is_stored_as_a_suite(self):
         report = ingest(
-            [bytes_input("cases.json", SUITE + b"\n\xff not read")],
+            [bytes_input("cases.json", CONFORMANCE_SUITE + b"\n\xff not read")],
             Upload.objects.create(source="cli"),
         )
         assert report.ok, report.refused
         assert ConformanceSuite.objects.get().case_count == 10
 
     def test_it_accepts_untrusted_on_history_and_synthetic_messages(self):
-        doc = json.loads(SUITE)
+        doc = json.loads(CONFORMANCE_SUITE)
         doc["cases"][6]["turn"]["history"][0]["untrusted"] = True
         doc["cases"][5]["turn"]["synthetic"][0]["untrusted"] = False
         suite = read_suite(json.dumps(doc).encode(), "cases.json")
@@ -77,7 +73,7 @@ class TestSuiteAsLoadReadsIt:
     def test_it_matches_keys_with_gos_folding(self):
         assert go_fold("ſuite") == "SUITE" and go_fold("\u212aeys") == "KEYS"
         assert go_fold("ıd") != "ID" and go_fold("İd") != "ID" and go_fold("straße") != "STRASSE"
-        text = SUITE.decode()
+        text = CONFORMANCE_SUITE.decode()
         text = text.replace('"suite":', '"ſuite":', 1).replace(
             '"memory_message_prefix"', '"Memory_Message_Prefix"', 1
         )
@@ -86,11 +82,13 @@ class TestSuiteAsLoadReadsIt:
         )
         suite = read_suite(text.encode(), "cases.json")
         assert suite.suite == "taisce-conformance/v1"
-        assert suite.cases[0]["rule"] == json.loads(SUITE)["cases"][0]["rule"]
+        assert suite.cases[0]["rule"] == json.loads(CONFORMANCE_SUITE)["cases"][0]["rule"]
         assert suite.cases[8]["expect"]["observe_keys_equal"] is True
 
     def test_suite_detection_follows_gos_folding(self):
-        text = SUITE.decode().replace('"memory_message_prefix"', '"MEMORY_message_PREFIX"', 1)
+        text = CONFORMANCE_SUITE.decode().replace(
+            '"memory_message_prefix"', '"MEMORY_message_PREFIX"', 1
+        )
         report = ingest(
             [bytes_input("cases.json", text.encode())], Upload.objects.create(source="cli")
         )
@@ -98,26 +96,26 @@ class TestSuiteAsLoadReadsIt:
         assert ConformanceSuite.objects.get().document["memory_message_prefix"]
 
     def test_a_field_given_twice_fills_the_struct_the_first_left_as_gos_decoder_does(self):
-        text = SUITE.decode().replace(
+        text = CONFORMANCE_SUITE.decode().replace(
             '"turn": {\n        "user": "Where does Marta work?",',
             '"turn": {"assistant": "kept", "compact": true}, "turn": {\n'
             '        "user": "Where does Marta work?",',
             1,
         )
-        assert text != SUITE.decode()
+        assert text != CONFORMANCE_SUITE.decode()
         turn = read_suite(text.encode(), "cases.json").cases[0]["turn"]
         assert turn["compact"] is True and turn["user"] == "Where does Marta work?"
         assert turn["assistant"] == "At Ensera."  # the later value overwrites
 
     def test_a_null_leaves_a_value_as_it_was_and_sets_a_pointer_to_nil(self):
-        text = SUITE.decode().replace(
+        text = CONFORMANCE_SUITE.decode().replace(
             '"suite": "taisce-conformance/v1",',
             '"suite": "taisce-conformance/v1", "suite": null,',
             1,
         )
-        assert text != SUITE.decode()
+        assert text != CONFORMANCE_SUITE.decode()
         assert read_suite(text.encode(), "s").suite == "taisce-conformance/v1"
-        doc = json.loads(SUITE)
+        doc = json.loads(CONFORMANCE_SUITE)
         doc["cases"][6]["context"] = None
         doc["cases"][0]["expect"]["fatal"] = None
         suite = read_suite(json.dumps(doc).encode(), "s")
@@ -141,11 +139,11 @@ class TestSuiteAsLoadReadsIt:
     )
     def test_the_documented_refusals_stay_inside_the_first_value(self, edit, words, field):
         with pytest.raises(ConformanceError) as info:
-            read_suite(edit(SUITE), "cases.json")
+            read_suite(edit(CONFORMANCE_SUITE), "cases.json")
         assert words in info.value.message and info.value.field == field
 
     def test_a_suite_with_a_lone_surrogate_is_refused_naming_its_field_on_upload(self):
-        data = SUITE.replace(b"Marta works", b"Marta \\ud800 works", 1)
+        data = CONFORMANCE_SUITE.replace(b"Marta works", b"Marta \\ud800 works", 1)
         report = ingest([bytes_input("cases.json", data)], Upload.objects.create(source="cli"))
         (refused,) = report.refused
         assert refused["field"] == "cases[0].seed[0].statement"
@@ -157,8 +155,17 @@ class TestSuiteAsLoadReadsIt:
 
 class TestOutputAsTheRunnerPrintsIt:
     def test_the_samples_are_byte_for_byte_what_the_runner_prints(self):
-        assert not read_output(TWO_FAIL, "o", exit_status=1, suite=_suite()).aborted
-        assert len(read_output(ALL_PASS, "o", exit_status=0, suite=_suite()).results) == 10
+        assert not read_output(
+            CONFORMANCE_TWO_FAIL, "o", exit_status=1, suite=conformance_suite()
+        ).aborted
+        assert (
+            len(
+                read_output(
+                    CONFORMANCE_ALL_PASS, "o", exit_status=0, suite=conformance_suite()
+                ).results
+            )
+            == 10
+        )
 
     @pytest.mark.parametrize("status", [1, 137])
     def test_it_refuses_white_space_only_output_on_an_abort(self, status):
@@ -167,15 +174,15 @@ class TestOutputAsTheRunnerPrintsIt:
 
     @pytest.mark.parametrize("status", [137, -1])
     def test_empty_output_killed_from_outside_is_an_aborted_run_that_says_so(self, status):
-        out = read_output(b"", "o", exit_status=status, suite=_suite())
+        out = read_output(b"", "o", exit_status=status, suite=conformance_suite())
         assert out.aborted and out.killed
-        assert not read_output(b"", "o", exit_status=1, suite=_suite()).killed
+        assert not read_output(b"", "o", exit_status=1, suite=conformance_suite()).killed
 
     def test_a_killed_run_is_stored_aborted_and_its_page_says_it_was_killed(self, client, viewer):
         from records.conformance.store import RunMeta, store_run
 
         up = Upload.objects.create(source="cli")
-        ingest([bytes_input("cases.json", SUITE)], up)
+        ingest([bytes_input("cases.json", CONFORMANCE_SUITE)], up)
         out = store_run(b"", "o.jsonl", RunMeta("python/langgraph", 137), up)
         run = ConformanceRun.objects.get()
         assert out["aborted"] and out["killed"] and run.aborted and run.killed
@@ -183,7 +190,12 @@ class TestOutputAsTheRunnerPrintsIt:
         assert "killed from outside" in client.get("/conformance/").content.decode()
 
     def test_crlf_line_ends_throughout_are_tolerated(self):
-        out = read_output(TWO_FAIL.replace(b"\n", b"\r\n"), "o", exit_status=1, suite=_suite())
+        out = read_output(
+            CONFORMANCE_TWO_FAIL.replace(b"\n", b"\r\n"),
+            "o",
+            exit_status=1,
+            suite=conformance_suite(),
+        )
         assert [r.line for r in out.results][:2] == [1, 2] and out.failed == 2
 
     def test_it_refuses_a_crlf_line_end_among_newlines(self):
@@ -208,7 +220,7 @@ class TestOutputAsTheRunnerPrintsIt:
         assert err.message.endswith("the runner would have printed " + original)
 
     def test_it_refuses_output_without_a_final_newline(self):
-        err = _refusal(TWO_FAIL[:-1])
+        err = _refusal(CONFORMANCE_TWO_FAIL[:-1])
         assert err.line == 11 and "no newline after it" in err.message
 
     def test_it_refuses_keys_out_of_the_order_the_runner_writes(self):
@@ -246,25 +258,23 @@ class TestOutputAsTheRunnerPrintsIt:
         assert err.line == 1 and "otherwise than Go's encoder" in err.message
         assert escaped in err.message
         lines[0] = lines[0].replace(f" {raw} ", f" {escaped} ")
-        assert read_output(_joined(lines), "o", exit_status=1, suite=_suite()).failed == 2
+        assert (
+            read_output(_joined(lines), "o", exit_status=1, suite=conformance_suite()).failed == 2
+        )
 
-    def test_it_refuses_plain_ascii_written_as_an_escape(self):
+    @pytest.mark.parametrize(
+        ("written", "refusal"),
+        [
+            pytest.param('"p\\u0061ssed":true', "never escaped", id="plain-ascii-as-an-escape"),
+            pytest.param('"passed": true', "white space between the values", id="white-space"),
+            pytest.param('"passed":false,"passed":true', "'passed' appears twice", id="key-twice"),
+        ],
+    )
+    def test_it_refuses_what_gos_encoder_never_prints(self, written, refusal):
         lines = _lines()
-        lines[1] = lines[1].replace('"passed":true', '"p\\u0061ssed":true')
+        lines[1] = lines[1].replace('"passed":true', written)
         err = _refusal(_joined(lines))
-        assert err.line == 2 and "never escaped" in err.message
-
-    def test_it_refuses_white_space_between_values(self):
-        lines = _lines()
-        lines[1] = lines[1].replace('"passed":true', '"passed": true')
-        err = _refusal(_joined(lines))
-        assert err.line == 2 and "white space between the values" in err.message
-
-    def test_it_refuses_a_key_given_twice(self):
-        lines = _lines()
-        lines[1] = lines[1].replace('"passed":true', '"passed":false,"passed":true')
-        err = _refusal(_joined(lines))
-        assert err.line == 2 and "'passed' appears twice" in err.message
+        assert err.line == 2 and refusal in err.message
 
     def test_it_refuses_a_failure_text_outside_the_judges_templates(self):
         lines = _lines()
@@ -304,7 +314,7 @@ class TestOutputAsTheRunnerPrintsIt:
         lines = _lines()
         failures = ",".join(go_json_string(t) for t in texts)
         lines[0] = lines[0].replace('["memory message 0 is not marked untrusted"]', f"[{failures}]")
-        out = read_output(_joined(lines), "o", exit_status=1, suite=_suite())
+        out = read_output(_joined(lines), "o", exit_status=1, suite=conformance_suite())
         assert out.results[0].failures == texts
 
     def test_it_refuses_an_empty_failure(self):
@@ -317,10 +327,13 @@ class TestOutputAsTheRunnerPrintsIt:
         from records.conformance.store import RunMeta, store_run
 
         up = Upload.objects.create(source="cli")
-        ingest([bytes_input("cases.json", SUITE)], up)
+        ingest([bytes_input("cases.json", CONFORMANCE_SUITE)], up)
         with pytest.raises(ConformanceError):
             store_run(
-                TWO_FAIL.replace(b'"passed":true', b'"passed": true'), "o", RunMeta("a", 1), up
+                CONFORMANCE_TWO_FAIL.replace(b'"passed":true', b'"passed": true'),
+                "o",
+                RunMeta("a", 1),
+                up,
             )
         assert not ConformanceRun.objects.exists()
 

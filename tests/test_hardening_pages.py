@@ -12,7 +12,7 @@ from html.parser import HTMLParser
 import pytest
 
 from records.models import Attempt, AuditEvent, Call, Run, Turn
-from tests.builders import encode, ingest_bytes, line
+from tests.builders import FIXTURES, encode, ingest_bytes, line
 
 pytestmark = pytest.mark.django_db
 
@@ -234,41 +234,9 @@ class _Unisolated(HTMLParser):
 
 
 def _hostile_run():
-    r = RLO
-    lines = [
-        line(
-            "attempt",
-            id=f"a{r}1",
-            case=f"MS-{r}001",
-            model=f"fake:{r}evil",
-            stimulus=f"do {r}it",
-            session=f"dyn{r}/default",
-            facts={f"k{r}": f"v{r}"},
-        ),
-        line(
-            "turn",
-            attempt=f"a{r}1",
-            blocks=[
-                {"kind": "text", "text": f"hi {r}there"},
-                {"kind": "tool_call", "tool": f"tool{r}x", "arguments": {f"a{r}": f"b{r}"}},
-            ],
-        ),
-        line(
-            "call",
-            attempt=f"a{r}1",
-            tool=f"tool{r}x",
-            requested_action=f"act{r}ion",
-            dispatched_action=f"act{r}ion",
-            trace_id=f"tr{r}ace",
-            text=f"read {r}this",
-            refusal_reason=f"no{r}pe",
-            result={f"r{r}": 1},
-        ),
-        line("verify", attempt=f"a{r}1", name=f"check {r}one", detail=f"det{r}ail"),
-        line("session", label=f"dyn{r}/default"),
-        line("run", run_id=f"run{r}1", commit=f"c0{r}ffee"),
-    ]
-    report = ingest_bytes(("modeleval-rlo.jsonl", encode(lines)))
+    # A right-to-left override (written \u202e) inside every text the shard supplies.
+    rlo = (FIXTURES / "modelrecord" / "modeleval-rlo.jsonl").read_bytes()
+    report = ingest_bytes(("modeleval-rlo.jsonl", rlo))
     assert not report.refused, report.refused
     return Run.objects.get()
 

@@ -11,9 +11,7 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -27,16 +25,11 @@ from pathlib import Path
 
 import pytest
 
+from records.devtools.servers import child_env, free_port, manage, stop, wait_until_answering
 from records.devtools.synth import load_demo_key, widen_key, write_run
+from tests.servers import multipart
 
-ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.load
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Env:
@@ -52,15 +45,7 @@ class Env:
             self._pg(f'CREATE DATABASE "{self.db_name}"')
         else:
             self.url = f"sqlite:///{tmp / 'load.sqlite3'}"
-        self.env = {
-            **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
-            "DATABASE_URL": self.url,
-            "EVALDASH_INSECURE_DEV_KEY": "1",
-            "DEBUG": "0",
-            "ALLOWED_HOSTS": "127.0.0.1",
-            "EVALDASH_PUBLIC_READ": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
+        self.env = child_env(self.url, EVALDASH_PUBLIC_READ="1", PYTHONUNBUFFERED="1")
         self.manage("migrate", "--verbosity", "0")
 
     def _pg(self, sql: str) -> None:
@@ -71,7 +56,7 @@ class Env:
 
     def manage(self, *args: str, timeout: int = 300) -> str:
         out = subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), *args],
+            manage(*args),
             env=self.env,
             capture_output=True,
             text=True,
@@ -103,33 +88,20 @@ def env(tmp_path: Path) -> Iterator[Env]:
 @pytest.fixture
 def server(env: Env) -> Iterator[tuple[str, str, subprocess.Popen]]:
     token = env.manage("create_token", "load").split()[-1]
-    port = _free_port()
+    port = free_port()
     log = open(env.tmp / "server.log", "w")  # noqa: SIM115
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runserver", f"127.0.0.1:{port}", "--noreload"],
+        manage("runserver", f"127.0.0.1:{port}", "--noreload"),
         env=env.env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(base + "/", timeout=2)
-            break
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        raise RuntimeError("the server did not start: " + (env.tmp / "server.log").read_text())
     try:
+        wait_until_answering(base + "/", proc, log=env.tmp / "server.log")
         yield base, token, proc
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc, signal.SIGINT, seconds=10)
         log.close()
 
 
@@ -150,23 +122,12 @@ def _shard(seed: int, attempts: int = 40) -> bytes:
 
 
 def _post(base: str, token: str, name: str, data: bytes) -> tuple[int, dict]:
-    boundary = uuid.uuid4().hex
-    body = (
-        (
-            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-            f"Content-Type: application/octet-stream\r\n\r\n"
-        ).encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
-    )
+    body, kind = multipart(name, data)
     req = urllib.request.Request(
         base + "/api/v1/uploads",
         data=body,
         method="POST",
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Content-Type": f"multipart/form-data; boundary={boundary}",
-        },
+        headers={"Authorization": f"Bearer {token}", "Content-Type": kind},
     )
     try:
         with urllib.request.urlopen(req, timeout=120) as r:
@@ -244,7 +205,7 @@ def test_a_killed_ingest_leaves_no_partial_shard_and_can_be_repeated(env):
     artifact = env.tmp / "artifact.zip"
     _artifact(artifact, shards=3, attempts=1500)
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "ingest", str(artifact)],
+        manage("ingest", str(artifact)),
         env=env.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -285,7 +246,7 @@ def test_browsing_stays_responsive_while_an_artifact_ingests(server, env):
     artifact = env.tmp / "artifact.zip"
     size = _artifact(artifact, shards=4, attempts=1500)
     ingest = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "ingest", "--quiet", str(artifact)],
+        manage("ingest", "--quiet", str(artifact)),
         env=env.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -5,40 +5,35 @@ queries however many runs it lists."""
 
 from __future__ import annotations
 
-import io
 from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from records.devtools.synth import MODELS, load_demo_key, write_run
+from records.devtools.synth import MODELS
 from records.models import Run
 from records.queries.answers import answers
 from records.queries.gate import gate, previous_comparable
-from tests.builders import demo_key, ingest_bytes
+from tests.builders import demo_key, ingest_bytes, synth_run
 
 pytestmark = pytest.mark.django_db
 
-KEY = load_demo_key()
 WEAKENED = (MODELS[1].spec, "meta")
 
 
 def _store(n: int, seed: int, regress: dict | None = None) -> None:
-    buf = io.BytesIO()
-    write_run(
-        buf,
-        KEY,
-        run_id=f"run-{n}",
+    shard = synth_run(
+        f"run-{n}",
+        seed=seed,
         commit=f"{n:040x}",
         started_at=datetime(2026, 10, 1, 9) + timedelta(days=n),
-        seed=seed,
         repeat=2,
         models=MODELS[:2],
         surfaces=("dynamic", "meta"),
         regress=regress,
     )
-    ingest_bytes((f"modeleval-{n}.jsonl", buf.getvalue()))
+    ingest_bytes((f"modeleval-{n}.jsonl", shard))
 
 
 @pytest.fixture

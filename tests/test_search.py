@@ -131,7 +131,8 @@ def _found(query: SearchQuery) -> tuple[set, set, Search]:
     return found, calls, search
 
 
-def _refused(c):
+def is_refused(c) -> bool:
+    """Whether a stored call (as `store.select` gives it) was refused."""
     return c["outcome"].startswith("refused:")
 
 
@@ -168,7 +169,7 @@ CASES = {
             )
         },
     ),
-    "every refusal": ({"outcome": "refused"}, {"call": _refused}),
+    "every refusal": ({"outcome": "refused"}, {"call": is_refused}),
     "one refusal reason": (
         {"outcome": "refused:invalid_params"},
         {"call": lambda c: c["outcome"] == "refused:invalid_params"},
@@ -232,7 +233,7 @@ def test_verdict_and_clean_read_each_runs_latest_scoring(store):
 
 
 def test_facets_count_the_attempts_and_calls_the_query_matches(store):
-    attempts, calls = store.select(call=_refused)
+    attempts, calls = store.select(call=is_refused)
     facets = _found(SearchQuery(outcome="refused"))[2].facets()
     by_run: dict[str, int] = {}
     for run_id, _ in attempts:

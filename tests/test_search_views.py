@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from records.models import Attempt
-from tests.test_search import _refused, store  # noqa: F401 (the fixture)
+from tests.test_search import is_refused, store  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("store")]
 
@@ -38,7 +38,7 @@ def test_the_json_answer_names_each_attempt_and_its_matching_calls(client, store
 
 @PUBLIC
 def test_the_json_answer_pages_with_a_next_address(client, store):  # noqa: F811
-    attempts, _ = store.select(call=_refused)
+    attempts, _ = store.select(call=is_refused)
     first = client.get("/search.json", {"outcome": "refused", "per_page": 7}).json()
     assert len(first["attempts"]) == 7 and first["count"] == len(attempts)
     seen = []
@@ -100,7 +100,7 @@ def test_a_facet_value_links_to_the_query_narrowed_by_it(client, store):  # noqa
     facets = {f["key"]: f for f in page.context["facets"]}
     tool = facets["tool"]["values"][0]
     narrowed = client.get(f"/search/?{tool['query']}")
-    attempts, _ = store.select(call=lambda c: _refused(c) and c["tool"] == tool["value"])
+    attempts, _ = store.select(call=lambda c: is_refused(c) and c["tool"] == tool["value"])
     assert narrowed.context["count"] == len(attempts) == tool["count"] or tool["count"] >= len(
         attempts
     )

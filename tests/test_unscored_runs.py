@@ -25,6 +25,7 @@ from records.queries.gate import gate, resolve
 from records.scoring import run as scores_run
 from records.scoring.run import pending_runs, score_if_unscored, score_pending_runs
 from tests.builders import demo_key, ingest_bytes, synth_run
+from tests.servers import database_url
 
 pytestmark = pytest.mark.django_db
 
@@ -210,13 +211,6 @@ def _run_of_another_corpus() -> bytes:
     return buf.getvalue()
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{db['NAME']}"
-    return f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-
-
 # The ingest command's own code, run in a process of its own that is killed with SIGKILL the
 # moment the shard is committed, before its scoring starts: what a killed worker leaves.
 KILLED_AFTER_COMMIT = """
@@ -234,7 +228,7 @@ call_command("ingest", sys.argv[1])
 def test_a_process_killed_after_the_commit_leaves_a_run_its_retry_scores(key, tmp_path: Path):
     path = tmp_path / SHARD[0]
     path.write_bytes(SHARD[1])
-    env = {**os.environ, "DATABASE_URL": _database_url()}
+    env = {**os.environ, "DATABASE_URL": database_url()}
     env.setdefault("DJANGO_SETTINGS_MODULE", "evaldash.settings")
     out = subprocess.run(
         [sys.executable, "-c", KILLED_AFTER_COMMIT, str(path)],

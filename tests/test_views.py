@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from records.ingest import bytes_input, ingest
 from records.models import ENDINGS, Attempt, Run, Upload
-from tests.builders import FIXTURE_SHARD, encode, line
+from tests.builders import FIXTURE_SHARD, PRICE, encode, line
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("viewer")]
 
@@ -31,13 +31,6 @@ class TestAccess:
 
 
 XSS = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-PRICE = {
-    "input_per_million_usd": 1.0,
-    "output_per_million_usd": 5.0,
-    "cache_write_per_million_usd": 1.25,
-    "cache_read_per_million_usd": 0.1,
-    "retrieved_on": "2026-09-16",
-}
 
 
 def store(data: bytes, name: str = "modeleval-t.jsonl") -> Run:

@@ -49,6 +49,24 @@ S, INT, B = "string", "integer", "boolean"
 # A value Go holds behind a pointer (`*int`, `*ContextAnswer`): null sets it back to nil. Any
 # other value ignores a null and keeps what it held (protocol.go's types).
 PTR = "pointer"
+_GO_KINDS = {"string": S, "int": INT, "bool": B}
+
+
+def _go_fields(declared: str) -> dict[str, Any]:
+    """Fields written as protocol.go declares them (`name *int, other []string`): each name's
+    schema, a `*T` as a pointer and a `[]T` as a list of T."""
+    fields: dict[str, Any] = {}
+    for declaration in declared.split(","):
+        name, kind = declaration.split()
+        if kind.startswith("[]"):
+            fields[name] = [_GO_KINDS[kind[2:]]]
+        elif kind.startswith("*"):
+            fields[name] = (PTR, _GO_KINDS[kind[1:]])
+        else:
+            fields[name] = _GO_KINDS[kind]
+    return fields
+
+
 _MESSAGE = {"role": S, "content": S, "untrusted": B}  # protocol.go Message, everywhere it is used
 _SCHEMA: dict[str, Any] = {
     "suite": S,
@@ -89,23 +107,13 @@ _SCHEMA: dict[str, Any] = {
                 "repeat": INT,
                 "repeat_after_ms": INT,
             },
-            "expect": {
-                "memory_messages": (PTR, INT),
-                "memory_role": S,
-                "memory_untrusted": (PTR, B),
-                "memory_carries": [S],
-                "model_carries": [S],
-                "model_lacks": [S],
-                "fatal": (PTR, B),
-                "store_error": (PTR, B),
-                "observed": (PTR, B),
-                "observed_groups": [INT],
-                "observed_roles": [S],
-                "observed_contents": [S],
-                "observe_calls": (PTR, INT),
-                "observe_keys_equal": (PTR, B),
-                "stored": (PTR, INT),
-            },
+            "expect": _go_fields(
+                "memory_messages *int, memory_role string, memory_untrusted *bool,"
+                " memory_carries []string, model_carries []string, model_lacks []string,"
+                " fatal *bool, store_error *bool, observed *bool, observed_groups []int,"
+                " observed_roles []string, observed_contents []string, observe_calls *int,"
+                " observe_keys_equal *bool, stored *int"
+            ),
         }
     ],
 }

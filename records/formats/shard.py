@@ -639,6 +639,16 @@ def _low(value: int, path: str, low: int) -> None:
         raise _FieldError(path, f"must be at least {low}, not {value}")
 
 
+def _positions(*fields: tuple[int, str]) -> None:
+    """Refuse the first position (a turn, an index, a try: counted from 1, kept in 32 bits) that
+    is below 1, else the first past 32 bits. Called only once the line's plain comparison has
+    failed, so a good line pays for no call."""
+    for value, path in fields:
+        _low(value, path, 1)
+    for value, path in fields:
+        _at_most(value, path, INT32_MAX, _IN_32_BITS)
+
+
 def _check_attempt(p: AttemptLine) -> None:
     ids = (p.id, p.case, p.model, p.surface, p.session)
     if max(map(len, ids)) > MAX_ID_CHARS:
@@ -665,13 +675,8 @@ def _check_attempt(p: AttemptLine) -> None:
 
 def _check_turn(p: TurnLine) -> None:
     _short_ref(p.attempt, "turn.attempt")
-    if p.index < 1:
-        _low(p.index, "turn.index", 1)
-    if p.try_ < 1:
-        _low(p.try_, "turn.try", 1)
-    if p.index > INT32_MAX or p.try_ > INT32_MAX:
-        _at_most(p.index, "turn.index", INT32_MAX, _IN_32_BITS)
-        _at_most(p.try_, "turn.try", INT32_MAX, _IN_32_BITS)
+    if not (1 <= p.index <= INT32_MAX and 1 <= p.try_ <= INT32_MAX):
+        _positions((p.index, "turn.index"), (p.try_, "turn.try"))
     latency = p.latency_ms
     if latency is not None and abs(latency) > MAX_MILLISECONDS:
         _within(latency, "turn.latency_ms", MAX_MILLISECONDS, _MS_WHY)
@@ -700,13 +705,8 @@ def _check_call(p: CallLine) -> None:
     _short_ref(p.attempt, "call.attempt")
     if not p.tool.strip():
         raise _FieldError("call.tool", "is required and is empty")
-    if p.turn < 1:
-        _low(p.turn, "call.turn", 1)
-    if p.index < 1:
-        _low(p.index, "call.index", 1)
-    if p.turn > INT32_MAX or p.index > INT32_MAX:
-        _at_most(p.turn, "call.turn", INT32_MAX, _IN_32_BITS)
-        _at_most(p.index, "call.index", INT32_MAX, _IN_32_BITS)
+    if not (1 <= p.turn <= INT32_MAX and 1 <= p.index <= INT32_MAX):
+        _positions((p.turn, "call.turn"), (p.index, "call.index"))
     requests = p.requests
     if requests is not None and not INT32_MIN <= requests <= INT32_MAX:
         raise _FieldError(

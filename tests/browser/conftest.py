@@ -13,6 +13,7 @@ import pytest
 from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
 from records.models import Upload
+from tests.browser.shared_demo import watched_page
 
 CHROMIUM = os.environ.get("EVALDASH_CHROMIUM", "/usr/bin/chromium")
 REQUIRED = os.environ.get("EVALDASH_REQUIRE_BROWSER") == "1"
@@ -62,16 +63,8 @@ def demo_data(tmp_path) -> dict[str, object]:
 @pytest.fixture
 def page(browser, live_server, settings, demo_data):
     settings.EVALDASH_PUBLIC_READ = True
-    context = browser.new_context(viewport={"width": 1440, "height": 1000})
-    pg = context.new_page()
-    problems: list[str] = []
-    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    pg.problems = problems
-    pg.base = live_server.url
-    pg.runs = demo_data
-    yield pg
-    context.close()
+    with watched_page(browser, live_server.url, demo_data) as pg:
+        yield pg
 
 
 def log_in(page, name: str, *permissions: str) -> None:
@@ -85,6 +78,15 @@ def log_in(page, name: str, *permissions: str) -> None:
     page.fill("input[name=password]", "pw-123456789-x")
     page.click("form.login-form button[type=submit]")
     page.wait_for_load_state("networkidle")
+
+
+def send_files(page, *files: tuple[str, bytes]) -> None:
+    """Choose `files` (name, bytes) in the upload page's form and send them, as a person would."""
+    page.set_input_files(
+        "#upload-form input[type=file]",
+        [{"name": name, "mimeType": "application/json", "buffer": data} for name, data in files],
+    )
+    page.click("#upload-form button[type=submit]")
 
 
 def settled(page) -> None:

@@ -8,6 +8,7 @@ by every test (the server thread sees what was committed) and flushed when the m
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import pytest
@@ -47,19 +48,29 @@ def site(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Site]
             call_command("flush", interactive=False, verbosity=0)
 
 
-@pytest.fixture
-def pg(browser, site) -> Iterator[object]:
-    """A fresh page (its own cookies) on the module's server; `pg.problems` collects script errors."""
+@contextmanager
+def watched_page(browser, base: str, runs: dict) -> Iterator[object]:
+    """A fresh page (its own cookies) on the server at `base`, 1440 px wide; `page.problems`
+    collects script errors, `page.base` and `page.runs` say where it is and what is there."""
     context = browser.new_context(viewport={"width": 1440, "height": 1000})
     page = context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
     page.problems = problems
-    page.base = site.base
-    page.runs = site.runs
-    yield page
-    context.close()
+    page.base = base
+    page.runs = runs
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def pg(browser, site) -> Iterator[object]:
+    """A fresh page on the module's server."""
+    with watched_page(browser, site.base, site.runs) as page:
+        yield page
 
 
 def run_pk(site: Site, run_id: str) -> int:

@@ -31,6 +31,16 @@ class Held:
             r.continue_()
         self.routes.clear()
 
+    def hold_busy(self, target: str, answered_url: str) -> None:
+        """Once the request is sent, `target` alone is marked busy; released, the page reaches
+        `answered_url` and nothing is busy any more."""
+        self.wait()
+        assert self.page.locator(f"{target}[aria-busy=true]").count() == 1
+        self.release()
+        self.page.wait_for_url(answered_url)
+        self.page.locator(f"{target}:not([aria-busy])").wait_for()
+        assert self.page.locator("[aria-busy]").count() == 0
+
 
 @pytest.mark.parametrize("width", [1440, 390])
 def test_a_tab_is_highlighted_at_once_and_its_panel_marked_busy(pg, site, width):
@@ -68,12 +78,7 @@ def test_a_filter_marks_the_list_busy_until_it_is_filtered(pg, site):
     pg.goto(pg.base + f"/runs/{run}/attempts/")
     held = Held(pg, "**/attempts/?*")
     pg.select_option("form.filters select[name=ended_by]", "completed")
-    held.wait()
-    assert pg.locator("#attempt-list[aria-busy=true]").count() == 1
-    held.release()
-    pg.wait_for_url("**ended_by=completed**")
-    pg.locator("#attempt-list:not([aria-busy])").wait_for()
-    assert pg.locator("[aria-busy]").count() == 0
+    held.hold_busy("#attempt-list", "**ended_by=completed**")
 
 
 def test_the_compare_form_marks_the_result_busy(pg, site):
@@ -86,9 +91,4 @@ def test_the_compare_form_marks_the_result_busy(pg, site):
         "#compare-form select[name=candidate]", str(run_pk(site, "run-2026-11-23-f00dfa"))
     )
     pg.click("#compare-form button[type=submit]")
-    held.wait()
-    assert pg.locator("#result[aria-busy=true]").count() == 1
-    held.release()
-    pg.wait_for_url("**candidate=**")
-    pg.locator("#result:not([aria-busy])").wait_for()
-    assert pg.locator("[aria-busy]").count() == 0
+    held.hold_busy("#result", "**candidate=**")

@@ -30,11 +30,16 @@ def test_overhead_on_pages_carries_thousands_separators():
     assert row.overhead.startswith("1223 / 2788")  # the Markdown export keeps upstream's figures
 
 
+@pytest.fixture(params=[1440, 390], ids=str)
+def width(request, pg) -> int:
+    """Each test below runs at a desktop's and a phone's width, the page already that wide."""
+    pg.set_viewport_size({"width": request.param, "height": 900})
+    return request.param
+
+
 @pytest.mark.browser
 @pytest.mark.django_db
-@pytest.mark.parametrize("width", [1440, 390])
 def test_prices_read_as_money_on_the_sessions_tab(pg, site, width):
-    pg.set_viewport_size({"width": width, "height": 900})
     pg.goto(pg.base + f"/runs/{run_pk(site, 'run-2026-11-23-f00dfa')}/sessions/")
     prices = pg.locator("td.price").all_inner_texts()
     assert any("$1.00 / $5.00 / $1.25 / $0.10" in " ".join(p.split()) for p in prices), prices
@@ -45,9 +50,7 @@ def test_prices_read_as_money_on_the_sessions_tab(pg, site, width):
 
 @pytest.mark.browser
 @pytest.mark.django_db
-@pytest.mark.parametrize("width", [1440, 390])
 def test_the_cost_scatter_marks_surfaces_by_shape_not_by_overlapping_labels(pg, site, width):
-    pg.set_viewport_size({"width": width, "height": 900})
     pg.goto(pg.base + f"/compare/?kind=models&run={run_pk(site, 'run-2026-11-23-f00dfa')}")
     pg.locator("#scatter .main-svg").first.wait_for(timeout=15000)
     assert pg.locator("#scatter .scatterlayer .point").count() >= 9

@@ -61,15 +61,22 @@ def pages(site) -> list[str]:
     ]
 
 
-def test_no_table_hides_a_column_or_scrolls_in_a_box_at_1440_px(pg, site):
-    pg.set_viewport_size({"width": 1440, "height": 900})
-    hidden = {}
+@pytest.mark.parametrize(
+    ("width", "offenders"),
+    [
+        pytest.param(1440, HIDDEN, id="1440-no-table-hides-a-column-or-scrolls-in-a-box"),
+        pytest.param(390, BROKEN, id="390-no-name-in-a-table-breaks-inside-a-word"),
+    ],
+)
+def test_every_table_page_keeps_its_rule_at_its_width(pg, site, width, offenders):
+    pg.set_viewport_size({"width": width, "height": 900})
+    found_on = {}
     for url in pages(site):
         pg.goto(pg.base + url)
         pg.wait_for_load_state("networkidle")
-        if found := pg.evaluate(HIDDEN):
-            hidden[url] = found
-    assert hidden == {}
+        if found := pg.evaluate(offenders):
+            found_on[url] = found
+    assert found_on == {}
     assert pg.problems == []
 
 
@@ -84,14 +91,3 @@ def test_the_attempts_tab_shows_its_whole_page_of_rows_without_an_inner_scroll(p
     # Every column, the last one included, lies inside the page.
     header = pg.locator("#attempt-list table.data thead th").last.bounding_box()
     assert header["x"] + header["width"] <= 1440
-
-
-def test_at_390_px_no_name_in_a_table_breaks_inside_a_word(pg, site):
-    pg.set_viewport_size({"width": 390, "height": 900})
-    broken = {}
-    for url in pages(site):
-        pg.goto(pg.base + url)
-        pg.wait_for_load_state("networkidle")
-        if found := pg.evaluate(BROKEN):
-            broken[url] = found
-    assert broken == {}

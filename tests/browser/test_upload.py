@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import check_layout, log_in, settled
+from tests.browser.conftest import check_layout, log_in, send_files, settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -25,14 +25,7 @@ def test_an_upload_reports_beside_its_form_and_refreshes_the_list(uploader_page)
     assert page.title() == "Upload · evaldash"
     before = page.locator("#recent-uploads tbody tr").count()
     shard = (FIXTURES / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
-    page.set_input_files(
-        "#upload-form input[type=file]",
-        [
-            {"name": "modeleval-new.jsonl", "mimeType": "application/json", "buffer": shard},
-            {"name": "modeleval-bad.jsonl", "mimeType": "application/json", "buffer": b"{\n"},
-        ],
-    )
-    page.click("#upload-form button[type=submit]")
+    send_files(page, ("modeleval-new.jsonl", shard), ("modeleval-bad.jsonl", b"{\n"))
     report = page.locator("#upload-form + #report")  # right under the form that sent it
     report.locator("h2").wait_for()
     settled(page)
@@ -49,11 +42,7 @@ def test_a_key_and_a_refused_conformance_run_are_reported_too(uploader_page):
     page = uploader_page
     page.goto(page.base + "/upload/")
     key = (FIXTURES / "corpus" / "corpus-key-sample.json").read_bytes()
-    page.set_input_files(
-        "#upload-form input[type=file]",
-        [{"name": "key.json", "mimeType": "application/json", "buffer": key}],
-    )
-    page.click("#upload-form button[type=submit]")
+    send_files(page, ("key.json", key))
     page.locator("#report h3 >> text=Corpus keys").wait_for()
     assert "key.json" in page.locator("#report").inner_text()
     # A conformance run the reader refuses: the refusal beside its own form.

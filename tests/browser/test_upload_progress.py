@@ -12,7 +12,7 @@ from django.contrib.auth.models import Permission, User
 
 from records.models import Upload
 from records.tasks import run_upload
-from tests.browser.conftest import check_layout
+from tests.browser.conftest import check_layout, send_files
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -46,11 +46,7 @@ def test_the_upload_page_follows_an_upload_from_queued_to_done_across_a_reload(
     _log_in_staff(page)
     page.goto(page.base + "/upload/")
     shard = (FIXTURES / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
-    page.set_input_files(
-        "#upload-form input[type=file]",
-        [{"name": "modeleval-live.jsonl", "mimeType": "application/json", "buffer": shard}],
-    )
-    page.click("#upload-form button[type=submit]")
+    send_files(page, ("modeleval-live.jsonl", shard))
     state = page.locator("#report .upload-state")
     state.locator("h2", has_text="queued").wait_for()
     up = Upload.objects.get(source="web")

@@ -5,23 +5,22 @@ from django.core.management.base import BaseCommand, CommandError
 from records.ingest import Input, ingest, inputs_from_paths
 from records.models import Upload
 
+SWITCHES = {
+    "--quiet": "no progress lines",
+    "--allow-digest-mismatch": (
+        "store a corpus key whose declared digest differs (marked 'digest not verified')"
+    ),
+    "--enqueue": "keep the files in the database and queue their ingest for a worker",
+}
+
 
 class Command(BaseCommand):
     help = "Store model-evaluation shards from files, directories, .zip or .tar.gz artifacts."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("paths", nargs="+", help="shard files, directories or archives")
-        parser.add_argument("--quiet", action="store_true", help="no progress lines")
-        parser.add_argument(
-            "--allow-digest-mismatch",
-            action="store_true",
-            help="store a corpus key whose declared digest differs (marked 'digest not verified')",
-        )
-        parser.add_argument(
-            "--enqueue",
-            action="store_true",
-            help="keep the files in the database and queue their ingest for a worker",
-        )
+        for switch, meaning in SWITCHES.items():
+            parser.add_argument(switch, action="store_true", help=meaning)
 
     def handle(
         self,
