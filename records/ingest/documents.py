@@ -45,7 +45,7 @@ def rescoring_queued_by(queue: Callable[[CorpusKey], list[int]]) -> Iterator[Non
         _queue_rescoring.reset(token)
 
 
-def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
+def ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
     """A .json document: a corpus key, or a sealed corpus and/or its replay results."""
 
     with item.open() as fh:

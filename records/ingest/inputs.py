@@ -93,7 +93,7 @@ def inputs_from_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Input
                 dirnames.sort()
                 for fname in sorted(filenames):
                     full = Path(dirpath) / fname
-                    if is_shard_name(fname) or _archive_kind(fname):
+                    if is_shard_name(fname) or archive_kind(fname):
                         found = True
                         yield _file_input(full, full.relative_to(path).as_posix())
             if not found:
@@ -111,7 +111,7 @@ def _file_input(path: Path, name: str) -> Input:
     return Input(name, lambda: open(path, "rb"), path.stat().st_size)  # noqa: SIM115
 
 
-def _archive_kind(name: str) -> str | None:
+def archive_kind(name: str) -> str | None:
     lower = name.lower()
     if lower.endswith(".zip"):
         return "zip"

@@ -30,7 +30,7 @@ class WholeJSONField(models.JSONField):
         return super().from_db_value(value, expression, connection)
 
 
-def _bulk_reference(to: Any, on_delete: Any, related_name: str, **options: Any) -> Any:
+def bulk_reference(to: Any, on_delete: Any, related_name: str, **options: Any) -> Any:
     """A reference that only a bulk writer (the ingest, the scoring) fills, naming rows it has
     just stored or read in the same transaction; deletes go through Django. No database
     constraint checks it row by row, and it has no index unless `db_index=True` says so."""

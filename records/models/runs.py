@@ -19,7 +19,7 @@ from records.formats.rows import (
     VerifyRow,
 )
 from records.formats.shard import ENDINGS
-from records.models.fields import TokenUsage, _bulk_reference, named_within, row_columns
+from records.models.fields import TokenUsage, bulk_reference, named_within, row_columns
 from records.models.intake import ShardFile
 from records.scorer.batch import TOKENS
 
@@ -116,8 +116,8 @@ class Attempt(
     # transaction, and deletes cascade through Django. A run's attempts and sessions go
     # together with the run, so deleting sessions need not look attempts up by session (no
     # query does): the session column has no index to keep up at every insert.
-    run = _bulk_reference(Run, models.CASCADE, "attempts")
-    session = _bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
+    run = bulk_reference(Run, models.CASCADE, "attempts")
+    session = bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
     # What the scorer needs of the turn and verify lines, settled at ingest: whether the last
     # turn (the last try at the highest index) carried a tool_call block (None: no turn
     # lines), and how many checks failed.
@@ -169,7 +169,7 @@ class Turn(
 ):
     """One provider request: every try is its own line (and is charged)."""
 
-    attempt = _bulk_reference(Attempt, models.CASCADE, "turns")
+    attempt = bulk_reference(Attempt, models.CASCADE, "turns")
 
     class Meta(InAttempt.Meta):
         indexes = [models.Index(fields=["attempt", "index", "line"])]
@@ -179,7 +179,7 @@ class Call(
     InAttempt,
     row_columns("CallColumns", CallRow, skip=("attempt",), required=("tool", "outcome")),
 ):
-    attempt = _bulk_reference(Attempt, models.CASCADE, "calls")
+    attempt = bulk_reference(Attempt, models.CASCADE, "calls")
 
     class Meta(InAttempt.Meta):
         indexes = [models.Index(fields=["attempt", "index", "line"])]
@@ -196,7 +196,7 @@ class Call(
 class Verify(
     row_columns("VerifyColumns", VerifyRow, skip=("attempt",), required=("name", "passed"))
 ):
-    attempt = _bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
+    attempt = bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
 
     class Meta:
         ordering = ["attempt", "line"]

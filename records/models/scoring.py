@@ -11,7 +11,7 @@ from records.models.fields import (
     KeptFile,
     TokenUsage,
     WholeJSONField,
-    _bulk_reference,
+    bulk_reference,
     named_within,
     row_columns,
 )
@@ -95,13 +95,13 @@ class Verdict(
     # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
     # that creates their scoring: no database constraint checks each row. No index of its own:
     # the three (scoring, ...) indexes below serve every lookup.
-    scoring = _bulk_reference(Scoring, models.CASCADE, "verdicts")
+    scoring = bulk_reference(Scoring, models.CASCADE, "verdicts")
     # An attempt's verdicts belong to scorings of its own run and go when they go (a run is
     # deleted whole), so deleting attempts need not look verdicts up by attempt.
-    attempt = _bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
+    attempt = bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
     # The attempt's session, copied from it as scored (with its tries and tokens), so that
     # sums over verdicts (score rows, per-case figures of a comparison) read no attempt row.
-    session = _bulk_reference(Session, models.DO_NOTHING, "+", null=True)
+    session = bulk_reference(Session, models.DO_NOTHING, "+", null=True)
     # Whether every check of the attempt held (C.5): true unless one failed.
     verified = models.BooleanField(default=True)
     detail = WholeJSONField(default=dict)

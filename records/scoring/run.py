@@ -38,7 +38,7 @@ from records.scorer.score import (
     ScoringError,
 )
 from records.scoring.ranking import store_row_statistics
-from records.scoring.tables import _store_rows, provenance_refusal
+from records.scoring.tables import provenance_refusal, store_rows
 from records.scoring.worker import score_worker
 
 
@@ -393,7 +393,7 @@ def _score(
             return Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
             )
-        _store_rows(scoring)
+        store_rows(scoring)
         # ANALYZE in the transaction counts its own new rows: the statistics' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
         store_row_statistics(scoring)

@@ -367,7 +367,7 @@ def score_rows(
     return rows
 
 
-def _store_rows(scoring: Scoring) -> None:
+def store_rows(scoring: Scoring) -> None:
     """Sum the scoring's rows and its per-case counts once, in the database."""
 
     qn = connection.ops.quote_name
