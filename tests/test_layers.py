@@ -89,7 +89,7 @@ def test_bulk_knows_no_domain(module):
     ] == []
 
 
-@pytest.mark.parametrize("module", ["records.ingest.parser", "records.scoring.worker"])
+@pytest.mark.parametrize("module", ["records.parser", "records.scoring.worker"])
 def test_worker_processes_load_no_django(module):
     # A threaded server's forkserver preloads these alone, before any app registry exists.
     assert "django" not in _reach(module, ON_LOAD), module
@@ -139,3 +139,25 @@ def test_there_is_no_import_cycle_in_records():
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+def _private_imports() -> list[str]:
+    """Every import, anywhere in records/ and tests/, of an underscore name from another module
+    of the project: such a name is a seam, and a seam is public."""
+    found = []
+    for path in sorted([*MODULES.values(), *(ROOT / "tests").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] not in ("records", "tests", "evaldash"):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    where = path.relative_to(ROOT)
+                    found.append(f"{where}:{node.lineno} imports {alias.name} from {node.module}")
+    return found
+
+
+def test_no_module_imports_another_modules_underscore_name():
+    offenders = _private_imports()
+    assert offenders == [], "underscore names imported across modules:\n" + "\n".join(offenders)

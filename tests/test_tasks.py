@@ -4,12 +4,10 @@ real `db_worker` processes (a killed one, two at once, a queue that outlives its
 from __future__ import annotations
 
 import io
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 import zipfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -28,6 +26,7 @@ from records.models.intake import PendingChunk, WorkerBeat
 from records.tasks import pending, run_upload
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.workers import queue_unqueued_uploads, requeue_orphans
+from tests.workers import start_worker, stop, until
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD = (Path(__file__).parent / "fixtures" / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
@@ -342,37 +341,6 @@ def test_the_ingest_runs_once_the_storing_transaction_commits_not_inside_it():
 # --- real worker processes -----------------------------------------------------------------------
 
 
-def _database_url() -> str:
-    s = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{s['NAME']}"
-    return f"postgres://{s['USER']}@{s['HOST']}:{s['PORT'] or 5432}/{s['NAME']}"
-
-
-def _worker(*extra: str) -> subprocess.Popen:
-    env = {
-        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
-        "DATABASE_URL": _database_url(),
-        "EVALDASH_TASK_BACKEND": "database",
-        "EVALDASH_TASK_STALE_SECONDS": "2",
-        "EVALDASH_INSECURE_DEV_KEY": "1",
-        "DEBUG": "0",
-    }
-    return subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "db_worker", "--interval", "0.1"]
-        + ["--no-startup-delay", "--no-reload", "--verbosity", "0", *extra],
-        env=env,
-    )
-
-
-def _until(condition, what: str, seconds: float = 60) -> None:
-    """Poll until `condition()` holds; a bound that only ends a hung test, not a timed claim."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.05)
-
-
 def _queue_api(settings, *files: tuple[str, bytes]) -> Upload:
     from records.tasks import queue_upload
 
@@ -382,16 +350,6 @@ def _queue_api(settings, *files: tuple[str, bytes]) -> Upload:
     )
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.mark.django_db(transaction=True)
 class TestRealWorkers:
     def test_what_was_queued_with_no_worker_running_is_ingested_by_one_started_later(
@@ -399,11 +357,11 @@ class TestRealWorkers:
     ):
         up = _queue_api(settings, ("modeleval-1.jsonl", GOOD))
         assert Upload.objects.get(pk=up.pk).status == "queued"
-        worker = _worker()
+        worker = start_worker()
         try:
-            _until(lambda: Upload.objects.get(pk=up.pk).finished, "the upload")
+            until(lambda: Upload.objects.get(pk=up.pk).finished, "the upload")
         finally:
-            _stop(worker)
+            stop(worker)
         up.refresh_from_db()
         assert up.status == "done" and up.summary["stored"][0]["run_id"] == "run-fixture-dynamic"
         assert DBTaskResult.objects.get().status == "SUCCESSFUL"
@@ -412,9 +370,9 @@ class TestRealWorkers:
     def test_a_worker_killed_mid_ingest_leaves_the_upload_to_the_next_exactly_once(self, settings):
         shards = {f"modeleval-{i:02}.jsonl": _shard(i, attempts=300) for i in range(16)}
         up = _queue_api(settings, ("artifact.zip", _zip(shards)))
-        first = _worker()
+        first = start_worker()
         try:
-            _until(
+            until(
                 lambda: (
                     ShardFile.objects.filter(upload=up)
                     .exclude(sha256__startswith="pending")
@@ -425,14 +383,14 @@ class TestRealWorkers:
             first.send_signal(signal.SIGKILL)
             first.wait()
         finally:
-            _stop(first)
+            stop(first)
         up.refresh_from_db()
         assert up.status == "running" and Run.objects.count() < len(shards)
-        second = _worker()
+        second = start_worker()
         try:
-            _until(lambda: Upload.objects.get(pk=up.pk).finished, "the upload", seconds=180)
+            until(lambda: Upload.objects.get(pk=up.pk).finished, "the upload", seconds=180)
         finally:
-            _stop(second)
+            stop(second)
         up.refresh_from_db()
         assert up.status == "done" and up.tries == 2
         assert sorted(s["file"] for s in up.summary["stored"]) == sorted(
@@ -447,16 +405,16 @@ class TestRealWorkers:
 
     def test_two_workers_share_the_queue_and_no_upload_is_ingested_twice(self, settings):
         uploads = [_queue_api(settings, (f"modeleval-{i}.jsonl", _shard(i))) for i in range(8)]
-        workers = [_worker(), _worker()]
+        workers = [start_worker(), start_worker()]
         try:
-            _until(
+            until(
                 lambda: not Upload.objects.exclude(status__in=["done", "failed"]).exists(),
                 "every upload",
                 seconds=120,
             )
         finally:
             for w in workers:
-                _stop(w)
+                stop(w)
         for up in uploads:
             up.refresh_from_db()
             assert (up.status, up.tries, len(up.summary["stored"])) == ("done", 1, 1)

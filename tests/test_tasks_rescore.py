@@ -16,6 +16,7 @@ from records.tasks import queue_upload, run_upload
 from records.tasks import scoring as scoring_tasks
 from records.tasks.scoring import SCORE_TASK, SWEEP_TASK, Sweeper, rescoring_progress
 from tests.builders import demo_key, ingest_bytes, synth_run
+from tests.workers import start_worker, stop, until
 
 pytestmark = pytest.mark.django_db
 DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
@@ -202,8 +203,6 @@ def test_a_worker_takes_an_upload_before_scoring_tasks_and_the_sweep_last(runs, 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_real_worker_scores_a_keys_runs_and_sweeps_one_a_killed_ingest_left(settings):
-    from tests.test_tasks import _stop, _until, _worker
-
     stored = ingest_bytes(
         *((f"modeleval-{i}.jsonl", synth_run(f"run-{i}", seed=i, max_attempts=24)) for i in (1, 2))
     )
@@ -213,12 +212,12 @@ def test_a_real_worker_scores_a_keys_runs_and_sweeps_one_a_killed_ingest_left(se
     ingest_bytes(("modeleval-3.jsonl", synth_run("run-3", seed=3, max_attempts=24)))
     left = Run.objects.get(run_id="run-3")
     left.scorings.all().delete()
-    worker = _worker()
+    worker = start_worker()
     try:
-        _until(lambda: Scoring.objects.values("run").distinct().count() == 3, "every scoring")
-        _until(lambda: not DBTaskResult.objects.exclude(status="SUCCESSFUL").exists(), "the queue")
+        until(lambda: Scoring.objects.values("run").distinct().count() == 3, "every scoring")
+        until(lambda: not DBTaskResult.objects.exclude(status="SUCCESSFUL").exists(), "the queue")
     finally:
-        _stop(worker)
+        stop(worker)
     assert rescoring_progress(key) == {"queued": 0, "running": 0, "scored": 2, "failed": 0}
     assert DBTaskResult.objects.filter(task_path=SWEEP_TASK, status="SUCCESSFUL").count() == 1
     assert Scoring.objects.count() == 3 and left.scorings.get().key_id == key.pk
