@@ -279,8 +279,8 @@ def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
 def test_the_figures_per_case_are_the_sums_of_their_verdicts(demo):
     """What per-case intervals and paired tests read, summed in the database, against the
     verdicts added up one by one."""
+    from records.formats.rows import ADDITIVE, TOKENS
     from records.models import Verdict
-    from records.scorer.batch import ADDITIVE, TOKENS
     from records.scoring.run import latest_scoring
     from records.scoring.tables import SUMMED, case_figures
 

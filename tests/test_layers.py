@@ -161,3 +161,9 @@ def _private_imports() -> list[str]:
 def test_no_module_imports_another_modules_underscore_name():
     offenders = _private_imports()
     assert offenders == [], "underscore names imported across modules:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("module", _in("records.models"))
+def test_models_never_import_the_scorer(module):
+    # The tables take the verdict's layout and the token columns from `records.formats.rows`.
+    assert [m for m in GRAPH[module] if m.startswith("records.scorer")] == [], module

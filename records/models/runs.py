@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.db import models
 
 from records.formats.rows import (
+    TOKENS,
     AttemptRow,
     CallRow,
     RunRow,
@@ -21,7 +22,6 @@ from records.formats.rows import (
 from records.formats.shard import ENDINGS
 from records.models.fields import TokenUsage, bulk_reference, named_within, row_columns
 from records.models.intake import ShardFile
-from records.scorer.batch import TOKENS
 
 
 class Run(

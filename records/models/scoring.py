@@ -7,6 +7,7 @@ from django.db import models
 from django.utils import timezone
 
 from records.formats.corpus_key import read_corpus_key
+from records.formats.rows import COUNTS, TOKENS, VerdictRow
 from records.models.fields import (
     KeptFile,
     TokenUsage,
@@ -17,7 +18,6 @@ from records.models.fields import (
 )
 from records.models.intake import Upload
 from records.models.runs import Attempt, Run, Session
-from records.scorer.batch import COUNTS, TOKENS, VerdictRow
 
 
 class CorpusKey(KeptFile):

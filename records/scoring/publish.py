@@ -29,9 +29,9 @@ from records.formats.model_results import (
     unpublished,
     unpublished_line,
 )
+from records.formats.rows import CONFIRMATIONS
 from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, Verdict
 from records.models import ScoreRow as StoredRow
-from records.scorer.batch import CONFIRMATIONS
 from records.scorer.score import OUTCOMES, go_quote
 from records.scoring.tables import (
     Group,

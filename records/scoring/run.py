@@ -18,6 +18,7 @@ from django.db.models import Exists, OuterRef, QuerySet
 from records.bulk import processes
 from records.bulk.tables import Table, analyze_if_large, gc_paused
 from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
+from records.formats.rows import VERDICT_FIELDS
 from records.models import (
     Attempt,
     Call,
@@ -31,7 +32,7 @@ from records.models import (
     Upload,
     Verdict,
 )
-from records.scorer.batch import VERDICT_FIELDS, Chunk, score_chunk
+from records.scorer.batch import Chunk, score_chunk
 from records.scorer.score import (
     CALL_COLUMNS,
     SCORER_VERSION,

@@ -13,6 +13,7 @@ from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Max, Sum, When
 
 from records import stats
+from records.formats.rows import ADDITIVE, CONFIRMATIONS, TOKENS
 from records.models import (
     Provider,
     Run,
@@ -22,7 +23,6 @@ from records.models import (
     Verdict,
 )
 from records.models import ScoreRow as StoredRow
-from records.scorer.batch import ADDITIVE, CONFIRMATIONS, TOKENS
 from records.scorer.score import OUTCOMES, RATIO_COLUMNS
 
 
