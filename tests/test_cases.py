@@ -14,7 +14,6 @@ from django.test.utils import CaptureQueriesContext
 
 from records.devtools.synth import MODELS, load_demo_key, write_run
 from records.models import CaseFigure, Run, Verdict
-from records.scoring.run import latest_scoring
 from tests.builders import demo_key, ingest_bytes
 
 KEY = load_demo_key()
@@ -60,7 +59,7 @@ def planted(db):
         ingest_bytes((f"modeleval-{n}.jsonl", buf.getvalue()))
     runs = list(Run.objects.order_by("started_at"))
     for n, run in enumerate(runs, start=1):
-        for f in CaseFigure.objects.filter(scoring=latest_scoring(run)):
+        for f in CaseFigure.objects.filter(scoring=run.latest_scoring()):
             f.marks = _marks(f.case, f.model, n)
             f.clean, f.counted, f.total = f.marks.count("1"), 2, 2
             f.save()
@@ -190,7 +189,7 @@ def test_scoring_keeps_each_cases_figures_and_older_scorings_get_theirs_when_rea
     client, viewer, planted
 ):
     run = planted[0]
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     CaseFigure.objects.store_for(scoring)  # the verdicts' own figures, not the planted ones
     kept = {(f.case, f.model): (f.clean, f.counted, f.marks) for f in scoring.case_figures.all()}
     for (case, model), (clean, counted, marks) in kept.items():

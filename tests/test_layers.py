@@ -167,3 +167,26 @@ def test_no_module_imports_another_modules_underscore_name():
 def test_models_never_import_the_scorer(module):
     # The tables take the verdict's layout and the token columns from `records.formats.rows`.
     assert [m for m in GRAPH[module] if m.startswith("records.scorer")] == [], module
+
+
+FAMILIES = ("records.replays", "records.conformance")
+# The modules outside the families that must route to them, each with its reason.
+ROUTES_TO_FAMILIES = {
+    "records.urls": "the site's URLs include each family's pages",
+    "records.ingest.documents": "the one ingest entry point hands a family's document to its store",
+    "records.management.commands.ingest_conformance": (
+        "the family's own command: Django finds commands only in the app's management package"
+    ),
+    "records.management.commands.demo": "the demo stores a conformance run as its command would",
+}
+
+
+@pytest.mark.parametrize(
+    "module", [m for m in MODULES if not any(m == f or m.startswith(f + ".") for f in FAMILIES)]
+)
+def test_the_shared_core_never_imports_a_family(module):
+    reached = [m for m in GRAPH[module] if any(m == f or m.startswith(f + ".") for f in FAMILIES)]
+    if module in ROUTES_TO_FAMILIES:
+        assert reached, f"{module} no longer routes to a family: drop it from the list"
+    else:
+        assert reached == [], module

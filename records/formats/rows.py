@@ -1,4 +1,5 @@
-"""The rows a shard becomes, one declaration per table. Pure Python, no Django.
+"""The rows a shard becomes, one declaration per table, and the rows the scoring and a
+conformance run's reader give their tables. Pure Python, no Django.
 
 Each layout is a msgspec Struct, and the tables take their columns from them
 (`records.models.fields.row_columns`). The run and session rows, one a line, derive from the
@@ -12,6 +13,7 @@ converts every kind of built row into its Struct, so the two cannot drift apart)
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import msgspec
@@ -222,3 +224,19 @@ VerdictRow = msgspec.defstruct(
     module=__name__,
 )
 VERDICT_FIELDS = columns(VerdictRow)
+
+
+# A conformance run's case line, as the conformance reader returns it and its table keeps it.
+@dataclasses.dataclass
+class CaseResult:
+    line: int
+    case: str
+    rule: str
+    passed: bool
+    failures: list[str] = dataclasses.field(default_factory=list)
+
+
+def killed_from_outside(exit_status: int) -> bool:
+    """Whether an exit status is a signal's: -1 (or -N) as Go and Python report a process a
+    signal ended, 128+N as a shell does (137 is SIGKILL, a CI job's timeout or the OOM killer)."""
+    return exit_status < 0 or 128 < exit_status <= 128 + 64

@@ -9,11 +9,9 @@ from typing import Any
 
 from records.bulk.readahead import Parser
 from records.bulk.sqlite import checkpoints
-from records.conformance.formats import ConformanceError
-from records.formats.corpus_key import CorpusKeyError
 from records.formats.shard import ShardError, is_shard_name
 from records.ingest.archives import expand_archive
-from records.ingest.documents import ingest_key
+from records.ingest.documents import DOCUMENT_ERRORS, ingest_key
 from records.ingest.inputs import (
     IngestReport,
     Input,
@@ -58,7 +56,7 @@ def ingest(
                     ingest_key(unit, upload, report, allow_digest_mismatch)
                 else:
                     report.refused.append(unit.as_dict())
-            except (ShardError, CorpusKeyError, ConformanceError) as exc:
+            except (ShardError, *DOCUMENT_ERRORS) as exc:
                 report.refused.append(exc.as_dict())
             except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
                 report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
@@ -79,8 +77,9 @@ def _unit_name(unit: Any) -> str:
 
 
 def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterator[Any]:
-    """What the inputs hold, in order: each shard (`ShardCandidate`; archives expanded, each entry copied
-    out within the bounds), each .json document (`Input`) and each error (`ShardError`)."""
+    """What the inputs hold, in order: each shard (`ShardCandidate`; archives expanded, each
+    entry copied out within the bounds), each .json document (`Input`) and each error
+    (`ShardError`)."""
     for item in inputs:
         if isinstance(item, ShardError) or item.name.lower().endswith(".json"):
             yield item

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from django.db import models
+from django.urls import reverse
 
-from records.conformance.formats import CaseResult, killed_from_outside
+from records.formats.rows import CaseResult, killed_from_outside
 from records.models.fields import KeptFile, row_columns
 from records.models.intake import Upload
 
@@ -22,6 +23,9 @@ class ConformanceSuite(KeptFile):
 
     def __str__(self) -> str:
         return f"{self.suite} ({self.sha256[:12]})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("records:conformance-suite", args=[self.pk])
 
     @property
     def cases(self) -> list[dict]:
@@ -51,6 +55,9 @@ class ConformanceRun(KeptFile):
     def __str__(self) -> str:
         return f"{self.adapter} {self.adapter_version} {self.ran_at:%Y-%m-%d}"
 
+    def get_absolute_url(self) -> str:
+        return reverse("records:conformance-run", args=[self.pk])
+
     @property
     def killed(self) -> bool:
         """Aborted by a signal from outside (a CI timeout, the OOM killer), not by the runner."""
@@ -60,7 +67,10 @@ class ConformanceRun(KeptFile):
 class ConformanceResult(
     row_columns("ResultColumns", CaseResult, required=("case", "rule", "passed", "failures"))
 ):
-    """One case line of a run's output, at its position in the output."""
+    """One case line of a run's output, at its position in the output.
+
+    Columns: the fields of `CaseResult` (`records/formats/rows.py`), the run and its position;
+    `records_conformanceresult` in `docs/schema.md` lists them all."""
 
     run = models.ForeignKey(ConformanceRun, on_delete=models.CASCADE, related_name="results")
     position = models.IntegerField()

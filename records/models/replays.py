@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from records.models.fields import KeptFile
@@ -26,6 +27,9 @@ class ObsCorpus(models.Model):
     def __str__(self) -> str:
         return self.seal_id
 
+    def get_absolute_url(self) -> str:
+        return reverse("records:obs-corpus", args=[self.pk])
+
 
 class ObsReplay(KeptFile):
     """One replay of a sealed corpus: the report (as upstream encodes it) and what it rests on."""
@@ -47,3 +51,6 @@ class ObsReplay(KeptFile):
 
     def __str__(self) -> str:
         return f"{self.corpus.seal_id[:12]} {self.overall}"
+
+    def get_absolute_url(self) -> str:
+        return reverse("records:replay", args=[self.pk])

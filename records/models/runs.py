@@ -7,7 +7,10 @@ writes (`records.formats.rows`)."""
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.db import models
+from django.db.models import Exists, OuterRef
+from django.urls import reverse
 
 from records.formats.rows import (
     TOKENS,
@@ -24,6 +27,21 @@ from records.models.fields import TokenUsage, bulk_reference, named_within, row_
 from records.models.intake import ShardFile
 
 
+def _scoring_model(name: str) -> type[models.Model]:
+    # The scoring tables reference runs, so a run reaches them through the app registry.
+    return apps.get_model("records", name)
+
+
+class RunQuerySet(models.QuerySet):
+    def pending(self) -> RunQuerySet:
+        """The runs whose corpus key is stored but that have no scoring."""
+        corpus_key, scoring = _scoring_model("CorpusKey"), _scoring_model("Scoring")
+        return self.exclude(corpus_digest="").filter(
+            Exists(corpus_key.objects.filter(digest=OuterRef("corpus_digest"))),
+            ~Exists(scoring.objects.filter(run=OuterRef("pk"))),
+        )
+
+
 class Run(
     row_columns(
         "RunColumns",
@@ -33,7 +51,10 @@ class Run(
     ),
     TokenUsage,
 ):
-    """The run line of one shard (one shard, one run line, one process)."""
+    """The run line of one shard (one shard, one run line, one process).
+
+    Columns: the fields of `RunRow` (`records/formats/rows.py`), the token totals and those
+    below; `records_run` in `docs/schema.md` lists them all."""
 
     shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
     # Totals over every attempt and every try, written once at ingest.
@@ -43,11 +64,32 @@ class Run(
     surfaces_seen = models.JSONField(default=list)
     modes_seen = models.JSONField(default=list)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
         return self.run_id
+
+    def get_absolute_url(self) -> str:
+        return reverse("records:run", args=[self.pk])
+
+    def key(self) -> models.Model | None:
+        """The newest stored key (a `CorpusKey`) whose digest is the run's corpus digest."""
+        if not self.corpus_digest:
+            return None
+        return _scoring_model("CorpusKey").objects.newest_for(self.corpus_digest)
+
+    def latest_scoring(self) -> models.Model | None:
+        """The run's newest `Scoring` (with its key, less the key's document)."""
+        # The key's document can be megabytes; pages need only its name and digest.
+        return (
+            self.scorings.select_related("key")
+            .defer("key__document")
+            .order_by("-created_at", "-id")
+            .first()
+        )
 
 
 class Provider(models.Model):
@@ -89,7 +131,10 @@ class Session(
     named_within("run", "label", "session_label_unique_in_run"),
     row_columns("SessionColumns", SessionRow, required=("label",), zero=("served_tools",)),
 ):
-    """A session line: the tool surface, mode and slice its attempts ran against."""
+    """A session line: the tool surface, mode and slice its attempts ran against.
+
+    Columns: the fields of `SessionRow` (`records/formats/rows.py`) and the run; `records_session`
+    in `docs/schema.md` lists them all."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sessions")
     # Calls made by the session's attempts, and how many the server observed (E.3 rule 2).
@@ -111,6 +156,11 @@ class Attempt(
     ),
     TokenUsage,
 ):
+    """An attempt line: one try of a case by a model on a surface, with its totals.
+
+    Columns: the fields of `AttemptRow` (`records/formats/rows.py`), the token totals and those
+    below; `records_attempt` in `docs/schema.md` lists them all."""
+
     # Without database constraints, as for turn, call and verify rows below: only the ingest
     # writes attempts, naming the run and the sessions it has just stored in the same
     # transaction, and deletes cascade through Django. A run's attempts and sessions go
@@ -138,6 +188,9 @@ class Attempt(
 
     def __str__(self) -> str:
         return self.key
+
+    def get_absolute_url(self) -> str:
+        return reverse("records:attempt", args=[self.pk])
 
     @property
     def completed_with_reason(self) -> bool:
@@ -167,7 +220,10 @@ class Turn(
     row_columns("TurnColumns", TurnRow, skip=("attempt", *TOKENS), required=("status",)),
     TokenUsage,
 ):
-    """One provider request: every try is its own line (and is charged)."""
+    """One provider request: every try is its own line (and is charged).
+
+    Columns: the fields of `TurnRow` (`records/formats/rows.py`) with the attempt and the token
+    counts; `records_turn` in `docs/schema.md` lists them all."""
 
     attempt = bulk_reference(Attempt, models.CASCADE, "turns")
 
@@ -179,6 +235,11 @@ class Call(
     InAttempt,
     row_columns("CallColumns", CallRow, skip=("attempt",), required=("tool", "outcome")),
 ):
+    """A call line: one tool call of an attempt, with its arguments, result and outcome.
+
+    Columns: the fields of `CallRow` (`records/formats/rows.py`) with the attempt; `records_call`
+    in `docs/schema.md` lists them all."""
+
     attempt = bulk_reference(Attempt, models.CASCADE, "calls")
 
     class Meta(InAttempt.Meta):
@@ -196,6 +257,11 @@ class Call(
 class Verify(
     row_columns("VerifyColumns", VerifyRow, skip=("attempt",), required=("name", "passed"))
 ):
+    """A verify line: one check of an attempt, and whether it held.
+
+    Columns: the fields of `VerifyRow` (`records/formats/rows.py`) with the attempt;
+    `records_verify` in `docs/schema.md` lists them all."""
+
     attempt = bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
 
     class Meta:
@@ -215,7 +281,10 @@ class SurfaceSummary(
     ),
     TokenUsage,
 ):
-    """Totals per (run, model, surface, mode), computed at ingest."""
+    """Totals per (run, model, surface, mode), computed at ingest.
+
+    Columns: the fields of `SummaryRow` (`records/formats/rows.py`), the token totals and the
+    run; `records_surfacesummary` in `docs/schema.md` lists them all."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summaries")
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import orjson
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from records.formats.corpus_key import read_corpus_key
@@ -20,6 +23,12 @@ from records.models.intake import Upload
 from records.models.runs import Attempt, Run, Session
 
 
+class CorpusKeyQuerySet(models.QuerySet):
+    def newest_for(self, digest: str) -> CorpusKey | None:
+        """The newest key of a corpus digest, without its document (it can be megabytes)."""
+        return self.filter(digest=digest).defer("document").order_by("-created_at", "-id").first()
+
+
 class CorpusKey(KeptFile):
     """An uploaded `evaldash-corpus-key/1` file: the answers a run is scored against."""
 
@@ -31,11 +40,16 @@ class CorpusKey(KeptFile):
     case_count = models.IntegerField()
     document = models.JSONField()
 
+    objects = CorpusKeyQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.digest} ({self.name})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("records:key", args=[self.pk])
 
     def load(self):
         """The key as the scorer reads it."""
@@ -60,6 +74,17 @@ class KeyCase(named_within("key", "case_id", "case_unique_in_key", listed_by="po
     steps = models.JSONField(default=list)
 
 
+class ScoringQuerySet(models.QuerySet):
+    def latest_for(self, runs: Iterable[Run]) -> dict[int, Scoring]:
+        """Each run's latest scoring that holds verdicts, by run id (one query)."""
+        latest: dict[int, Scoring] = {}
+        for scoring in self.filter(run__in=runs, verdict_count__gt=0).order_by(
+            "run", "-created_at", "-id"
+        ):
+            latest.setdefault(scoring.run_id, scoring)
+        return latest
+
+
 class Scoring(models.Model):
     """One scoring of a run against a key by one scorer version. Kept, so scorings compare."""
 
@@ -71,6 +96,8 @@ class Scoring(models.Model):
     stale = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     verdict_count = models.IntegerField(default=0)
+
+    objects = ScoringQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -90,7 +117,10 @@ class Verdict(
     ),
     TokenUsage,
 ):
-    """One attempt's verdict, with its additive contribution to every C.8 column."""
+    """One attempt's verdict, with its additive contribution to every C.8 column.
+
+    Columns: the fields of `VerdictRow` (`records/formats/rows.py`), the token totals and those
+    below; `records_verdict` in `docs/schema.md` lists them all."""
 
     # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
     # that creates their scoring: no database constraint checks each row. No index of its own:
