@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -55,15 +55,11 @@ class IngestReport:
         return not self.refused
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as the API answers it: each list by its name (`present` is
+        `already_present` there), in the order declared above."""
         return {
-            "stored": self.stored,
-            "already_present": self.present,
-            "refused": self.refused,
-            "ignored": self.ignored,
-            "keys": self.keys,
-            "replays": self.replays,
-            "suites": self.suites,
-            "records": self.records,
+            "already_present" if f.name == "present" else f.name: getattr(self, f.name)
+            for f in fields(self)
         }
 
     def summary_line(self) -> str:

@@ -3,37 +3,34 @@
 from __future__ import annotations
 
 from django.db import models
-from django.urls import reverse
 
 from records.formats.rows import CaseResult, killed_from_outside
-from records.models.fields import KeptFile, row_columns
+from records.models.fields import HasPage, KeptFile, row_columns
 from records.models.intake import Upload
 
 
-class ConformanceSuite(KeptFile):
+class ConformanceSuite(HasPage, KeptFile):
     """A conformance suite file (`cases.json`), as the loader accepted it."""
+
+    page = "records:conformance-suite"
 
     suite = models.TextField()
     document = models.JSONField()
     case_count = models.IntegerField()
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="suites")
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
     def __str__(self) -> str:
         return f"{self.suite} ({self.sha256[:12]})"
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:conformance-suite", args=[self.pk])
 
     @property
     def cases(self) -> list[dict]:
         return self.document.get("cases", [])
 
 
-class ConformanceRun(KeptFile):
+class ConformanceRun(HasPage, KeptFile):
     """One `taisce conformance` run, with what its output does not carry."""
+
+    page = "records:conformance-run"
 
     suite = models.ForeignKey(
         ConformanceSuite, null=True, on_delete=models.PROTECT, related_name="runs"
@@ -54,9 +51,6 @@ class ConformanceRun(KeptFile):
 
     def __str__(self) -> str:
         return f"{self.adapter} {self.adapter_version} {self.ran_at:%Y-%m-%d}"
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:conformance-run", args=[self.pk])
 
     @property
     def killed(self) -> bool:

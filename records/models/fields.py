@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from records.formats.rows import JsonText
@@ -65,9 +66,18 @@ class TokenUsage(models.Model):
         )
 
 
+class HasPage:
+    """A record with a page of its own: the URL named `page`, which takes the record's id."""
+
+    page: str
+
+    def get_absolute_url(self) -> str:
+        return reverse(self.page, args=[self.pk])  # type: ignore[attr-defined]
+
+
 class KeptFile(models.Model):
     """A file kept as it arrived: its name as uploaded, and the sha256 that makes a second
-    upload of the same bytes a no-op."""
+    upload of the same bytes a no-op. Listed newest first."""
 
     name = models.TextField()
     sha256 = models.CharField(max_length=64, unique=True)
@@ -75,6 +85,7 @@ class KeptFile(models.Model):
 
     class Meta:
         abstract = True
+        ordering = ["-created_at", "-id"]
 
 
 def named_within(

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from django.db import models
-from django.urls import reverse
 from django.utils import timezone
 
-from records.models.fields import KeptFile
+from records.models.fields import HasPage, KeptFile
 from records.models.intake import Upload
 
 
-class ObsCorpus(models.Model):
+class ObsCorpus(HasPage, models.Model):
     """A sealed OCA-V0 corpus. A changed corpus is a new seal; nothing is ever overwritten."""
+
+    page = "records:obs-corpus"
 
     seal_id = models.CharField(max_length=64, unique=True)
     corpus = models.JSONField()
@@ -27,12 +28,11 @@ class ObsCorpus(models.Model):
     def __str__(self) -> str:
         return self.seal_id
 
-    def get_absolute_url(self) -> str:
-        return reverse("records:obs-corpus", args=[self.pk])
 
-
-class ObsReplay(KeptFile):
+class ObsReplay(HasPage, KeptFile):
     """One replay of a sealed corpus: the report (as upstream encodes it) and what it rests on."""
+
+    page = "records:replay"
 
     corpus = models.ForeignKey(ObsCorpus, on_delete=models.CASCADE, related_name="replays")
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="obs_replays")
@@ -46,11 +46,5 @@ class ObsReplay(KeptFile):
     # Per subject: the screened outcome (only when it passed the screen) and captured telemetry.
     results = models.JSONField(default=dict)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
     def __str__(self) -> str:
         return f"{self.corpus.seal_id[:12]} {self.overall}"
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:replay", args=[self.pk])

@@ -10,7 +10,6 @@ from __future__ import annotations
 from django.apps import apps
 from django.db import models
 from django.db.models import Exists, OuterRef
-from django.urls import reverse
 
 from records.formats.rows import (
     TOKENS,
@@ -23,7 +22,7 @@ from records.formats.rows import (
     VerifyRow,
 )
 from records.formats.shard import ENDINGS
-from records.models.fields import TokenUsage, bulk_reference, named_within, row_columns
+from records.models.fields import HasPage, TokenUsage, bulk_reference, named_within, row_columns
 from records.models.intake import ShardFile
 
 
@@ -43,6 +42,7 @@ class RunQuerySet(models.QuerySet):
 
 
 class Run(
+    HasPage,
     row_columns(
         "RunColumns",
         RunRow,
@@ -55,6 +55,8 @@ class Run(
 
     Columns: the fields of `RunRow` (`records/formats/rows.py`), the token totals and those
     below; `records_run` in `docs/schema.md` lists them all."""
+
+    page = "records:run"
 
     shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
     # Totals over every attempt and every try, written once at ingest.
@@ -71,9 +73,6 @@ class Run(
 
     def __str__(self) -> str:
         return self.run_id
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:run", args=[self.pk])
 
     def key(self) -> models.Model | None:
         """The newest stored key (a `CorpusKey`) whose digest is the run's corpus digest."""
@@ -147,6 +146,7 @@ class Session(
 
 
 class Attempt(
+    HasPage,
     row_columns(
         "AttemptColumns",
         AttemptRow,
@@ -160,6 +160,8 @@ class Attempt(
 
     Columns: the fields of `AttemptRow` (`records/formats/rows.py`), the token totals and those
     below; `records_attempt` in `docs/schema.md` lists them all."""
+
+    page = "records:attempt"
 
     # Without database constraints, as for turn, call and verify rows below: only the ingest
     # writes attempts, naming the run and the sessions it has just stored in the same
@@ -188,9 +190,6 @@ class Attempt(
 
     def __str__(self) -> str:
         return self.key
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:attempt", args=[self.pk])
 
     @property
     def completed_with_reason(self) -> bool:

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 
 import orjson
 from django.db import models
-from django.urls import reverse
 from django.utils import timezone
 
 from records.formats.corpus_key import read_corpus_key
 from records.formats.rows import COUNTS, TOKENS, VerdictRow
 from records.models.fields import (
+    HasPage,
     KeptFile,
     TokenUsage,
     WholeJSONField,
@@ -29,8 +29,10 @@ class CorpusKeyQuerySet(models.QuerySet):
         return self.filter(digest=digest).defer("document").order_by("-created_at", "-id").first()
 
 
-class CorpusKey(KeptFile):
+class CorpusKey(HasPage, KeptFile):
     """An uploaded `evaldash-corpus-key/1` file: the answers a run is scored against."""
+
+    page = "records:key"
 
     digest = models.CharField(max_length=16, db_index=True)
     declared_digest = models.TextField()
@@ -42,14 +44,8 @@ class CorpusKey(KeptFile):
 
     objects = CorpusKeyQuerySet.as_manager()
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
     def __str__(self) -> str:
         return f"{self.digest} ({self.name})"
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:key", args=[self.pk])
 
     def load(self):
         """The key as the scorer reads it."""
@@ -169,12 +165,18 @@ class ScoreRow(models.Model):
         return self.row_key
 
 
+def per_case_of(scoring: type[Scoring], related_name: str) -> models.ForeignKey:
+    """The scoring of a table kept per case of a scoring's rows: read by scoring and case
+    through the table's own indexes (each starts with the scoring), so none of its own."""
+    return models.ForeignKey(
+        scoring, on_delete=models.CASCADE, related_name=related_name, db_index=False
+    )
+
+
 class ScoreCase(models.Model):
     """One case of one row of a scoring: what comparisons join on, written once per scoring."""
 
-    scoring = models.ForeignKey(
-        Scoring, on_delete=models.CASCADE, related_name="cases", db_index=False
-    )
+    scoring = per_case_of(Scoring, "cases")
     row_key = models.TextField()
     case = models.TextField()
     completed = models.IntegerField()
@@ -226,9 +228,7 @@ class CaseFigure(models.Model):
     ones, and each repeat's mark in repeat order (`1` clean, `0` counted and not clean, `-`
     counted apart), written once when the scoring is stored."""
 
-    scoring = models.ForeignKey(
-        Scoring, on_delete=models.CASCADE, related_name="case_figures", db_index=False
-    )
+    scoring = per_case_of(Scoring, "case_figures")
     case = models.TextField()
     row_key = models.TextField()  # the score row, for links to a comparison of two runs
     model = models.TextField()

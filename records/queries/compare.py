@@ -20,9 +20,7 @@ from records.queries.cost import Tokens, cost_of
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
 from records.scoring.tables import (
-    COLUMN_BY_TITLE,
     SUMMED,
-    TITLED_COLUMNS,
     RowKey,
     TableRow,
     case_figures,
@@ -30,6 +28,7 @@ from records.scoring.tables import (
     row_key_of,
     score_rows,
 )
+from records.scoring.vocabulary import COLUMN_BY_TITLE, TITLED_COLUMNS
 
 
 def _row_figures(row: TableRow) -> dict[str, int]:

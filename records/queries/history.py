@@ -10,7 +10,8 @@ from records import stats
 from records.models import PublishedRow, Run, ScoreRow, Scoring, Verdict
 from records.queries.compare import parse_row_key
 from records.scoring.ranking import paired_tests
-from records.scoring.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
+from records.scoring.tables import figure_sums, ratio_of, summed
+from records.scoring.vocabulary import COLUMN_BY_TITLE
 
 RUNS_SHOWN = 60
 

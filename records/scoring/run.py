@@ -38,7 +38,8 @@ from records.scorer.score import (
     ScoringError,
 )
 from records.scoring.ranking import store_row_statistics
-from records.scoring.tables import provenance_refusal, store_rows
+from records.scoring.refusals import provenance_refusal
+from records.scoring.tables import store_rows
 from records.scoring.worker import score_worker
 
 

@@ -19,7 +19,8 @@ from records.models import (
     Run,
 )
 from records.queries import compare as cmp
-from records.scoring.tables import COLUMN_TITLES, score_groups
+from records.scoring.tables import score_groups
+from records.scoring.vocabulary import COLUMN_TITLES
 from records.views import charts
 from records.views.access import (
     _bad_request,

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 from records.formats.model_results import COLUMN_KEYS
 from records.models import PublishedRecord, Run, Scoring
 from records.scoring.publish import publication_of_runs, stored_rows_like
-from records.scoring.tables import COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_TITLES
 from records.views.access import query_form, read_access
 
 

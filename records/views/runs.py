@@ -45,13 +45,13 @@ from records.scoring.run import (
     PAGE_SCORING_MAX_ATTEMPTS,
     score_if_unscored,
 )
-from records.scoring.tables import (
+from records.scoring.tables import score_groups
+from records.scoring.vocabulary import (
     COLUMN_BY_TITLE,
     COLUMN_TITLES,
     LEGEND,
     TITLE_OF,
     TITLED_COLUMNS,
-    score_groups,
 )
 from records.views import charts
 from records.views.access import (
