@@ -1,5 +1,5 @@
-"""Fixtures the test modules share: a logged-in reader, a logged-in uploader, and the demo's
-three runs with their key."""
+"""Fixtures the test modules share: a logged-in reader, a logged-in uploader, the demo's three
+runs with their key, and the searched store."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.contrib.auth.models import Permission
 from records.devtools.synth import DEMO_KEY, demo_runs
 from records.ingest import ingest, inputs_from_paths
 from records.models import Run, Upload
+from tests.searched import store_searched
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +43,13 @@ def demo(tmp_path, db):
         inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
     )
     return {r.run_id: r for r in Run.objects.all()}
+
+
+@pytest.fixture
+def store(tmp_path, db):
+    """The searched store: the demo's runs, the fixture shard and a hostile copy of it, with the
+    shards read as plain JSON to check the search's answers against."""
+    return store_searched(tmp_path)
 
 
 @pytest.fixture(autouse=True)

@@ -287,8 +287,9 @@ def test_every_verdict_row_the_scorer_builds_is_the_declared_layout_of_the_table
     """The verdict table takes its columns from VerdictRow; the scorer builds plain tuples."""
     import msgspec
 
+    from records.formats.rows import VerdictRow
     from records.models import Run
-    from records.scorer.batch import VerdictRow, score_chunk
+    from records.scorer.batch import score_chunk
     from records.scoring import run as scores
 
     assert _ingest("modeleval-s.jsonl", _synth()).stored

@@ -13,7 +13,6 @@ from django.test.utils import CaptureQueriesContext
 
 from records.devtools.synth import MODELS, load_demo_key
 from records.models import CaseFigure, Run, Verdict
-from records.scoring.run import latest_scoring
 from tests.builders import demo_key, ingest_bytes, synth_run
 
 KEY = load_demo_key()
@@ -55,7 +54,7 @@ def planted(db):
         ingest_bytes((f"modeleval-{n}.jsonl", shard))
     runs = list(Run.objects.order_by("started_at"))
     for n, run in enumerate(runs, start=1):
-        for f in CaseFigure.objects.filter(scoring=latest_scoring(run)):
+        for f in CaseFigure.objects.filter(scoring=run.latest_scoring()):
             f.marks = _marks(f.case, f.model, n)
             f.clean, f.counted, f.total = f.marks.count("1"), 2, 2
             f.save()
@@ -185,7 +184,7 @@ def test_scoring_keeps_each_cases_figures_and_older_scorings_get_theirs_when_rea
     client, viewer, planted
 ):
     run = planted[0]
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     CaseFigure.objects.store_for(scoring)  # the verdicts' own figures, not the planted ones
     kept = {(f.case, f.model): (f.clean, f.counted, f.marks) for f in scoring.case_figures.all()}
     for (case, model), (clean, counted, marks) in kept.items():

@@ -119,10 +119,9 @@ def test_comparisons_live_in_the_url_update_in_place_and_export(client, viewer, 
 def test_surfaces_side_by_side_are_tested_case_by_case_against_the_first(client, viewer, demo):
     from records import stats
     from records.models import Verdict
-    from records.scoring.run import latest_scoring
 
     run = demo["run-2026-11-16-a1b2c3"]
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     groups = compare_surfaces(run)
     tested = 0
     for g in groups:
@@ -153,11 +152,10 @@ def test_surfaces_side_by_side_are_tested_case_by_case_against_the_first(client,
 
 def test_models_are_ranked_best_first_and_a_sentence_says_which_pairs_differ(client, viewer, demo):
     from records.queries.compare import rank_models
-    from records.scoring.run import latest_scoring
     from records.scoring.tables import score_groups
 
     run = demo["run-2026-11-23-f00dfa"]
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     groups = score_groups(scoring)
     rankings = rank_models(scoring, groups, "Completion")
     assert len(rankings) == len(groups)
@@ -204,7 +202,6 @@ def test_the_ranking_sentence_names_what_can_and_cannot_be_told_apart():
 
 def test_a_changed_case_opens_both_runs_attempts_side_by_side(client, viewer, demo):
     from records.queries.compare import compare_runs
-    from records.scoring.run import latest_scoring
 
     base, cand = demo["run-2026-11-16-a1b2c3"], demo["run-2026-11-23-f00dfa"]
     rows, _ = compare_runs(base, cand)
@@ -225,7 +222,7 @@ def test_a_changed_case_opens_both_runs_attempts_side_by_side(client, viewer, de
     for x, y in pairs:
         assert x.attempt.case == y.attempt.case == flip.case
         assert x.attempt.run_id == base.pk and y.attempt.run_id == cand.pk
-        assert x.verdict.scoring == latest_scoring(base)
+        assert x.verdict.scoring == base.latest_scoring()
     # A regressed case: some pair differs, and the first difference is marked on both sides.
     marked = [(x, y) for x, y in pairs if x.differs_at is not None or y.differs_at is not None]
     assert marked
@@ -245,10 +242,9 @@ def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
     what reading every case again gives, so pages read them without reading the cases."""
     from records.queries.compare import rank_models
     from records.scoring.ranking import pair_tests, stored_pair_tests
-    from records.scoring.run import latest_scoring
     from records.scoring.tables import case_figures, score_groups, score_rows
 
-    scoring = latest_scoring(demo["run-2026-11-23-f00dfa"])
+    scoring = demo["run-2026-11-23-f00dfa"].latest_scoring()
     kept_rows, live_rows = score_rows(scoring), score_rows(scoring, live=True)
     assert all("pairs" in r.figures for r in kept_rows)
     for kept, live in zip(kept_rows, live_rows, strict=True):
@@ -279,12 +275,11 @@ def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
 def test_the_figures_per_case_are_the_sums_of_their_verdicts(demo):
     """What per-case intervals and paired tests read, summed in the database, against the
     verdicts added up one by one."""
+    from records.formats.rows import ADDITIVE, TOKENS
     from records.models import Verdict
-    from records.scorer.batch import ADDITIVE, TOKENS
-    from records.scoring.run import latest_scoring
     from records.scoring.tables import SUMMED, case_figures
 
-    scoring = latest_scoring(demo["run-2026-11-23-f00dfa"])
+    scoring = demo["run-2026-11-23-f00dfa"].latest_scoring()
     want: dict = {}
     for v in Verdict.objects.filter(scoring=scoring):
         f = want.setdefault(v.row_key, {}).setdefault(v.case, dict.fromkeys(SUMMED, 0))

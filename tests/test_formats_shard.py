@@ -369,11 +369,11 @@ def _general(raw: bytes):
 
 
 def _outcome(read, raw: bytes):
-    from records.formats.shard import _FieldError
+    from records.formats.shard import ShardFieldError
 
     try:
         return read(raw)
-    except _FieldError as exc:
+    except ShardFieldError as exc:
         return ("refused", exc.field, exc.message)
 
 

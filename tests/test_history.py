@@ -7,7 +7,6 @@ import pytest
 from records import stats
 from records.models import Verdict
 from records.queries.history import history
-from records.scoring.run import latest_scoring
 
 pytestmark = pytest.mark.django_db
 NANO, BEFORE, REGRESSED, AFTER = (
@@ -21,7 +20,7 @@ NANO, BEFORE, REGRESSED, AFTER = (
 def _per_case(run, model, surface):
     out = {}
     for case, outcome, counted in Verdict.objects.filter(
-        scoring=latest_scoring(run), model=model, surface=surface
+        scoring=run.latest_scoring(), model=model, surface=surface
     ).values_list("case", "outcome", "counted"):
         n, d = out.get(case, (0, 0))
         out[case] = (n + (counted and outcome == "completed"), d + counted)

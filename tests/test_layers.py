@@ -89,7 +89,7 @@ def test_bulk_knows_no_domain(module):
     ] == []
 
 
-@pytest.mark.parametrize("module", ["records.ingest.parser", "records.scoring.worker"])
+@pytest.mark.parametrize("module", ["records.parser", "records.scoring.worker"])
 def test_worker_processes_load_no_django(module):
     # A threaded server's forkserver preloads these alone, before any app registry exists.
     assert "django" not in _reach(module, ON_LOAD), module
@@ -139,3 +139,54 @@ def test_there_is_no_import_cycle_in_records():
         if v not in index:
             visit(v)
     assert cycles == []
+
+
+def _private_imports() -> list[str]:
+    """Every import, anywhere in records/ and tests/, of an underscore name from another module
+    of the project: such a name is a seam, and a seam is public."""
+    found = []
+    for path in sorted([*MODULES.values(), *(ROOT / "tests").rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            if node.module.split(".")[0] not in ("records", "tests", "evaldash"):
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    where = path.relative_to(ROOT)
+                    found.append(f"{where}:{node.lineno} imports {alias.name} from {node.module}")
+    return found
+
+
+def test_no_module_imports_another_modules_underscore_name():
+    offenders = _private_imports()
+    assert offenders == [], "underscore names imported across modules:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("module", _in("records.models"))
+def test_models_never_import_the_scorer(module):
+    # The tables take the verdict's layout and the token columns from `records.formats.rows`.
+    assert [m for m in GRAPH[module] if m.startswith("records.scorer")] == [], module
+
+
+FAMILIES = ("records.replays", "records.conformance")
+# The modules outside the families that must route to them, each with its reason.
+ROUTES_TO_FAMILIES = {
+    "records.urls": "the site's URLs include each family's pages",
+    "records.ingest.documents": "the one ingest entry point hands a family's document to its store",
+    "records.management.commands.ingest_conformance": (
+        "the family's own command: Django finds commands only in the app's management package"
+    ),
+    "records.management.commands.demo": "the demo stores a conformance run as its command would",
+}
+
+
+@pytest.mark.parametrize(
+    "module", [m for m in MODULES if not any(m == f or m.startswith(f + ".") for f in FAMILIES)]
+)
+def test_the_shared_core_never_imports_a_family(module):
+    reached = [m for m in GRAPH[module] if any(m == f or m.startswith(f + ".") for f in FAMILIES)]
+    if module in ROUTES_TO_FAMILIES:
+        assert reached, f"{module} no longer routes to a family: drop it from the list"
+    else:
+        assert reached == [], module

@@ -129,12 +129,12 @@ def test_an_individual_row_is_reported_not_drawn(client, viewer):
 def test_the_markdown_reads_the_scoring_its_groups_came_from():
     from records.formats.corpus_key import read_corpus_key
     from records.scoring.markdown import markdown
-    from records.scoring.run import latest_scoring, score_run
+    from records.scoring.run import score_run
     from records.scoring.tables import score_groups
 
     run = _run("modeleval-a.jsonl", published_shard(line("attempt")))
     sample = CorpusKey.objects.get()
-    first = latest_scoring(run)
+    first = run.latest_scoring()
     groups = score_groups(first)
     smaller = json.loads(SAMPLE_KEY.read_bytes())
     smaller["cases"] = smaller["cases"][:-1]
@@ -144,7 +144,7 @@ def test_the_markdown_reads_the_scoring_its_groups_came_from():
     other = CorpusKey.objects.exclude(pk=sample.pk).get()
     assert other.case_count != sample.case_count
     score_run(run, other)  # a rescoring lands after the groups were read
-    assert latest_scoring(run).pk != first.pk and latest_scoring(run).stale
+    assert run.latest_scoring().pk != first.pk and run.latest_scoring().stale
     md = markdown(first, groups)
     assert f"1 of {sample.case_count} cases" in md
     assert "Stale corpus" not in md and "stale-corpus" not in md

@@ -8,7 +8,7 @@ import pytest
 
 from records.formats.shard import (
     ShardError,
-    _FieldError,
+    ShardFieldError,
     as_dict,
     parse_line,
     read_shard_bytes,
@@ -68,7 +68,7 @@ def test_keys_fold_as_go_folds_them_with_the_long_s_and_the_kelvin_sign():
 )
 def test_runes_that_fold_to_ascii_only_in_full_folding_stay_unknown(key):
     raw = '{"schema":1,"type":"verify","verify":{"attempt":"a1","name":"n","' + key + '":true}}'
-    with pytest.raises(_FieldError) as info:
+    with pytest.raises(ShardFieldError) as info:
         parse_line(raw.encode())
     assert info.value.field == f"verify.{key}" and "unknown field" in info.value.message
 

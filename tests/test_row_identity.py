@@ -17,7 +17,6 @@ from records.devtools.synth import ModelSpec
 from records.models import ApiToken, Run
 from records.queries.compare import compare_runs
 from records.queries.gate import gate
-from records.scoring.run import latest_scoring
 from records.scoring.tables import score_groups, score_rows
 from tests.builders import demo_key, ingest_bytes, synth_run
 
@@ -70,7 +69,7 @@ def test_a_model_whose_spec_extends_anothers_with_a_space_is_a_row_of_its_own(ke
 
 def test_the_two_specs_are_two_rows_of_one_score_table(key):
     base, _ = store_runs(["openai:gpt-5", "openai:gpt-5 preview"])
-    (group,) = score_groups(latest_scoring(base))
+    (group,) = score_groups(base.latest_scoring())
     assert [r.model for r in group.rows] == ["openai:gpt-5", "openai:gpt-5 preview"]
 
 
@@ -123,7 +122,7 @@ def test_pages_exports_and_the_gate_see_one_row_per_spec_whatever_it_holds(key, 
             base, cand = store_runs(specs, regress=specs[-1] if regress else None)
             seen.append(specs)
             for run in (base, cand):
-                rows = score_rows(latest_scoring(run))
+                rows = score_rows(run.latest_scoring())
                 assert sorted(r.model for r in rows) == sorted(specs)
                 # The parts rebuild the very string the scorer wrote.
                 assert all(r.key.text == r.row_key for r in rows)

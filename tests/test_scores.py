@@ -11,7 +11,8 @@ from django.core.management import call_command
 
 from records.formats.corpus_key import CorpusKeyError, read_corpus_key
 from records.models import ApiToken, CorpusKey, KeyCase, Run, ScoreRow, Scoring, Verdict
-from records.scoring.tables import coverage_caption, fnv1a64, score_groups, score_rows
+from records.scoring.tables import fnv1a64, score_groups, score_rows
+from records.scoring.vocabulary import coverage_caption
 from tests.builders import (
     FIXTURE_SHARD,
     SAMPLE_KEY,

@@ -3,122 +3,15 @@ the index written with the shard and removed with its run, and text matched as w
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Any
-
 import pytest
 from django.core.management import call_command
 
-from records.devtools.synth import DEMO_KEY, demo_runs
-from records.ingest import ingest, inputs_from_paths
-from records.models import Run, Scoring, Upload, Verdict
+from records.models import Run, Scoring, Verdict
 from records.queries.search import Search, SearchQuery
 from records.search import engine
-from tests.builders import FIXTURE_SHARD
+from tests.searched import refused
 
 pytestmark = pytest.mark.django_db
-
-
-def _values(value: Any) -> list[str]:
-    """The string and number values of a JSON value (what a call's arguments and result give
-    the index), keys left out."""
-    if isinstance(value, dict):
-        return [v for item in value.values() for v in _values(item)]
-    if isinstance(value, list):
-        return [v for item in value for v in _values(item)]
-    if isinstance(value, bool) or value is None:
-        return []
-    return [str(value)]
-
-
-def _words(*texts: str) -> set[str]:
-    return {w for text in texts for w in engine.words(text)} if texts else set()
-
-
-class Shards:
-    """The attempts and calls of shard files, read as plain JSON lines."""
-
-    def __init__(self, paths: list[Path]) -> None:
-        self.attempts: dict[tuple[str, str], dict[str, Any]] = {}
-        for path in paths:
-            lines = [json.loads(raw) for raw in path.read_text().splitlines() if raw.strip()]
-            run = next(x["run"] for x in lines if x["type"] == "run")
-            sessions = {
-                x["session"]["label"]: x["session"] for x in lines if x["type"] == "session"
-            }
-            mine: dict[str, dict[str, Any]] = {}
-            for x in lines:
-                if x["type"] == "attempt":
-                    a = x["attempt"]
-                    session = sessions.get(a.get("session", ""), {})
-                    mine[a["id"]] = {
-                        **a,
-                        "run": run,
-                        "effective_surface": a.get("surface") or session.get("surface", ""),
-                        "turns": [],
-                        "calls": [],
-                        "verifys": [],
-                    }
-            for x in lines:
-                kind = x["type"]
-                if kind in ("turn", "call", "verify"):
-                    mine[x[kind]["attempt"]][f"{kind}s"].append(x[kind])
-            for key, a in mine.items():
-                self.attempts[(run["run_id"], key)] = a
-
-    def select(self, attempt=lambda a: True, call=None, q: str = "", verdicts=None):
-        """(attempts, calls) as the search defines them, by (run_id, attempt id[, index])."""
-        words = set(engine.words(q))
-        attempts, calls = set(), set()
-        for ident, a in self.attempts.items():
-            if not attempt(a):
-                continue
-            blocks = [b.get("text", "") for t in a["turns"] for b in t.get("blocks", [])]
-            details = [v.get("detail", "") for v in a["verifys"]]
-            own = bool(words) and words <= _words(
-                a.get("stimulus", ""), a.get("reason", ""), *blocks, *details
-            )
-
-            def said(c: dict[str, Any]) -> bool:
-                return words <= _words(
-                    *_values(c.get("arguments")), *_values(c.get("result")), c.get("text", "")
-                )
-
-            if call is not None:
-                hits = [c for c in a["calls"] if call(c) and (not words or own or said(c))]
-            elif words:
-                hits = [c for c in a["calls"] if said(c)]
-            else:
-                hits = []
-            if (call is not None and hits) or (call is None and (not words or own or hits)):
-                attempts.add(ident)
-                calls |= {(*ident, c["index"]) for c in hits}
-        return attempts, calls
-
-
-def _hostile(tmp_path: Path) -> Path:
-    """The fixture shard as another run whose calls were cut short and read hostile text."""
-    lines = []
-    for raw in FIXTURE_SHARD.read_text().splitlines():
-        x = json.loads(raw)
-        if x["type"] == "run":
-            x["run"]["run_id"] = "run-hostile"
-        if x["type"] == "call" and x["call"]["index"] == 2:
-            x["call"].update(
-                result_truncated=True, text='<script>alert("pwn")</script> \u202etimeout'
-            )
-        lines.append(json.dumps(x))
-    path = tmp_path / "modeleval-hostile.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-@pytest.fixture
-def store(tmp_path, db):
-    paths = [*demo_runs(tmp_path), FIXTURE_SHARD, _hostile(tmp_path)]
-    ingest(inputs_from_paths([DEMO_KEY, *paths]), Upload.objects.create(source="test"))
-    return Shards(paths)
 
 
 def _found(query: SearchQuery) -> tuple[set, set, Search]:
@@ -129,11 +22,6 @@ def _found(query: SearchQuery) -> tuple[set, set, Search]:
     assert search.count() == len(found)
     assert search.call_count() == len(calls)
     return found, calls, search
-
-
-def is_refused(c) -> bool:
-    """Whether a stored call (as `store.select` gives it) was refused."""
-    return c["outcome"].startswith("refused:")
 
 
 CASES = {
@@ -169,7 +57,7 @@ CASES = {
             )
         },
     ),
-    "every refusal": ({"outcome": "refused"}, {"call": is_refused}),
+    "every refusal": ({"outcome": "refused"}, {"call": refused}),
     "one refusal reason": (
         {"outcome": "refused:invalid_params"},
         {"call": lambda c: c["outcome"] == "refused:invalid_params"},
@@ -233,7 +121,7 @@ def test_verdict_and_clean_read_each_runs_latest_scoring(store):
 
 
 def test_facets_count_the_attempts_and_calls_the_query_matches(store):
-    attempts, calls = store.select(call=is_refused)
+    attempts, calls = store.select(call=refused)
     facets = _found(SearchQuery(outcome="refused"))[2].facets()
     by_run: dict[str, int] = {}
     for run_id, _ in attempts:

@@ -11,7 +11,6 @@ import pytest
 from django.test import override_settings
 
 from records.models import Run, ScoreRow
-from tests.test_search import store  # noqa: F401 (the fixture)
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("store")]
 

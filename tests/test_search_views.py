@@ -12,7 +12,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from records.models import Attempt
-from tests.test_search import is_refused, store  # noqa: F401 (the fixture)
+from tests.searched import refused
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("store")]
 
@@ -20,7 +20,7 @@ PUBLIC = override_settings(EVALDASH_PUBLIC_READ=True)
 
 
 @PUBLIC
-def test_the_json_answer_names_each_attempt_and_its_matching_calls(client, store):  # noqa: F811
+def test_the_json_answer_names_each_attempt_and_its_matching_calls(client, store):
     attempts, calls = store.select(call=lambda c: c["outcome"] == "refused:invalid_params")
     got = client.get("/search.json", {"outcome": "refused:invalid_params", "per_page": 500})
     assert got.status_code == 200
@@ -37,8 +37,8 @@ def test_the_json_answer_names_each_attempt_and_its_matching_calls(client, store
 
 
 @PUBLIC
-def test_the_json_answer_pages_with_a_next_address(client, store):  # noqa: F811
-    attempts, _ = store.select(call=is_refused)
+def test_the_json_answer_pages_with_a_next_address(client, store):
+    attempts, _ = store.select(call=refused)
     first = client.get("/search.json", {"outcome": "refused", "per_page": 7}).json()
     assert len(first["attempts"]) == 7 and first["count"] == len(attempts)
     seen = []
@@ -75,7 +75,7 @@ def test_it_refuses_an_unknown_or_malformed_parameter_naming_it(client, query, n
 
 
 @PUBLIC
-def test_the_csv_lists_every_matching_call_beside_its_attempt(client, store):  # noqa: F811
+def test_the_csv_lists_every_matching_call_beside_its_attempt(client, store):
     _, calls = store.select(q="default branch")
     answer = client.get("/search.csv", {"q": "default branch"})
     rows = list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
@@ -95,12 +95,12 @@ def test_the_page_escapes_and_isolates_untrusted_text_in_snippets(client):
 
 
 @PUBLIC
-def test_a_facet_value_links_to_the_query_narrowed_by_it(client, store):  # noqa: F811
+def test_a_facet_value_links_to_the_query_narrowed_by_it(client, store):
     page = client.get("/search/", {"outcome": "refused"})
     facets = {f["key"]: f for f in page.context["facets"]}
     tool = facets["tool"]["values"][0]
     narrowed = client.get(f"/search/?{tool['query']}")
-    attempts, _ = store.select(call=lambda c: is_refused(c) and c["tool"] == tool["value"])
+    attempts, _ = store.select(call=lambda c: refused(c) and c["tool"] == tool["value"])
     assert narrowed.context["count"] == len(attempts) == tool["count"] or tool["count"] >= len(
         attempts
     )

@@ -23,7 +23,7 @@ from records.devtools.synth import load_demo_key, widen_key, write_run
 from records.models import ApiToken, CorpusKey, Run, Scoring
 from records.queries.gate import gate, resolve
 from records.scoring import run as scores_run
-from records.scoring.run import pending_runs, score_if_unscored, score_pending_runs
+from records.scoring.run import score_if_unscored, score_pending_runs
 from tests.builders import demo_key, ingest_bytes, synth_run
 from tests.servers import database_url
 
@@ -57,7 +57,7 @@ SHARD = ("modeleval-a.jsonl", synth_run("run-a", seed=3))
 def test_a_shard_committed_but_not_scored_is_pending_while_its_key_is_stored(key, killed):
     (run,) = killed(SHARD)
     assert not run.scorings.exists()
-    assert list(pending_runs()) == [run]
+    assert list(Run.objects.pending()) == [run]
 
 
 def test_sending_the_shard_again_scores_the_run_it_left_unscored_and_says_so(key, killed):
@@ -113,7 +113,7 @@ def test_the_page_of_a_run_whose_key_is_not_stored_says_no_key_has_its_digest(
     (run,) = killed(SHARD)
     html = client.get(f"/runs/{run.pk}/").content.decode()
     assert 'data-state="no-key"' in html and run.corpus_digest in html
-    assert not run.scorings.exists() and list(pending_runs()) == []
+    assert not run.scorings.exists() and list(Run.objects.pending()) == []
 
 
 def test_the_gate_scores_both_runs_before_comparing_them(key, killed):
@@ -170,7 +170,7 @@ def test_a_scoring_interrupted_part_way_stores_no_scoring(key, killed, monkeypat
     with pytest.raises(KeyboardInterrupt):
         score_if_unscored(run)
     # Nothing of it is left (a scoring without its rows would read as scored, with nothing).
-    assert not Scoring.objects.exists() and list(pending_runs()) == [run]
+    assert not Scoring.objects.exists() and list(Run.objects.pending()) == [run]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -178,13 +178,13 @@ def test_two_callers_scoring_one_unscored_run_at_once_store_one_scoring(key, kil
     (run,) = killed(SHARD)
     # Both callers pass the first look (no scoring yet) before either scores: the race.
     both_looked = threading.Barrier(2, timeout=60)
-    real = scores_run.key_for_run
+    real = Run.key
 
-    def key_for_run(r):
+    def key(r):
         both_looked.wait()
         return real(r)
 
-    monkeypatch.setattr(scores_run, "key_for_run", key_for_run)
+    monkeypatch.setattr(Run, "key", key)
     results, errors = [], []
 
     def caller():
@@ -240,7 +240,7 @@ def test_a_process_killed_after_the_commit_leaves_a_run_its_retry_scores(key, tm
     )
     assert out.returncode == -signal.SIGKILL, out.stderr
     run = Run.objects.get(run_id="run-a")
-    assert not run.scorings.exists() and list(pending_runs()) == [run]
+    assert not run.scorings.exists() and list(Run.objects.pending()) == [run]
     (present,) = ingest_bytes(SHARD).present
     assert present["scored_against"] == key.digest
     assert run.scorings.get().verdict_count == run.attempt_count

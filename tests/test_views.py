@@ -483,12 +483,11 @@ def test_the_runs_list_filters_by_part_of_a_model_and_a_digest_prefix(client, vi
     assert "openai:gpt-5.4-nano" in page.context["model_suggestions"]
     html = page.content.decode()
     # The headline: each run's best Clean, with the model and surface it belongs to.
-    from records.scoring.run import latest_scoring
     from records.scoring.tables import score_rows
 
     for run in demo.values():
         best = max(
-            (r for r in score_rows(latest_scoring(run)) if r.figures["attempts"]),
+            (r for r in score_rows(run.latest_scoring()) if r.figures["attempts"]),
             key=lambda r: r.figures["clean"] / r.figures["attempts"],
         )
         model, surface, (n, d) = page.context["headlines"][run.pk]

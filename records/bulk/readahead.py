@@ -36,7 +36,7 @@ class Parser:
     """The parser process of one ingest call (`worker`, started with the first large input).
 
     Large shards are parsed there one after another. The next one's bytes go in as soon as the
-    last one is read (`_Units.read_on`), so its parse runs while the writer stores the end of
+    last one is read (`Units.read_on`), so its parse runs while the writer stores the end of
     the last one: its attempt rows, its run, the commit. The process starts with the first large
     shard and ends with the call; a shard's error ends it too, as does the writer giving up on
     a shard the process is still reading, and the next large shard starts another."""

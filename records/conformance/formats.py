@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from records.formats.rows import CaseResult, killed_from_outside
 from records.formats.text import (
     NUL_ESCAPE,
     NUL_MESSAGE,
@@ -306,15 +307,6 @@ def ambiguities(cases: list[dict[str, Any]]) -> list[str]:
 
 
 @dataclass
-class CaseResult:
-    line: int
-    case: str
-    rule: str
-    passed: bool
-    failures: list[str] = field(default_factory=list)
-
-
-@dataclass
 class RunOutput:
     aborted: bool
     results: list[CaseResult]
@@ -322,12 +314,6 @@ class RunOutput:
     cases: int = 0
     failed: int = 0
     killed: bool = False  # aborted from outside (a signal), not by the runner
-
-
-def killed_from_outside(exit_status: int) -> bool:
-    """Whether an exit status is a signal's: -1 (or -N) as Go and Python report a process a
-    signal ended, 128+N as a shell does (137 is SIGKILL, a CI job's timeout or the OOM killer)."""
-    return exit_status < 0 or 128 < exit_status <= 128 + 64
 
 
 def runner_case_line(result: CaseResult) -> bytes:

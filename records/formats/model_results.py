@@ -37,6 +37,26 @@ def code(value: Any, *, cell: bool = False) -> str:
 # --- a row, as the record holds it -----------------------------------------------------------
 
 
+def pins(key: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The row key's pins that are set, in the order upstream writes them: the tier pin, the
+    meta schema and the slice size."""
+    set_pins = [(name, key[name]) for name in ("tier_pin", "meta_param_schema") if key.get(name)]
+    if key.get("slice_size", 0) > 0:
+        set_pins.append(("slice_size", key["slice_size"]))
+    return set_pins
+
+
+# Each pin as the key string names it.
+_KEY_PINS = {"tier_pin": "tier-pin", "meta_param_schema": "meta-schema", "slice_size": "slice"}
+
+
+def _pin_caption(name: str, value: Any) -> str:
+    """A pin as a table's caption words it."""
+    if name == "slice_size":
+        return f"slice of {value} tools"
+    return f"{'tier pinned to' if name == 'tier_pin' else 'meta schema'} {code(value)}"
+
+
 def key_string(key: dict[str, Any]) -> str:
     """rowKey.String(): how a row is named, refused and sorted."""
     parts = [
@@ -45,12 +65,7 @@ def key_string(key: dict[str, Any]) -> str:
         f"mode={key['mode']}",
         f"tier={key['tier']}",
     ]
-    if key.get("tier_pin"):
-        parts.append(f"tier-pin={key['tier_pin']}")
-    if key.get("meta_param_schema"):
-        parts.append(f"meta-schema={key['meta_param_schema']}")
-    if key.get("slice_size", 0) > 0:
-        parts.append(f"slice={key['slice_size']}")
+    parts += [f"{_KEY_PINS[name]}={value}" for name, value in pins(key)]
     parts += [
         f"corpus={key['corpus_digest']}",
         f"contract={key['contract_digest']}",
@@ -92,24 +107,24 @@ def ratio_string(r: dict[str, int]) -> str:
     return "-" if r["denominator"] == 0 else f"{r['numerator']} / {r['denominator']}"
 
 
-def coverage_string(row: Row) -> str:
-    if not row.case_count:
+def coverage_caption(count: int, coverage: str, corpus_cases: int) -> str:
+    """E.4's case coverage caption, from a row's case count and FNV-1a hash."""
+    if not count:
         return ""
-    if row.case_count == row.corpus_cases:
-        return f"the whole corpus ({row.case_count} cases)"
-    return f"{row.case_count} of {row.corpus_cases} cases (`{row.coverage}`)"
+    if count == corpus_cases:
+        return f"the whole corpus ({corpus_cases} cases)"
+    return f"{count} of {corpus_cases} cases (`{coverage}`)"
+
+
+def coverage_string(row: Row) -> str:
+    return coverage_caption(row.case_count, row.coverage, row.corpus_cases)
 
 
 def vendor_caption(row: Row) -> str:
     """vendorKey.String(): what a cross-vendor table holds fixed."""
     k = row.key
     parts = [f"surface {code(k['surface'])}", f"mode {code(k['mode'])}", f"tier {code(k['tier'])}"]
-    if k.get("tier_pin"):
-        parts.append(f"tier pinned to {code(k['tier_pin'])}")
-    if k.get("meta_param_schema"):
-        parts.append(f"meta schema {code(k['meta_param_schema'])}")
-    if k.get("slice_size", 0) > 0:
-        parts.append(f"slice of {k['slice_size']} tools")
+    parts += [_pin_caption(name, value) for name, value in pins(k)]
     parts.append(f"corpus {code(k['corpus_digest'])}")
     if covered := coverage_string(row):
         parts.append(covered)
@@ -222,8 +237,9 @@ def markdown_table(headers: list[str], aligns: list[str], rows: list[list[str]])
     )
 
 
-COLUMN_HEADERS = [
-    "Model",
+# Each ratio column's title, in `RATIO_COLUMNS` order, as render.go heads the tables (and as
+# every page, export and address of evaldash names the column).
+COLUMN_TITLES = [
     "Clean",
     "Reached",
     "Accepted first time",
@@ -231,8 +247,8 @@ COLUMN_HEADERS = [
     "Confirmation",
     "Unaided",
     "Completion",
-    "Overhead",
 ]
+COLUMN_HEADERS = ["Model", *COLUMN_TITLES, "Overhead"]
 COLUMN_KEYS = list(RATIO_COLUMNS)
 
 

@@ -1,4 +1,5 @@
-"""The rows a shard becomes, one declaration per table. Pure Python, no Django.
+"""The rows a shard becomes, one declaration per table, and the rows the scoring and a
+conformance run's reader give their tables. Pure Python, no Django.
 
 Each layout is a msgspec Struct, and the tables take their columns from them
 (`records.models.fields.row_columns`). The run and session rows, one a line, derive from the
@@ -12,6 +13,7 @@ converts every kind of built row into its Struct, so the two cannot drift apart)
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import msgspec
@@ -168,3 +170,73 @@ CALL_COLUMNS = columns(CallRow)
 VERIFY_COLUMNS = columns(VerifyRow)
 ATTEMPT_COLUMNS = columns(AttemptRow)
 SUMMARY_COLUMNS = columns(SummaryRow)
+
+# The additive C.8 contributions of a verdict (sums of them are a row's ratios and overhead),
+# and the attempt's tokens it copies: every grouping of verdicts sums these columns.
+ADDITIVE = (
+    "discovery",
+    "invalid_params",
+    "steps",
+    "reached_n",
+    "reached_d",
+    "aft_n",
+    "aft_d",
+    "fidelity_n",
+    "fidelity_d",
+    "confirmation_n",
+    "confirmation_d",
+)
+# How a verdict's steps that needed a confirmation went, one count per way.
+CONFIRMATIONS = (
+    "declined_by_refusal",
+    "declined_by_text",
+    "confirmed_unaided",
+    "confirmed_server_aided",
+    "confirmed_never",
+)
+# Every count a verdict carries.
+COUNTS = (*ADDITIVE, *CONFIRMATIONS)
+TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
+
+# A verdict row as the scorer's `score_chunk` builds it (its scoring's id goes first when it is stored); the
+# verdict table takes its columns from this declaration.
+VerdictRow = msgspec.defstruct(
+    "VerdictRow",
+    [
+        ("attempt", int),
+        ("row_key", str),
+        ("case", str),
+        ("model", str),
+        ("surface", str),
+        ("outcome", str),
+        ("reason", str),
+        ("clean", bool),
+        ("unaided", bool),
+        ("verified", bool),
+        ("counted", bool),
+        *((count, int) for count in COUNTS),
+        ("session", int | None),
+        ("tries", int),
+        *((tokens, int) for tokens in TOKENS),
+        ("detail", JsonText),
+    ],
+    array_like=True,
+    module=__name__,
+)
+VERDICT_FIELDS = columns(VerdictRow)
+
+
+# A conformance run's case line, as the conformance reader returns it and its table keeps it.
+@dataclasses.dataclass
+class CaseResult:
+    line: int
+    case: str
+    rule: str
+    passed: bool
+    failures: list[str] = dataclasses.field(default_factory=list)
+
+
+def killed_from_outside(exit_status: int) -> bool:
+    """Whether an exit status is a signal's: -1 (or -N) as Go and Python report a process a
+    signal ended, 128+N as a shell does (137 is SIGKILL, a CI job's timeout or the OOM killer)."""
+    return exit_status < 0 or 128 < exit_status <= 128 + 64

@@ -126,7 +126,7 @@ class ShardError(Exception):
         )
 
 
-class _FieldError(Exception):
+class ShardFieldError(Exception):
     def __init__(self, field: str, message: str) -> None:
         self.field = field
         self.message = message
@@ -137,29 +137,29 @@ class _FieldError(Exception):
 def _str(v: Any, path: str, old: Any = None) -> str:
     if isinstance(v, str):
         return v
-    raise _FieldError(path, f"must be a string, not {_kind(v)}")
+    raise ShardFieldError(path, f"must be a string, not {_kind(v)}")
 
 
 def _int(v: Any, path: str, old: Any = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float):
-            raise _FieldError(path, f"must be a whole number, not {v!r}")
-        raise _FieldError(path, f"must be a whole number, not {_kind(v)}")
+            raise ShardFieldError(path, f"must be a whole number, not {v!r}")
+        raise ShardFieldError(path, f"must be a whole number, not {_kind(v)}")
     if not -_INT64 <= v < _INT64:
-        raise _FieldError(path, f"{v} does not fit in a 64-bit integer")
+        raise ShardFieldError(path, f"{v} does not fit in a 64-bit integer")
     return v
 
 
 def _float(v: Any, path: str, old: Any = None) -> float:
     if isinstance(v, bool) or not isinstance(v, int | float):
-        raise _FieldError(path, f"must be a number, not {_kind(v)}")
+        raise ShardFieldError(path, f"must be a number, not {_kind(v)}")
     return float(v)
 
 
 def _bool(v: Any, path: str, old: Any = None) -> bool:
     if isinstance(v, bool):
         return v
-    raise _FieldError(path, f"must be true or false, not {_kind(v)}")
+    raise ShardFieldError(path, f"must be true or false, not {_kind(v)}")
 
 
 def _raw(v: Any, path: str, old: Any = None) -> Any:
@@ -169,7 +169,7 @@ def _raw(v: Any, path: str, old: Any = None) -> Any:
 def _map(v: Any, path: str, old: Any = None) -> dict[str, str]:
     # Go decodes into the map it already holds, keeping its entries; null stores "".
     if not isinstance(v, dict):
-        raise _FieldError(path, f"must be an object of strings, not {_kind(v)}")
+        raise ShardFieldError(path, f"must be an object of strings, not {_kind(v)}")
     out: dict[str, str] = old if isinstance(old, dict) else {}
     for k, item in _members(v):
         if item is None:
@@ -177,14 +177,14 @@ def _map(v: Any, path: str, old: Any = None) -> dict[str, str]:
         elif isinstance(item, str):
             out[k] = item
         else:
-            raise _FieldError(f"{path}.{k}", f"must be a string, not {_kind(item)}")
+            raise ShardFieldError(f"{path}.{k}", f"must be a string, not {_kind(item)}")
     return out
 
 
 def _str_list(v: Any, path: str, old: Any = None) -> list[str]:
     # Go decodes each element into the one already at its place; null leaves that one.
     if not isinstance(v, list):
-        raise _FieldError(path, f"must be a list of strings, not {_kind(v)}")
+        raise ShardFieldError(path, f"must be a list of strings, not {_kind(v)}")
     had = old if isinstance(old, list) else []
     out = []
     for i, item in enumerate(v):
@@ -193,16 +193,16 @@ def _str_list(v: Any, path: str, old: Any = None) -> list[str]:
         elif isinstance(item, str):
             out.append(item)
         else:
-            raise _FieldError(f"{path}[{i}]", f"must be a string, not {_kind(item)}")
+            raise ShardFieldError(f"{path}[{i}]", f"must be a string, not {_kind(item)}")
     return out
 
 
 def _time(v: Any, path: str, old: Any = None) -> datetime | None:
     if not isinstance(v, str):
-        raise _FieldError(path, f"must be an RFC 3339 timestamp string, not {_kind(v)}")
+        raise ShardFieldError(path, f"must be an RFC 3339 timestamp string, not {_kind(v)}")
     m = _RFC3339.match(v)
     if not m:
-        raise _FieldError(path, f"{v!r} is not an RFC 3339 timestamp")
+        raise ShardFieldError(path, f"{v!r} is not an RFC 3339 timestamp")
     try:
         frac = (m.group(7) or ".0")[1:7].ljust(6, "0")
         tz = m.group(8)
@@ -211,12 +211,12 @@ def _time(v: Any, path: str, old: Any = None) -> datetime | None:
             f".{frac}{'+00:00' if tz in 'Zz' else tz}"
         )
     except ValueError:
-        raise _FieldError(path, f"{v!r} is not a valid date and time") from None
+        raise ShardFieldError(path, f"{v!r} is not a valid date and time") from None
     try:
         stamp = stamp.astimezone(UTC)
     except OverflowError:
         # Go's time reaches past year 9999 and before year 1; a stored date cannot.
-        raise _FieldError(path, f"{v!r} falls outside years 1 to 9999 once in UTC") from None
+        raise ShardFieldError(path, f"{v!r} falls outside years 1 to 9999 once in UTC") from None
     # Go's zero time is what an unset started_at serializes to: it means "no date".
     return None if stamp == _ZERO_TIME else stamp
 
@@ -307,13 +307,13 @@ class _Struct:
 
     def __call__(self, obj: Any, path: str, into: Any = None) -> dict[str, Any]:
         if not isinstance(obj, dict):
-            raise _FieldError(path, f"must be an object, not {_kind(obj)}")
+            raise ShardFieldError(path, f"must be an object, not {_kind(obj)}")
         out: dict[str, Any] = into if isinstance(into, dict) else {}
         fields = self.fields
         for key, value in _members(obj):
             name = key if key in fields else self.folded.get(go_fold(key))
             if name is None:
-                raise _FieldError(f"{path}.{key}", "unknown field (this reader is strict)")
+                raise ShardFieldError(f"{path}.{key}", "unknown field (this reader is strict)")
             if value is None:
                 if name in self.nil:
                     out.pop(name, None)
@@ -325,7 +325,7 @@ class _Struct:
 def _list_of(item: _Struct) -> Decoder:
     def decode(v: Any, path: str, old: Any = None) -> list[dict[str, Any]]:
         if not isinstance(v, list):
-            raise _FieldError(path, f"must be a list, not {_kind(v)}")
+            raise ShardFieldError(path, f"must be a list, not {_kind(v)}")
         had = old if isinstance(old, list) else []
         out = []
         for i, x in enumerate(v):
@@ -451,7 +451,7 @@ def _blank(p: dict[str, Any], name: str) -> bool:
 def _require(p: dict[str, Any], typ: str, *names: str) -> None:
     for name in names:
         if _blank(p, name):
-            raise _FieldError(f"{typ}.{name}", "is required and is empty")
+            raise ShardFieldError(f"{typ}.{name}", "is required and is empty")
 
 
 def _at_least(p: dict[str, Any], typ: str, name: str, low: int, *, present: bool = False) -> None:
@@ -459,17 +459,17 @@ def _at_least(p: dict[str, Any], typ: str, name: str, low: int, *, present: bool
         return
     value = p.get(name, 0)
     if value < low:
-        raise _FieldError(f"{typ}.{name}", f"must be at least {low}, not {value}")
+        raise ShardFieldError(f"{typ}.{name}", f"must be at least {low}, not {value}")
 
 
 def _at_most(value: float, path: str, high: float, why: str) -> None:
     if value > high:
-        raise _FieldError(path, f"must be at most {high:,.0f} ({why}), not {value:,}")
+        raise ShardFieldError(path, f"must be at most {high:,.0f} ({why}), not {value:,}")
 
 
 def _within(value: float, path: str, high: float, why: str) -> None:
     if not -high <= value <= high:
-        raise _FieldError(
+        raise ShardFieldError(
             path, f"must be between -{high:,.0f} and {high:,.0f} ({why}), not {value}"
         )
 
@@ -631,12 +631,12 @@ def _short_ref(value: str, path: str) -> None:
     if len(value) > MAX_ID_CHARS:
         _short(value, path)
     if not value.strip():
-        raise _FieldError(path, "is required and is empty")
+        raise ShardFieldError(path, "is required and is empty")
 
 
 def _low(value: int, path: str, low: int) -> None:
     if value < low:
-        raise _FieldError(path, f"must be at least {low}, not {value}")
+        raise ShardFieldError(path, f"must be at least {low}, not {value}")
 
 
 def _positions(*fields: tuple[int, str]) -> None:
@@ -657,12 +657,14 @@ def _check_attempt(p: AttemptLine) -> None:
     if not (p.id.strip() and p.case.strip() and p.model.strip()):
         for name in ("id", "case", "model"):
             if not getattr(p, name).strip():
-                raise _FieldError(f"attempt.{name}", "is required and is empty")
+                raise ShardFieldError(f"attempt.{name}", "is required and is empty")
     ended_by = p.ended_by
     if ended_by not in _ENDINGS:
-        raise _FieldError("attempt.ended_by", f"{ended_by!r} is not one of {', '.join(ENDINGS)}")
+        raise ShardFieldError(
+            "attempt.ended_by", f"{ended_by!r} is not one of {', '.join(ENDINGS)}"
+        )
     if ended_by not in _SESSIONLESS and not p.session.strip():
-        raise _FieldError("attempt.session", "is required and is empty")
+        raise ShardFieldError("attempt.session", "is required and is empty")
     _low(p.repeat, "attempt.repeat", 1)
     if p.repeat > INT32_MAX:
         _at_most(p.repeat, "attempt.repeat", INT32_MAX, _IN_32_BITS)
@@ -670,7 +672,7 @@ def _check_attempt(p: AttemptLine) -> None:
         _low(p.shown_tools, "attempt.shown_tools", 0)
         _at_most(p.shown_tools, "attempt.shown_tools", INT32_MAX, _IN_32_BITS)
     if ended_by == "skipped" and not p.reason.strip():
-        raise _FieldError("attempt.reason", "a skipped attempt must say why it was skipped")
+        raise ShardFieldError("attempt.reason", "a skipped attempt must say why it was skipped")
 
 
 def _check_turn(p: TurnLine) -> None:
@@ -681,10 +683,12 @@ def _check_turn(p: TurnLine) -> None:
     if latency is not None and abs(latency) > MAX_MILLISECONDS:
         _within(latency, "turn.latency_ms", MAX_MILLISECONDS, _MS_WHY)
     if p.status not in _TURN_STATUSES:
-        raise _FieldError("turn.status", f"{p.status!r} is not one of {', '.join(TURN_STATUSES)}")
+        raise ShardFieldError(
+            "turn.status", f"{p.status!r} is not one of {', '.join(TURN_STATUSES)}"
+        )
     for i, block in enumerate(p.blocks):
         if block.kind not in _BLOCK_KINDS:
-            raise _FieldError(
+            raise ShardFieldError(
                 f"turn.blocks[{i}].kind",
                 f"block {i + 1} has kind {block.kind!r}, not one of {', '.join(BLOCK_KINDS)}",
             )
@@ -704,12 +708,12 @@ _TOKENS_WHY = "evaldash's bound on one turn's token count, which keeps a run's s
 def _check_call(p: CallLine) -> None:
     _short_ref(p.attempt, "call.attempt")
     if not p.tool.strip():
-        raise _FieldError("call.tool", "is required and is empty")
+        raise ShardFieldError("call.tool", "is required and is empty")
     if not (1 <= p.turn <= INT32_MAX and 1 <= p.index <= INT32_MAX):
         _positions((p.turn, "call.turn"), (p.index, "call.index"))
     requests = p.requests
     if requests is not None and not INT32_MIN <= requests <= INT32_MAX:
-        raise _FieldError(
+        raise ShardFieldError(
             "call.requests",
             f"must be between {INT32_MIN:,} and {INT32_MAX:,} ({_IN_32_BITS}), not {requests:,}",
         )
@@ -721,9 +725,9 @@ def _check_call(p: CallLine) -> None:
         return
     if outcome.startswith("refused:"):
         if not outcome[len("refused:") :].strip():
-            raise _FieldError("call.outcome", "a refused outcome must name its reason")
+            raise ShardFieldError("call.outcome", "a refused outcome must name its reason")
     else:
-        raise _FieldError(
+        raise ShardFieldError(
             "call.outcome",
             f"{outcome!r} is not one of {', '.join(CALL_OUTCOMES)} or refused:<reason>",
         )
@@ -732,9 +736,9 @@ def _check_call(p: CallLine) -> None:
 def _check_verify(p: VerifyLine) -> None:
     _short_ref(p.attempt, "verify.attempt")
     if not p.name.strip():
-        raise _FieldError("verify.name", "is required and is empty")
+        raise ShardFieldError("verify.name", "is required and is empty")
     if not p.passed and not p.detail.strip():
-        raise _FieldError("verify.detail", "a failed check must say what did not hold")
+        raise ShardFieldError("verify.detail", "a failed check must say what did not hold")
 
 
 _CHECKS: dict[str, Callable[[Any], None]] = {
@@ -781,7 +785,7 @@ def _repeats(raw: bytes, typ: str) -> bool:
 
 
 def parse_line(raw: bytes) -> tuple[str, Any]:
-    """Decode and validate one non-blank shard line: (type, payload). Raises `_FieldError`.
+    """Decode and validate one non-blank shard line: (type, payload). Raises `ShardFieldError`.
 
     The payload is a dict for run and session lines and a struct for the others (see above).
     """
@@ -831,20 +835,20 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
         if "unexpected content after document" in str(exc):
-            raise _FieldError("", "more than one JSON value on the line") from None
+            raise ShardFieldError("", "more than one JSON value on the line") from None
         bad = invalid_utf8(raw)
         if bad:
-            raise _FieldError("", f"the line is not valid JSON: {bad}") from None
-        raise _FieldError("", not_json_message(raw, exc)) from None
+            raise ShardFieldError("", f"the line is not valid JSON: {bad}") from None
+        raise ShardFieldError("", not_json_message(raw, exc)) from None
     if type(doc) is not dict:
-        raise _FieldError("", f"a shard line must be a JSON object, not {_kind(doc)}")
+        raise ShardFieldError("", f"a shard line must be a JSON object, not {_kind(doc)}")
     schema: Any = 0
     typ: Any = ""
     payloads: dict[str, Any] = {}
     for key, value in _members(_with_members(raw, doc)):
         name = _ENVELOPE_KEYS.get(key) or _ENVELOPE_FOLDED.get(go_fold(key))
         if name is None:
-            raise _FieldError(key, "unknown field (this reader is strict)")
+            raise ShardFieldError(key, "unknown field (this reader is strict)")
         if name == "schema":
             if value is not None:
                 schema = _int(value, "schema")
@@ -856,17 +860,17 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
         else:  # a payload seen before is decoded into, as Go decodes into what a pointer holds
             payloads[name] = PAYLOADS[name](value, name, payloads.get(name))
     if schema != SCHEMA_VERSION:
-        raise _FieldError(
+        raise ShardFieldError(
             "schema",
             f"schema {schema} is not {SCHEMA_VERSION}: the shard was written by another "
             "version of this package",
         )
     if typ not in PAYLOADS:
-        raise _FieldError("type", f"unknown line type {typ!r}")
+        raise ShardFieldError("type", f"unknown line type {typ!r}")
     if typ not in payloads:
-        raise _FieldError(typ, f"line type {typ} carries no payload")
+        raise ShardFieldError(typ, f"line type {typ} carries no payload")
     if len(payloads) != 1:
-        raise _FieldError(
+        raise ShardFieldError(
             ", ".join(payloads),
             f"line type {typ} carries {len(payloads)} payloads, want exactly one",
         )
@@ -875,7 +879,7 @@ def _parse_general(raw: bytes) -> tuple[str, dict[str, Any]]:
 
 def _short(value: str, path: str) -> None:
     if len(value) > MAX_ID_CHARS:
-        raise _FieldError(
+        raise ShardFieldError(
             path,
             f"is {len(value):,} characters long; evaldash keeps identifiers of at most "
             f"{MAX_ID_CHARS} characters",
@@ -906,7 +910,7 @@ def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, Any, in
             continue
         try:
             typ, payload = parse_line(stripped)
-        except _FieldError as exc:
+        except ShardFieldError as exc:
             raise ShardError(name, exc.message, line=lineno, field=exc.field or None) from None
         if NUL_ESCAPE in stripped:
             where = nul_field(payload, typ)

@@ -286,9 +286,7 @@ def _too_large_expanded(most: int) -> str:
     )
 
 
-def _expand_archive(
-    item: Input, kind: str, report: IngestReport
-) -> Iterator[tuple[str, IO[bytes]]]:
+def expand_archive(item: Input, kind: str, report: IngestReport) -> Iterator[tuple[str, IO[bytes]]]:
     """Each shard entry of an archive, copied out within the bounds; other entries reported."""
     limits = _Limits(item.name, item.size)
     found = 0

@@ -9,6 +9,7 @@ from contextvars import ContextVar
 import orjson
 from django.db import transaction
 
+from records.conformance.formats import ConformanceError
 from records.conformance.store import looks_like_suite, store_suite
 from records.formats.corpus_key import CorpusKeyError
 from records.formats.model_results import is_record
@@ -45,7 +46,11 @@ def rescoring_queued_by(queue: Callable[[CorpusKey], list[int]]) -> Iterator[Non
         _queue_rescoring.reset(token)
 
 
-def _ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
+# What a document is refused with (each names its file, line and field in `as_dict()`).
+DOCUMENT_ERRORS = (CorpusKeyError, ConformanceError)
+
+
+def ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch: bool) -> None:
     """A .json document: a corpus key, or a sealed corpus and/or its replay results."""
 
     with item.open() as fh:

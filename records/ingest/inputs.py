@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import IO, Any
 
@@ -55,15 +55,11 @@ class IngestReport:
         return not self.refused
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as the API answers it: each list by its name (`present` is
+        `already_present` there), in the order declared above."""
         return {
-            "stored": self.stored,
-            "already_present": self.present,
-            "refused": self.refused,
-            "ignored": self.ignored,
-            "keys": self.keys,
-            "replays": self.replays,
-            "suites": self.suites,
-            "records": self.records,
+            "already_present" if f.name == "present" else f.name: getattr(self, f.name)
+            for f in fields(self)
         }
 
     def summary_line(self) -> str:
@@ -93,7 +89,7 @@ def inputs_from_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Input
                 dirnames.sort()
                 for fname in sorted(filenames):
                     full = Path(dirpath) / fname
-                    if is_shard_name(fname) or _archive_kind(fname):
+                    if is_shard_name(fname) or archive_kind(fname):
                         found = True
                         yield _file_input(full, full.relative_to(path).as_posix())
             if not found:
@@ -111,7 +107,7 @@ def _file_input(path: Path, name: str) -> Input:
     return Input(name, lambda: open(path, "rb"), path.stat().st_size)  # noqa: SIM115
 
 
-def _archive_kind(name: str) -> str | None:
+def archive_kind(name: str) -> str | None:
     lower = name.lower()
     if lower.endswith(".zip"):
         return "zip"

@@ -9,27 +9,25 @@ from typing import Any
 
 from records.bulk.readahead import Parser
 from records.bulk.sqlite import checkpoints
-from records.conformance.formats import ConformanceError
-from records.formats.corpus_key import CorpusKeyError
 from records.formats.shard import ShardError, is_shard_name
-from records.ingest.archives import _expand_archive
-from records.ingest.documents import _ingest_key
+from records.ingest.archives import expand_archive
+from records.ingest.documents import DOCUMENT_ERRORS, ingest_key
 from records.ingest.inputs import (
     IngestReport,
     Input,
     Progress,
-    _archive_kind,
+    archive_kind,
 )
-from records.ingest.parser import parse_worker
 from records.ingest.shards import (
-    _Shard,
-    _size,
-    _Units,
+    ShardCandidate,
+    Units,
     ingest_shard,
+    stream_size,
 )
 from records.models import (
     Upload,
 )
+from records.parser import parse_worker
 
 log = logging.getLogger(__name__)
 
@@ -48,17 +46,17 @@ def ingest(
     """
     report = IngestReport()
     parser = Parser(parse_worker, "the shard parser")
-    units = _Units(_units(inputs, report), parser)
+    units = Units(_units(inputs, report), parser)
     try:
         for unit in units:
             try:
-                if isinstance(unit, _Shard):
+                if isinstance(unit, ShardCandidate):
                     ingest_shard(unit, upload, report, progress, parser, units.read_on)
                 elif isinstance(unit, Input):
-                    _ingest_key(unit, upload, report, allow_digest_mismatch)
+                    ingest_key(unit, upload, report, allow_digest_mismatch)
                 else:
                     report.refused.append(unit.as_dict())
-            except (ShardError, CorpusKeyError, ConformanceError) as exc:
+            except (ShardError, *DOCUMENT_ERRORS) as exc:
                 report.refused.append(exc.as_dict())
             except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
                 report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
@@ -79,21 +77,22 @@ def _unit_name(unit: Any) -> str:
 
 
 def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterator[Any]:
-    """What the inputs hold, in order: each shard (`_Shard`; archives expanded, each entry copied
-    out within the bounds), each .json document (`Input`) and each error (`ShardError`)."""
+    """What the inputs hold, in order: each shard (`ShardCandidate`; archives expanded, each
+    entry copied out within the bounds), each .json document (`Input`) and each error
+    (`ShardError`)."""
     for item in inputs:
         if isinstance(item, ShardError) or item.name.lower().endswith(".json"):
             yield item
             continue
         base = item.name.replace("\\", "/").rsplit("/", 1)[-1]
-        kind = _archive_kind(base)
+        kind = archive_kind(base)
         try:
             if kind:
-                for member, data in _expand_archive(item, kind, report):
-                    yield _Shard(member, data, _size(data))
+                for member, data in expand_archive(item, kind, report):
+                    yield ShardCandidate(member, data, stream_size(data))
             elif is_shard_name(base):
                 with item.open() as fh:
-                    yield _Shard(item.name, fh, _size(fh))
+                    yield ShardCandidate(item.name, fh, stream_size(fh))
             else:
                 raise ShardError(
                     item.name,

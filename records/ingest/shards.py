@@ -68,7 +68,7 @@ def _sha256(stream: IO[bytes]) -> str:
     return digest.hexdigest()
 
 
-def _size(stream: IO[bytes]) -> int:
+def stream_size(stream: IO[bytes]) -> int:
     size = stream.seek(0, io.SEEK_END)
     stream.seek(0)
     return size
@@ -150,7 +150,7 @@ def _hashed_on_the_way(size: int) -> bool:
 
 
 @dataclass
-class _Shard:
+class ShardCandidate:
     """A shard candidate: its stream is open until the unit after it is taken."""
 
     name: str
@@ -169,7 +169,7 @@ class _Raise:
 _END = object()
 
 
-class _Units:
+class Units:
     """What the inputs hold, in order (`_units`), with one look ahead: once the writer has read
     a shard, it takes the next unit, and a large shard there starts its parse."""
 
@@ -199,7 +199,7 @@ class _Units:
             self.ahead = _Raise(exc)
             return
         unit = self.ahead
-        if isinstance(unit, _Shard) and _hashed_on_the_way(unit.size):
+        if isinstance(unit, ShardCandidate) and _hashed_on_the_way(unit.size):
             unit.feed = self.parser.start(unit.stream, unit.name)
 
 
@@ -277,7 +277,7 @@ def _present(name: str, sha: str) -> dict[str, Any]:
 
 
 def ingest_shard(
-    shard: _Shard,
+    shard: ShardCandidate,
     upload: Upload,
     report: IngestReport,
     progress: Progress | None,

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from django.db import models
 
-from records.conformance.formats import CaseResult, killed_from_outside
-from records.models.fields import KeptFile, row_columns
+from records.formats.rows import CaseResult, killed_from_outside
+from records.models.fields import HasPage, KeptFile, row_columns
 from records.models.intake import Upload
 
 
-class ConformanceSuite(KeptFile):
+class ConformanceSuite(HasPage, KeptFile):
     """A conformance suite file (`cases.json`), as the loader accepted it."""
+
+    page = "records:conformance-suite"
 
     suite = models.TextField()
     document = models.JSONField()
     case_count = models.IntegerField()
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="suites")
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.suite} ({self.sha256[:12]})"
@@ -28,8 +27,10 @@ class ConformanceSuite(KeptFile):
         return self.document.get("cases", [])
 
 
-class ConformanceRun(KeptFile):
+class ConformanceRun(HasPage, KeptFile):
     """One `taisce conformance` run, with what its output does not carry."""
+
+    page = "records:conformance-run"
 
     suite = models.ForeignKey(
         ConformanceSuite, null=True, on_delete=models.PROTECT, related_name="runs"
@@ -60,7 +61,10 @@ class ConformanceRun(KeptFile):
 class ConformanceResult(
     row_columns("ResultColumns", CaseResult, required=("case", "rule", "passed", "failures"))
 ):
-    """One case line of a run's output, at its position in the output."""
+    """One case line of a run's output, at its position in the output.
+
+    Columns: the fields of `CaseResult` (`records/formats/rows.py`), the run and its position;
+    `records_conformanceresult` in `docs/schema.md` lists them all."""
 
     run = models.ForeignKey(ConformanceRun, on_delete=models.CASCADE, related_name="results")
     position = models.IntegerField()

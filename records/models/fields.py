@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
 from records.formats.rows import JsonText
@@ -30,7 +31,7 @@ class WholeJSONField(models.JSONField):
         return super().from_db_value(value, expression, connection)
 
 
-def _bulk_reference(to: Any, on_delete: Any, related_name: str, **options: Any) -> Any:
+def bulk_reference(to: Any, on_delete: Any, related_name: str, **options: Any) -> Any:
     """A reference that only a bulk writer (the ingest, the scoring) fills, naming rows it has
     just stored or read in the same transaction; deletes go through Django. No database
     constraint checks it row by row, and it has no index unless `db_index=True` says so."""
@@ -65,9 +66,18 @@ class TokenUsage(models.Model):
         )
 
 
+class HasPage:
+    """A record with a page of its own: the URL named `page`, which takes the record's id."""
+
+    page: str
+
+    def get_absolute_url(self) -> str:
+        return reverse(self.page, args=[self.pk])  # type: ignore[attr-defined]
+
+
 class KeptFile(models.Model):
     """A file kept as it arrived: its name as uploaded, and the sha256 that makes a second
-    upload of the same bytes a no-op."""
+    upload of the same bytes a no-op. Listed newest first."""
 
     name = models.TextField()
     sha256 = models.CharField(max_length=64, unique=True)
@@ -75,6 +85,7 @@ class KeptFile(models.Model):
 
     class Meta:
         abstract = True
+        ordering = ["-created_at", "-id"]
 
 
 def named_within(
@@ -122,6 +133,7 @@ def row_columns(
             if field in indexed:
                 options["db_index"] = True
             attrs[field] = column(**options)
+    attrs["row_layout"] = row  # what a reader (and the schema page's test) finds the columns by
     return type(name, (models.Model,), attrs)
 
 

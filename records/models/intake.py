@@ -9,11 +9,13 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from records.models.fields import KeptFile
+from records.models.fields import HasPage, KeptFile
 
 
-class Upload(models.Model):
+class Upload(HasPage, models.Model):
     """One arrival: a CLI invocation, a browser upload or an API request."""
+
+    page = "records:upload-detail"
 
     class Source(models.TextChoices):
         CLI = "cli", "command line"
@@ -49,11 +51,6 @@ class Upload(models.Model):
 
     def __str__(self) -> str:
         return f"upload {self.pk} ({self.source}, {self.created_at:%Y-%m-%d %H:%M})"
-
-    def get_absolute_url(self) -> str:
-        from django.urls import reverse
-
-        return reverse("records:upload-detail", args=[self.pk])
 
     @property
     def finished(self) -> bool:
@@ -101,6 +98,9 @@ class ShardFile(KeptFile):
     lines = models.IntegerField()
     warnings = models.JSONField(default=list, blank=True)
     warning_count = models.IntegerField(default=0)
+
+    class Meta:
+        """Shards have no default order (the other kept files list newest first)."""
 
     def __str__(self) -> str:
         return self.name

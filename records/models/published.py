@@ -4,28 +4,23 @@ the rows upstream published, each with its provenance and per-case figures."""
 from __future__ import annotations
 
 from django.db import models
-from django.urls import reverse
 
 from records.formats.model_results import Row, fnv1a64
-from records.models.fields import KeptFile
+from records.models.fields import HasPage, KeptFile
 from records.models.intake import Upload
 
 
-class PublishedRecord(KeptFile):
+class PublishedRecord(HasPage, KeptFile):
     """One uploaded record, as `gen_model_results` wrote it."""
+
+    page = "records:published-record"
 
     note = models.TextField(blank=True)
     row_count = models.IntegerField(default=0)
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="published_records")
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
     def __str__(self) -> str:
         return f"{self.name} ({self.row_count} rows)"
-
-    def get_absolute_url(self) -> str:
-        return reverse("records:published-record", args=[self.pk])
 
 
 class PublishedRow(models.Model):

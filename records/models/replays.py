@@ -5,12 +5,14 @@ from __future__ import annotations
 from django.db import models
 from django.utils import timezone
 
-from records.models.fields import KeptFile
+from records.models.fields import HasPage, KeptFile
 from records.models.intake import Upload
 
 
-class ObsCorpus(models.Model):
+class ObsCorpus(HasPage, models.Model):
     """A sealed OCA-V0 corpus. A changed corpus is a new seal; nothing is ever overwritten."""
+
+    page = "records:obs-corpus"
 
     seal_id = models.CharField(max_length=64, unique=True)
     corpus = models.JSONField()
@@ -27,8 +29,10 @@ class ObsCorpus(models.Model):
         return self.seal_id
 
 
-class ObsReplay(KeptFile):
+class ObsReplay(HasPage, KeptFile):
     """One replay of a sealed corpus: the report (as upstream encodes it) and what it rests on."""
+
+    page = "records:replay"
 
     corpus = models.ForeignKey(ObsCorpus, on_delete=models.CASCADE, related_name="replays")
     upload = models.ForeignKey(Upload, on_delete=models.PROTECT, related_name="obs_replays")
@@ -41,9 +45,6 @@ class ObsReplay(KeptFile):
     report = models.TextField()  # the exact bytes of the oca-replay/1 encoding
     # Per subject: the screened outcome (only when it passed the screen) and captured telemetry.
     results = models.JSONField(default=dict)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.corpus.seal_id[:12]} {self.overall}"

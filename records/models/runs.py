@@ -7,9 +7,12 @@ writes (`records.formats.rows`)."""
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.db import models
+from django.db.models import Exists, OuterRef
 
 from records.formats.rows import (
+    TOKENS,
     AttemptRow,
     CallRow,
     RunRow,
@@ -19,12 +22,27 @@ from records.formats.rows import (
     VerifyRow,
 )
 from records.formats.shard import ENDINGS
-from records.models.fields import TokenUsage, _bulk_reference, named_within, row_columns
+from records.models.fields import HasPage, TokenUsage, bulk_reference, named_within, row_columns
 from records.models.intake import ShardFile
-from records.scorer.batch import TOKENS
+
+
+def _scoring_model(name: str) -> type[models.Model]:
+    # The scoring tables reference runs, so a run reaches them through the app registry.
+    return apps.get_model("records", name)
+
+
+class RunQuerySet(models.QuerySet):
+    def pending(self) -> RunQuerySet:
+        """The runs whose corpus key is stored but that have no scoring."""
+        corpus_key, scoring = _scoring_model("CorpusKey"), _scoring_model("Scoring")
+        return self.exclude(corpus_digest="").filter(
+            Exists(corpus_key.objects.filter(digest=OuterRef("corpus_digest"))),
+            ~Exists(scoring.objects.filter(run=OuterRef("pk"))),
+        )
 
 
 class Run(
+    HasPage,
     row_columns(
         "RunColumns",
         RunRow,
@@ -33,7 +51,12 @@ class Run(
     ),
     TokenUsage,
 ):
-    """The run line of one shard (one shard, one run line, one process)."""
+    """The run line of one shard (one shard, one run line, one process).
+
+    Columns: the fields of `RunRow` (`records/formats/rows.py`), the token totals and those
+    below; `records_run` in `docs/schema.md` lists them all."""
+
+    page = "records:run"
 
     shard = models.OneToOneField(ShardFile, on_delete=models.CASCADE, related_name="run")
     # Totals over every attempt and every try, written once at ingest.
@@ -43,11 +66,29 @@ class Run(
     surfaces_seen = models.JSONField(default=list)
     modes_seen = models.JSONField(default=list)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
         return self.run_id
+
+    def key(self) -> models.Model | None:
+        """The newest stored key (a `CorpusKey`) whose digest is the run's corpus digest."""
+        if not self.corpus_digest:
+            return None
+        return _scoring_model("CorpusKey").objects.newest_for(self.corpus_digest)
+
+    def latest_scoring(self) -> models.Model | None:
+        """The run's newest `Scoring` (with its key, less the key's document)."""
+        # The key's document can be megabytes; pages need only its name and digest.
+        return (
+            self.scorings.select_related("key")
+            .defer("key__document")
+            .order_by("-created_at", "-id")
+            .first()
+        )
 
 
 class Provider(models.Model):
@@ -89,7 +130,10 @@ class Session(
     named_within("run", "label", "session_label_unique_in_run"),
     row_columns("SessionColumns", SessionRow, required=("label",), zero=("served_tools",)),
 ):
-    """A session line: the tool surface, mode and slice its attempts ran against."""
+    """A session line: the tool surface, mode and slice its attempts ran against.
+
+    Columns: the fields of `SessionRow` (`records/formats/rows.py`) and the run; `records_session`
+    in `docs/schema.md` lists them all."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sessions")
     # Calls made by the session's attempts, and how many the server observed (E.3 rule 2).
@@ -102,6 +146,7 @@ class Session(
 
 
 class Attempt(
+    HasPage,
     row_columns(
         "AttemptColumns",
         AttemptRow,
@@ -111,13 +156,20 @@ class Attempt(
     ),
     TokenUsage,
 ):
+    """An attempt line: one try of a case by a model on a surface, with its totals.
+
+    Columns: the fields of `AttemptRow` (`records/formats/rows.py`), the token totals and those
+    below; `records_attempt` in `docs/schema.md` lists them all."""
+
+    page = "records:attempt"
+
     # Without database constraints, as for turn, call and verify rows below: only the ingest
     # writes attempts, naming the run and the sessions it has just stored in the same
     # transaction, and deletes cascade through Django. A run's attempts and sessions go
     # together with the run, so deleting sessions need not look attempts up by session (no
     # query does): the session column has no index to keep up at every insert.
-    run = _bulk_reference(Run, models.CASCADE, "attempts")
-    session = _bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
+    run = bulk_reference(Run, models.CASCADE, "attempts")
+    session = bulk_reference(Session, models.DO_NOTHING, "attempts", null=True, blank=True)
     # What the scorer needs of the turn and verify lines, settled at ingest: whether the last
     # turn (the last try at the highest index) carried a tool_call block (None: no turn
     # lines), and how many checks failed.
@@ -167,9 +219,12 @@ class Turn(
     row_columns("TurnColumns", TurnRow, skip=("attempt", *TOKENS), required=("status",)),
     TokenUsage,
 ):
-    """One provider request: every try is its own line (and is charged)."""
+    """One provider request: every try is its own line (and is charged).
 
-    attempt = _bulk_reference(Attempt, models.CASCADE, "turns")
+    Columns: the fields of `TurnRow` (`records/formats/rows.py`) with the attempt and the token
+    counts; `records_turn` in `docs/schema.md` lists them all."""
+
+    attempt = bulk_reference(Attempt, models.CASCADE, "turns")
 
     class Meta(InAttempt.Meta):
         indexes = [models.Index(fields=["attempt", "index", "line"])]
@@ -179,7 +234,12 @@ class Call(
     InAttempt,
     row_columns("CallColumns", CallRow, skip=("attempt",), required=("tool", "outcome")),
 ):
-    attempt = _bulk_reference(Attempt, models.CASCADE, "calls")
+    """A call line: one tool call of an attempt, with its arguments, result and outcome.
+
+    Columns: the fields of `CallRow` (`records/formats/rows.py`) with the attempt; `records_call`
+    in `docs/schema.md` lists them all."""
+
+    attempt = bulk_reference(Attempt, models.CASCADE, "calls")
 
     class Meta(InAttempt.Meta):
         indexes = [models.Index(fields=["attempt", "index", "line"])]
@@ -196,7 +256,12 @@ class Call(
 class Verify(
     row_columns("VerifyColumns", VerifyRow, skip=("attempt",), required=("name", "passed"))
 ):
-    attempt = _bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
+    """A verify line: one check of an attempt, and whether it held.
+
+    Columns: the fields of `VerifyRow` (`records/formats/rows.py`) with the attempt;
+    `records_verify` in `docs/schema.md` lists them all."""
+
+    attempt = bulk_reference(Attempt, models.CASCADE, "verifies", db_index=True)
 
     class Meta:
         ordering = ["attempt", "line"]
@@ -215,7 +280,10 @@ class SurfaceSummary(
     ),
     TokenUsage,
 ):
-    """Totals per (run, model, surface, mode), computed at ingest."""
+    """Totals per (run, model, surface, mode), computed at ingest.
+
+    Columns: the fields of `SummaryRow` (`records/formats/rows.py`), the token totals and the
+    run; `records_surfacesummary` in `docs/schema.md` lists them all."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summaries")
 

@@ -2,26 +2,37 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import orjson
 from django.db import models
 from django.utils import timezone
 
 from records.formats.corpus_key import read_corpus_key
+from records.formats.rows import COUNTS, TOKENS, VerdictRow
 from records.models.fields import (
+    HasPage,
     KeptFile,
     TokenUsage,
     WholeJSONField,
-    _bulk_reference,
+    bulk_reference,
     named_within,
     row_columns,
 )
 from records.models.intake import Upload
 from records.models.runs import Attempt, Run, Session
-from records.scorer.batch import COUNTS, TOKENS, VerdictRow
 
 
-class CorpusKey(KeptFile):
+class CorpusKeyQuerySet(models.QuerySet):
+    def newest_for(self, digest: str) -> CorpusKey | None:
+        """The newest key of a corpus digest, without its document (it can be megabytes)."""
+        return self.filter(digest=digest).defer("document").order_by("-created_at", "-id").first()
+
+
+class CorpusKey(HasPage, KeptFile):
     """An uploaded `evaldash-corpus-key/1` file: the answers a run is scored against."""
+
+    page = "records:key"
 
     digest = models.CharField(max_length=16, db_index=True)
     declared_digest = models.TextField()
@@ -31,8 +42,7 @@ class CorpusKey(KeptFile):
     case_count = models.IntegerField()
     document = models.JSONField()
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
+    objects = CorpusKeyQuerySet.as_manager()
 
     def __str__(self) -> str:
         return f"{self.digest} ({self.name})"
@@ -60,6 +70,17 @@ class KeyCase(named_within("key", "case_id", "case_unique_in_key", listed_by="po
     steps = models.JSONField(default=list)
 
 
+class ScoringQuerySet(models.QuerySet):
+    def latest_for(self, runs: Iterable[Run]) -> dict[int, Scoring]:
+        """Each run's latest scoring that holds verdicts, by run id (one query)."""
+        latest: dict[int, Scoring] = {}
+        for scoring in self.filter(run__in=runs, verdict_count__gt=0).order_by(
+            "run", "-created_at", "-id"
+        ):
+            latest.setdefault(scoring.run_id, scoring)
+        return latest
+
+
 class Scoring(models.Model):
     """One scoring of a run against a key by one scorer version. Kept, so scorings compare."""
 
@@ -71,6 +92,8 @@ class Scoring(models.Model):
     stale = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     verdict_count = models.IntegerField(default=0)
+
+    objects = ScoringQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -90,18 +113,21 @@ class Verdict(
     ),
     TokenUsage,
 ):
-    """One attempt's verdict, with its additive contribution to every C.8 column."""
+    """One attempt's verdict, with its additive contribution to every C.8 column.
+
+    Columns: the fields of `VerdictRow` (`records/formats/rows.py`), the token totals and those
+    below; `records_verdict` in `docs/schema.md` lists them all."""
 
     # Only the scoring writes verdicts, for the attempts it has just read, in the transaction
     # that creates their scoring: no database constraint checks each row. No index of its own:
     # the three (scoring, ...) indexes below serve every lookup.
-    scoring = _bulk_reference(Scoring, models.CASCADE, "verdicts")
+    scoring = bulk_reference(Scoring, models.CASCADE, "verdicts")
     # An attempt's verdicts belong to scorings of its own run and go when they go (a run is
     # deleted whole), so deleting attempts need not look verdicts up by attempt.
-    attempt = _bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
+    attempt = bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
     # The attempt's session, copied from it as scored (with its tries and tokens), so that
     # sums over verdicts (score rows, per-case figures of a comparison) read no attempt row.
-    session = _bulk_reference(Session, models.DO_NOTHING, "+", null=True)
+    session = bulk_reference(Session, models.DO_NOTHING, "+", null=True)
     # Whether every check of the attempt held (C.5): true unless one failed.
     verified = models.BooleanField(default=True)
     detail = WholeJSONField(default=dict)
@@ -139,12 +165,18 @@ class ScoreRow(models.Model):
         return self.row_key
 
 
+def per_case_of(scoring: type[Scoring], related_name: str) -> models.ForeignKey:
+    """The scoring of a table kept per case of a scoring's rows: read by scoring and case
+    through the table's own indexes (each starts with the scoring), so none of its own."""
+    return models.ForeignKey(
+        scoring, on_delete=models.CASCADE, related_name=related_name, db_index=False
+    )
+
+
 class ScoreCase(models.Model):
     """One case of one row of a scoring: what comparisons join on, written once per scoring."""
 
-    scoring = models.ForeignKey(
-        Scoring, on_delete=models.CASCADE, related_name="cases", db_index=False
-    )
+    scoring = per_case_of(Scoring, "cases")
     row_key = models.TextField()
     case = models.TextField()
     completed = models.IntegerField()
@@ -196,9 +228,7 @@ class CaseFigure(models.Model):
     ones, and each repeat's mark in repeat order (`1` clean, `0` counted and not clean, `-`
     counted apart), written once when the scoring is stored."""
 
-    scoring = models.ForeignKey(
-        Scoring, on_delete=models.CASCADE, related_name="case_figures", db_index=False
-    )
+    scoring = per_case_of(Scoring, "case_figures")
     case = models.TextField()
     row_key = models.TextField()  # the score row, for links to a comparison of two runs
     model = models.TextField()

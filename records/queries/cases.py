@@ -17,7 +17,6 @@ from django.db.models import Exists, OuterRef
 
 from records import stats
 from records.models import CaseFigure, CorpusKey, KeyCase, Run, Scoring
-from records.scoring.run import latest_scorings
 
 
 @dataclass(frozen=True)
@@ -174,7 +173,9 @@ def chosen_runs(choice: Choice) -> tuple[list[Run], dict[int, Scoring]]:
     if choice.commit:
         runs = runs.filter(commit__startswith=choice.commit)
     listed = list(runs.only("id", "run_id", "commit", "started_at").order_by("started_at", "id"))
-    scorings = {run_id: s for run_id, s in latest_scorings(listed).items() if not s.stale}
+    scorings = {
+        run_id: s for run_id, s in Scoring.objects.latest_for(listed).items() if not s.stale
+    }
     return [r for r in listed if r.pk in scorings], scorings
 
 

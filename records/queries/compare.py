@@ -19,11 +19,8 @@ from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Ver
 from records.queries.cost import Tokens, cost_of
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
-from records.scoring.run import latest_scoring
 from records.scoring.tables import (
-    COLUMN_BY_TITLE,
     SUMMED,
-    TITLED_COLUMNS,
     RowKey,
     TableRow,
     case_figures,
@@ -31,6 +28,7 @@ from records.scoring.tables import (
     row_key_of,
     score_rows,
 )
+from records.scoring.vocabulary import COLUMN_BY_TITLE, TITLED_COLUMNS
 
 
 def _row_figures(row: TableRow) -> dict[str, int]:
@@ -403,7 +401,7 @@ def compare_runs(
     """Row by row (matched on model, surface, mode and pins), regressions first, every pair
     with its counts per kind; the changes case by case only for the pairs on `page` (all
     pairs when page is None), so a page costs the same however many models a run has."""
-    sa, sb = latest_scoring(baseline), latest_scoring(candidate)
+    sa, sb = baseline.latest_scoring(), candidate.latest_scoring()
     if sa is None or sb is None or not sa.verdict_count or not sb.verdict_count:
         return [], "both runs must be scored to be compared"
     left, right = _sides(sa), _sides(sb)
@@ -500,7 +498,7 @@ class SurfaceGroup:
 
 def compare_surfaces(run: Run) -> list[SurfaceGroup]:
     """Each model's rows on its surfaces side by side, on the cross-surface key (E.4)."""
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     if scoring is None or not scoring.verdict_count:
         return []
     prices = _prices(run)

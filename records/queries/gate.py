@@ -25,7 +25,7 @@ from records.models import Run
 from records.queries.compare import case_flips, compare_runs
 from records.queries.runs import previous_runs
 from records.scoring.run import score_unscored
-from records.scoring.tables import COLUMN_BY_TITLE, COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 
 # Regressed cases named per regressed row in the comment (the JSON lists as many).
 CASES_NAMED = 5

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from records import stats
-from records.models import PublishedRow, Run, ScoreRow, Verdict
+from records.models import PublishedRow, Run, ScoreRow, Scoring, Verdict
 from records.queries.compare import parse_row_key
 from records.scoring.ranking import paired_tests
-from records.scoring.run import latest_scorings
-from records.scoring.tables import COLUMN_BY_TITLE, figure_sums, ratio_of, summed
+from records.scoring.tables import figure_sums, ratio_of, summed
+from records.scoring.vocabulary import COLUMN_BY_TITLE
 
 RUNS_SHOWN = 60
 
@@ -83,7 +83,7 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
     )
     runs = list(scored[:RUNS_SHOWN])[::-1]
     out.more_runs = scored.count() - len(runs) if len(runs) == RUNS_SHOWN else 0
-    latest = latest_scorings(runs)
+    latest = Scoring.objects.latest_for(runs)
     # Each run's row for the model and surface (in the chosen mode; else the first mode seen).
     rows: dict[int, str] = {}
     modes: set[str] = set()

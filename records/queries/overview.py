@@ -11,7 +11,8 @@ from records.models import Scoring
 from records.queries.compare import rank_models
 from records.queries.cost import row_cost
 from records.scoring.ranking import Ranking
-from records.scoring.tables import COLUMN_BY_TITLE, Group, TableRow
+from records.scoring.tables import Group, TableRow
+from records.scoring.vocabulary import COLUMN_BY_TITLE
 
 
 @dataclass

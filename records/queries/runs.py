@@ -6,8 +6,7 @@ from typing import Any
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
-from records.models import Attempt, Run, ScoreRow, SurfaceSummary, Verdict
-from records.scoring.run import latest_scorings
+from records.models import Attempt, Run, ScoreRow, Scoring, SurfaceSummary, Verdict
 from records.scoring.tables import figure_sums, ratio_of, summed
 
 # The runs list's orders, by the name the query string gives them.
@@ -84,7 +83,7 @@ def column_over(scoring: Any, attempts: QuerySet[Attempt], column: str) -> tuple
 def headlines(runs: list[Run]) -> dict[int, tuple[str, str, tuple[int, int]]]:
     """Per run, its headline: the best Clean of its latest scoring (model, surface, (N, D)),
     the row a reader looks for first (two queries for a page of runs)."""
-    latest = latest_scorings(runs)
+    latest = Scoring.objects.latest_for(runs)
     best: dict[int, tuple[str, str, tuple[int, int]]] = {}
     run_of = {s.pk: r for r, s in latest.items()}
     for scoring_pk, model, surface, figures in ScoreRow.objects.filter(

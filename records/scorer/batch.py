@@ -15,7 +15,6 @@ from typing import Any
 import msgspec
 
 from records.formats.corpus_key import KeyDocument
-from records.formats.rows import JsonText, columns
 from records.scorer.score import (
     COUNTED_APART,
     Aggregate,
@@ -35,60 +34,6 @@ _encode = msgspec.json.Encoder().encode
 #   facts:    (attempt pk, JSON text)
 #   calls:    (attempt pk, *CALL_COLUMNS), JSON as text, in (attempt, index, line) order
 Chunk = tuple[list[tuple], list[tuple], list[tuple]]
-
-# The additive C.8 contributions of a verdict (sums of them are a row's ratios and overhead),
-# and the attempt's tokens it copies: every grouping of verdicts sums these columns.
-ADDITIVE = (
-    "discovery",
-    "invalid_params",
-    "steps",
-    "reached_n",
-    "reached_d",
-    "aft_n",
-    "aft_d",
-    "fidelity_n",
-    "fidelity_d",
-    "confirmation_n",
-    "confirmation_d",
-)
-# How a verdict's steps that needed a confirmation went, one count per way.
-CONFIRMATIONS = (
-    "declined_by_refusal",
-    "declined_by_text",
-    "confirmed_unaided",
-    "confirmed_server_aided",
-    "confirmed_never",
-)
-# Every count a verdict carries.
-COUNTS = (*ADDITIVE, *CONFIRMATIONS)
-TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
-
-# A verdict row as `score_chunk` builds it (its scoring's id goes first when it is stored); the
-# verdict table takes its columns from this declaration.
-VerdictRow = msgspec.defstruct(
-    "VerdictRow",
-    [
-        ("attempt", int),
-        ("row_key", str),
-        ("case", str),
-        ("model", str),
-        ("surface", str),
-        ("outcome", str),
-        ("reason", str),
-        ("clean", bool),
-        ("unaided", bool),
-        ("verified", bool),
-        ("counted", bool),
-        *((count, int) for count in COUNTS),
-        ("session", int | None),
-        ("tries", int),
-        *((tokens, int) for tokens in TOKENS),
-        ("detail", JsonText),
-    ],
-    array_like=True,
-    module=__name__,
-)
-VERDICT_FIELDS = columns(VerdictRow)
 
 
 def _json(text: str | None) -> Any:

@@ -5,7 +5,7 @@ upstream's reasons, and the managed blocks drawn from the rest."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from django.db import transaction
@@ -29,9 +29,9 @@ from records.formats.model_results import (
     unpublished,
     unpublished_line,
 )
+from records.formats.rows import CONFIRMATIONS
 from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, Verdict
 from records.models import ScoreRow as StoredRow
-from records.scorer.batch import CONFIRMATIONS
 from records.scorer.score import OUTCOMES, go_quote
 from records.scoring.tables import (
     Group,
@@ -43,7 +43,7 @@ from records.scoring.tables import (
 )
 
 # The provenance fields upstream requires, with what a reader loses when one is empty
-# (refusals.go requiredProvenance), in its order, which is the order tables.py checks them in.
+# (refusals.go requiredProvenance), in its order, which is the order refusals.py checks them in.
 REQUIRED_PROVENANCE = {
     "commit": "nothing says which tree was measured",
     "date": "nothing says when",
@@ -174,21 +174,19 @@ _CONFIRMATIONS = {
 }
 
 
+# The parts of a row key that the record (record.go's rowKey) names otherwise than `RowKey`.
+_RECORD_NAMES = {
+    "meta_schema": "meta_param_schema",
+    "slice": "slice_size",
+    "corpus": "corpus_digest",
+    "contract": "contract_digest",
+    "tools": "tool_schema_digest",
+}
+
+
 def record_key(k: RowKey) -> dict[str, Any]:
-    """A row key (`tables.RowKey`) as the record spells it."""
-    return {
-        "model": k.model,
-        "surface": k.surface,
-        "mode": k.mode,
-        "tier": k.tier,
-        "tier_pin": k.tier_pin,
-        "meta_param_schema": k.meta_schema,
-        "slice_size": k.slice,
-        "corpus_digest": k.corpus,
-        "contract_digest": k.contract,
-        "tool_schema_digest": k.tools,
-        "repeat": k.repeat,
-    }
+    """A row key (`tables.RowKey`) as the record spells it, its parts in the key's order."""
+    return {_RECORD_NAMES.get(f.name, f.name): getattr(k, f.name) for f in fields(k)}
 
 
 def record_row(row: TableRow, run: Run, corpus_cases: int, shown: dict | None) -> Row:

@@ -13,11 +13,11 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef, QuerySet
 
 from records.bulk import processes
 from records.bulk.tables import Table, analyze_if_large, gc_paused
 from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
+from records.formats.rows import VERDICT_FIELDS
 from records.models import (
     Attempt,
     Call,
@@ -31,14 +31,15 @@ from records.models import (
     Upload,
     Verdict,
 )
-from records.scorer.batch import VERDICT_FIELDS, Chunk, score_chunk
+from records.scorer.batch import Chunk, score_chunk
 from records.scorer.score import (
     CALL_COLUMNS,
     SCORER_VERSION,
     ScoringError,
 )
 from records.scoring.ranking import store_row_statistics
-from records.scoring.tables import _store_rows, provenance_refusal
+from records.scoring.refusals import provenance_refusal
+from records.scoring.tables import store_rows
 from records.scoring.worker import score_worker
 
 
@@ -81,38 +82,6 @@ def store_key(
             for i, c in enumerate(canonical["cases"])
         )
     return key, True
-
-
-def key_for_run(run: Run) -> CorpusKey | None:
-    """The newest stored key whose digest is the run's corpus digest."""
-    if not run.corpus_digest:
-        return None
-    return (
-        CorpusKey.objects.filter(digest=run.corpus_digest)
-        .defer("document")
-        .order_by("-created_at", "-id")
-        .first()
-    )
-
-
-def latest_scorings(runs: Iterable[Run]) -> dict[int, Scoring]:
-    """Each run's latest scoring that holds verdicts, by run id (one query)."""
-    latest: dict[int, Scoring] = {}
-    for scoring in Scoring.objects.filter(run__in=runs, verdict_count__gt=0).order_by(
-        "run", "-created_at", "-id"
-    ):
-        latest.setdefault(scoring.run_id, scoring)
-    return latest
-
-
-def latest_scoring(run: Run) -> Scoring | None:
-    # The key's document can be megabytes; pages need only its name and digest.
-    return (
-        run.scorings.select_related("key")
-        .defer("key__document")
-        .order_by("-created_at", "-id")
-        .first()
-    )
 
 
 @dataclass
@@ -393,7 +362,7 @@ def _score(
             return Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
             )
-        _store_rows(scoring)
+        store_rows(scoring)
         # ANALYZE in the transaction counts its own new rows: the statistics' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
         store_row_statistics(scoring)
@@ -420,7 +389,7 @@ def rescore_for_key(key: CorpusKey) -> list[Scoring]:
 
 
 def score_if_key(run: Run) -> Scoring | None:
-    key = key_for_run(run)
+    key = run.key()
     return score_run(run, key) if key else None
 
 
@@ -440,7 +409,7 @@ def score_if_unscored(run: Run) -> Scoring | None:
     run page for a run small enough to score inline, `score_pending_runs`)."""
     if Scoring.objects.filter(run=run).exists():
         return None
-    key = key_for_run(run)
+    key = run.key()
     return _score(run, key, None, unless_scored=True) if key else None
 
 
@@ -450,23 +419,15 @@ def score_unscored(runs: Iterable[Run]) -> list[Scoring]:
     return [s for run in runs if (s := score_if_unscored(run)) is not None]
 
 
-def pending_runs() -> QuerySet[Run]:
-    """The runs whose corpus key is stored but that have no scoring."""
-    return Run.objects.exclude(corpus_digest="").filter(
-        Exists(CorpusKey.objects.filter(digest=OuterRef("corpus_digest"))),
-        ~Exists(Scoring.objects.filter(run=OuterRef("pk"))),
-    )
-
-
 def score_pending_runs(limit: int | None = None) -> list[Scoring]:
-    """Score every run whose key is stored but that has no scoring (`pending_runs`), oldest
+    """Score every run whose key is stored but that has no scoring (`Run.objects.pending()`), oldest
     first, at most `limit` of them; returns the scorings stored.
 
     This is the sweep a background worker runs now and then, and what `manage.py rescore
     --pending` runs: it picks up the runs a killed ingest left unscored. Each run is scored as
     `score_if_unscored` scores it, so sweeps running at once (or a sweep and a page) store one
     scoring per run. A run's attempts are read a chunk at a time, so memory stays bounded."""
-    ids = pending_runs().order_by("pk").values_list("pk", flat=True)
+    ids = Run.objects.pending().order_by("pk").values_list("pk", flat=True)
     made = []
     for pk in list(ids if limit is None else ids[:limit]):
         run = Run.objects.filter(pk=pk).first()  # it may have been deleted meanwhile

@@ -1,5 +1,6 @@
-"""Score tables: a scoring's rows summed in the database, upstream's refusal rules (E.3), the
-cross-vendor groups (E.4) with their captions, column titles, the legend and the case matrix."""
+"""Score tables: a scoring's rows summed in the database, the row type, the cross-vendor groups
+(E.4) and the case matrix. Their words (titles, legend, captions) are `vocabulary`; which rows
+upstream refuses is `refusals`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.db import connection
 from django.db.models import Case, Count, F, IntegerField, Max, Sum, When
 
 from records import stats
+from records.formats.rows import ADDITIVE, CONFIRMATIONS, TOKENS
 from records.models import (
     Provider,
     Run,
@@ -22,8 +24,9 @@ from records.models import (
     Verdict,
 )
 from records.models import ScoreRow as StoredRow
-from records.scorer.batch import ADDITIVE, CONFIRMATIONS, TOKENS
-from records.scorer.score import OUTCOMES, RATIO_COLUMNS
+from records.scorer.score import OUTCOMES
+from records.scoring.refusals import refusal
+from records.scoring.vocabulary import caption, caption_parts, coverage_caption
 
 
 def cases_on(scoring: Scoring, surface: str) -> Any:
@@ -136,6 +139,10 @@ class Repeats:
         ]
 
 
+# The parts of a row key that rows are matched on across runs, in the key's order.
+IDENTITY = ("model", "surface", "mode", "tier", "tier_pin", "meta_schema", "slice")
+
+
 @dataclass(frozen=True)
 class RowKey:
     """A row's C.9 key as its parts, read from the stored row, its session and its run: what
@@ -175,15 +182,7 @@ class RowKey:
     @property
     def identity(self) -> tuple[str, str, str, str, str, str, int]:
         """What rows are matched on across runs: model, surface, mode and the pins."""
-        return (
-            self.model,
-            self.surface,
-            self.mode,
-            self.tier,
-            self.tier_pin,
-            self.meta_schema,
-            self.slice,
-        )
+        return tuple(getattr(self, part) for part in IDENTITY)  # type: ignore[return-value]
 
     @property
     def group(self) -> tuple[Any, ...]:
@@ -217,15 +216,8 @@ class RowKey:
         return f"{self.label} {rest} repeat={self.repeat}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "surface": self.surface,
-            "mode": self.mode,
-            "tier": self.tier,
-            "tier_pin": self.tier_pin,
-            "meta_schema": self.meta_schema,
-            "slice": self.slice,
-        }
+        """The identity by the names of its parts."""
+        return dict(zip(IDENTITY, self.identity, strict=True))
 
 
 @dataclass
@@ -367,7 +359,7 @@ def score_rows(
     return rows
 
 
-def _store_rows(scoring: Scoring) -> None:
+def store_rows(scoring: Scoring) -> None:
     """Sum the scoring's rows and its per-case counts once, in the database."""
 
     qn = connection.ops.quote_name
@@ -432,81 +424,6 @@ def fnv1a64(case_ids: Iterable[str]) -> str:
     return format(h, "x")
 
 
-def coverage_caption(count: int, coverage: str, corpus_cases: int) -> str:
-    """E.4's case coverage caption, from a row's case count and FNV-1a hash."""
-    if not count:
-        return ""
-    if count == corpus_cases:
-        return f"the whole corpus ({corpus_cases} cases)"
-    return f"{count} of {corpus_cases} cases (`{coverage}`)"
-
-
-REFUSAL_RULES = (
-    "filtered-run",
-    "unobserved-session",
-    "fake-provider",
-    "incomplete-provenance",
-    "stale-corpus",
-    "duplicate-row",
-)
-
-
-def provenance_refusal(
-    run: Run, s: Session | None, p: Provider | None, unobserved: set[int]
-) -> tuple[str, str] | None:
-    """E.3 rules 1-4, which the run, the row's session and its provider decide; upstream
-    judges them before scoring, so a row they refuse is never scored."""
-    if run.filter:
-        return "filtered-run", f"the run was filtered with -run {run.filter!r}"
-    if s is not None and s.pk in unobserved:
-        return "unobserved-session", f"session {s.label!r} made calls and none was observed"
-    if p is not None and p.name == "fake":
-        return "fake-provider", "the provider is the fake one"
-    if p is None:
-        return "incomplete-provenance", "the run line has no provider with this row's model"
-    checks = [
-        ("commit", run.commit),
-        ("date", run.started_at),
-        ("gitlab_version", run.gitlab_version),
-        ("edition", run.edition),
-        ("tier", run.tier),
-        # The session line's own surface, as upstream's provenance reads it: an attempt's
-        # surface does not fill a hole in its session line.
-        ("surface", s.surface if s else ""),
-        ("mode", s.mode if s else ""),
-        ("capability_surface", s.capabilities if s else ""),
-        ("token_scopes", s.token_scopes if s else []),
-        ("served_tools", (s.served_tools if s else 0) > 0),
-        ("provider", p.name),
-        ("model", p.model),
-        ("request_options", p.options),
-        ("repeat", run.repeat > 0),
-        ("corpus_digest", run.corpus_digest),
-        ("contract_digest", run.contract_digest),
-        ("tool_schema_digest", (s.tool_schema_digests or {}).get(p.spec) if s else ""),
-    ]
-    for name, value in checks:
-        if not value:
-            return "incomplete-provenance", f"{name} is empty"
-    return None
-
-
-def _refusal(
-    row: TableRow, run: Run, scoring: Scoring, unobserved: set[int], claimed: set[str]
-) -> tuple[str, str] | None:
-    """The first E.3 rule a row trips, as (rule, reason); None when upstream would publish it."""
-    first = provenance_refusal(run, row.session, row.provider, unobserved)
-    if first:
-        return first
-    if scoring.stale:
-        return "stale-corpus", (
-            f"the run's corpus digest {run.corpus_digest} is not the key's {scoring.key.digest}"
-        )
-    if row.row_key in claimed:
-        return "duplicate-row", "an earlier run already produced a row with this key"
-    return None
-
-
 @dataclass
 class Group:
     caption: str
@@ -561,12 +478,12 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
     for row in rows:
         row.session = sessions.get(row.figures.get("session_id"))
         row.provider = providers.get(row.model)
-        row.refusal = _refusal(row, run, scoring, unobserved, claimed)
+        row.refusal = refusal(row, run, scoring, unobserved, claimed)
         coverage = coverage_caption(row.case_count, row.coverage, corpus_cases)
         gk = (row_key_of(row).group, coverage)
         if gk not in groups:
             parts = caption_parts(row, run, coverage)
-            groups[gk] = Group(_caption(parts), [], parts=parts)
+            groups[gk] = Group(caption(parts), [], parts=parts)
         groups[gk].rows.append(row)
     out = sorted(groups.values(), key=lambda g: g.caption)
     by_surface: dict[str, list[Group]] = defaultdict(list)
@@ -584,97 +501,6 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
             for r in g.rows
         )
     return out
-
-
-def caption_parts(row: TableRow, run: Run, coverage: str) -> list[str]:
-    """What the rows of one table agree on, each part as the caption words it."""
-    s = row.session
-    mode = s.mode if s else ""  # as the row key spells it
-    parts = [f"surface `{row.surface}`", f"mode `{mode}`", f"tier `{run.tier}`"]
-    if s and s.tier_pin:
-        parts.append(f"tier pinned to `{s.tier_pin}`")
-    if s and s.meta_param_schema:
-        parts.append(f"meta schema `{s.meta_param_schema}`")
-    if s and s.slice_size:
-        parts.append(f"slice of {s.slice_size} tools")
-    parts.append(f"corpus `{run.corpus_digest}`")
-    if coverage:
-        parts.append(coverage)
-    tools = (s.tool_schema_digests or {}).get(row.model, "") if s else ""
-    parts += [
-        f"contract `{run.contract_digest}`",
-        f"tool schemas `{tools}`",
-        f"repeat {run.repeat}",
-    ]
-    return parts
-
-
-def _caption(parts: list[str]) -> str:
-    return "Compared as one table because these rows agree on " + ", ".join(parts) + "."
-
-
-COLUMN_TITLES = [
-    "Clean",
-    "Reached",
-    "Accepted first time",
-    "Argument fidelity",
-    "Confirmation",
-    "Unaided",
-    "Completion",
-]
-# Each ratio column by its key (as exports and addresses name it) and its title (as pages and
-# the legend show it).
-TITLED_COLUMNS = list(zip(RATIO_COLUMNS, COLUMN_TITLES, strict=True))
-TITLE_OF = dict(TITLED_COLUMNS)
-COLUMN_BY_TITLE = {title: column for column, title in TITLED_COLUMNS}
-
-
-LEGEND = [
-    (
-        "Clean",
-        "completed, unaided, every check held, and every step reached (or correctly declined), "
-        "observed, confirmed when destructive and sent every compared argument right. Derived "
-        "reading of upstream's Verdict.Clean (modelrecord.md C.7), not pinned upstream; a "
-        "destructive step declined in read-only mode counts as unclean under this reading.",
-    ),
-    (
-        "Reached",
-        "required steps reached by a call (or declined correctly) over required steps, "
-        "over attempts counted in the columns.",
-    ),
-    (
-        "Accepted first time",
-        "reached steps answered as the mode expects with no call retried "
-        "before, over reached steps.",
-    ),
-    (
-        "Argument fidelity",
-        "compared arguments that carried the declared value, over compared "
-        "arguments of reached steps.",
-    ),
-    (
-        "Confirmation",
-        "destructive steps confirmed (unaided or after the server asked), over destructive steps.",
-    ),
-    (
-        "Unaided",
-        "completed attempts with no call refused for invalid params or a missing "
-        "confirmation, over counted attempts.",
-    ),
-    ("Completion", "completed attempts over counted attempts."),
-    ("Overhead", "discovery calls plus invalid_params refusals, per reached step (may exceed 1)."),
-    (
-        "Counted apart",
-        "skipped, unobserved, provider errors, harness errors and GitLab refusals "
-        "are in no column above, with their steps.",
-    ),
-    (
-        "Requested action",
-        "read from the call line's recorded requested_action; upstream first "
-        "identifies (tool, arguments) against its own catalog, so the two can disagree on calls "
-        "the runner could not resolve.",
-    ),
-]
 
 
 def case_matrix(scoring: Scoring, surface: str, cases: list[str]) -> tuple[list[str], dict]:

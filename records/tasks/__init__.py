@@ -159,9 +159,9 @@ def settle(summary: dict[str, Any], upload: Upload) -> dict[str, Any]:
 
 
 def _restored(entry: dict[str, Any], shard: ShardFile, run: Run) -> dict[str, Any]:
-    from records.scoring.run import latest_scoring, score_if_unscored
+    from records.scoring.run import score_if_unscored
 
-    scoring = latest_scoring(run) or score_if_unscored(run)
+    scoring = run.latest_scoring() or score_if_unscored(run)
     return {
         "file": entry["file"],
         "sha256": shard.sha256,

@@ -28,9 +28,6 @@ from django_tasks_db.models import DBTaskResult
 from records.models import CorpusKey, Run, Scoring
 from records.scorer.score import SCORER_VERSION
 from records.scoring.run import (
-    key_for_run,
-    latest_scoring,
-    pending_runs,
     score_pending_runs,
     score_run,
 )
@@ -57,10 +54,10 @@ def score_run_task(run_pk: int, key: int | None = None, rebuild: bool = False) -
     A run already scored against that key by this scorer is left as it is, unless `rebuild`
     asks for its verdicts, rows and statistics to be made again."""
     run = Run.objects.filter(pk=run_pk).first()
-    newest = key_for_run(run) if run is not None else None
+    newest = run.key() if run is not None else None
     if run is None or newest is None:
         return {"state": "skipped", "key": None, "scoring": None}
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     if rebuild or not (
         scoring is not None
         and scoring.key_id == newest.pk
@@ -156,7 +153,7 @@ def run_states(key: CorpusKey, runs: list[Run]) -> dict[int, str]:
 def sweep_unscored_runs() -> int:
     """Score up to SWEEP_RUNS runs left unscored; queued again while more remain."""
     made = score_pending_runs(limit=SWEEP_RUNS)
-    if len(made) >= SWEEP_RUNS and pending_runs().exists():
+    if len(made) >= SWEEP_RUNS and Run.objects.pending().exists():
         sweep_unscored_runs.enqueue()
     return len(made)
 
@@ -174,7 +171,7 @@ class Sweeper:
             return False
         self.last = now
         busy = DBTaskResult.objects.filter(task_path=SWEEP_TASK, status__in=["READY", "RUNNING"])
-        if busy.exists() or not pending_runs().exists():
+        if busy.exists() or not Run.objects.pending().exists():
             return False
         sweep_unscored_runs.enqueue()
         return True

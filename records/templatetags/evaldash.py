@@ -9,11 +9,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from records.formats.rows import TOKENS
 from records.queries.compare import parse_row_key
 from records.queries.cost import COST_PARTS
 from records.queries.cost import usd as _usd
 from records.queries.trace import shown_json as shown
-from records.scorer.batch import TOKENS
 from records.scorer.score import COUNTED_APART, DISCOVERY_TOOL
 
 register = template.Library()

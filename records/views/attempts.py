@@ -36,7 +36,6 @@ from records.queries.trace import (
     trace,
     turn_rows,
 )
-from records.scoring.run import latest_scoring
 from records.views.access import (
     _get_attempt_or_404,
     _partial,
@@ -66,7 +65,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     total = None
     if price is not None:
         total = cost_of(Tokens.of(attempt), price)
-    scoring = latest_scoring(attempt.run)
+    scoring = attempt.run.latest_scoring()
     verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
     steps = (verdict.detail.get("steps", []) if verdict and verdict.detail else []) or []
     # The call the verdict turns on: the first step that did not complete, where a call reached it.

@@ -12,7 +12,7 @@ import html
 from typing import Any
 
 from records.queries.cost import COST_PARTS, RunFigures, row_cost
-from records.scoring.tables import COLUMN_BY_TITLE, COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 
 # Keys whose strings are this module's own markup, not data.
 _TEMPLATES = frozenset({"hovertemplate", "texttemplate"})

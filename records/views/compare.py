@@ -19,8 +19,8 @@ from records.models import (
     Run,
 )
 from records.queries import compare as cmp
-from records.scoring.run import latest_scoring
-from records.scoring.tables import COLUMN_TITLES, score_groups
+from records.scoring.tables import score_groups
+from records.scoring.vocabulary import COLUMN_TITLES
 from records.views import charts
 from records.views.access import (
     _bad_request,
@@ -69,7 +69,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         if data["kind"] == "surfaces":
             context["surface_groups"] = cmp.compare_surfaces(run)
         else:
-            scoring = latest_scoring(run)
+            scoring = run.latest_scoring()
             groups = score_groups(scoring) if scoring and scoring.verdict_count else []
             column = data.get("column") or COLUMN_TITLES[0]
             rankings = cmp.rank_models(scoring, groups, column) if groups else []
@@ -196,7 +196,7 @@ def compare_case(request: HttpRequest, form: CaseCompareForm) -> HttpResponse:
     """One case of a compared row: the two runs' attempts side by side, call by call."""
     data = form.cleaned_data
     baseline, candidate = _get_run_or_404(data["baseline"]), _get_run_or_404(data["candidate"])
-    sa, sb = latest_scoring(baseline), latest_scoring(candidate)
+    sa, sb = baseline.latest_scoring(), candidate.latest_scoring()
     if sa is None or sb is None:
         raise Http404("both runs must be scored")
     pairs = cmp.case_side_by_side(sa, sb, data["a"], data["b"], data["case"])

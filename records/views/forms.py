@@ -9,7 +9,7 @@ from django import forms
 from records.formats.shard import MODES, SURFACES, TIERS
 from records.queries.cost import ROW_SORTS
 from records.scorer.score import RATIO_COLUMNS
-from records.scoring.tables import COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_TITLES
 
 SURFACE_CHOICES = [(s, s) for s in SURFACES]
 MODE_CHOICES = [(m, m) for m in MODES]

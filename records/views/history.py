@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 
 from records.models import Run
 from records.queries.history import RUNS_SHOWN, history, rows_of_digest
-from records.scoring.tables import COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_TITLES
 from records.views import charts
 from records.views.access import query_form, read_access
 from records.views.forms import HistoryForm

@@ -43,17 +43,15 @@ from records.queries.search import Search
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.run import (
     PAGE_SCORING_MAX_ATTEMPTS,
-    key_for_run,
-    latest_scoring,
     score_if_unscored,
 )
-from records.scoring.tables import (
+from records.scoring.tables import score_groups
+from records.scoring.vocabulary import (
     COLUMN_BY_TITLE,
     COLUMN_TITLES,
     LEGEND,
     TITLE_OF,
     TITLED_COLUMNS,
-    score_groups,
 )
 from records.views import charts
 from records.views.access import (
@@ -160,14 +158,14 @@ def _scoring_state(run: Run) -> tuple[Any, CorpusKey | None, bool]:
     killed before scoring it); and whether this request scored it. A run small enough to score
     while the page loads is scored here; a larger one is left pending, for a retried upload,
     the gate or `manage.py rescore --pending`, so a page view stays bounded."""
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     if scoring is not None:
         return scoring, None, False
-    key = key_for_run(run)
+    key = run.key()
     if key is None or run.attempt_count > PAGE_SCORING_MAX_ATTEMPTS:
         return None, key, False
     scored_now = score_if_unscored(run) is not None
-    scoring = latest_scoring(run)  # this request's, or one a concurrent request just stored
+    scoring = run.latest_scoring()  # this request's, or one a concurrent request just stored
     return scoring, None if scoring else key, scored_now
 
 
@@ -215,7 +213,7 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
         context.update(
             groups=groups,
             sortable_columns=TITLED_COLUMNS,
-            matching_key=key_for_run(run),
+            matching_key=run.key(),
             keys=list(CorpusKey.objects.defer("document")[:50]),
             legend=LEGEND,
             scoring_count=run.scorings.count(),
@@ -344,7 +342,7 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
     form = RunSearchForm(request.GET, run.pk)
     if not form.is_valid():
         return _bad_request(form, request)
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     qs = Search(form.query()).ordered().defer("stimulus", "facts")
     if scoring:
         verdicts = Verdict.objects.filter(scoring=scoring, attempt=OuterRef("pk"))

@@ -25,7 +25,7 @@ from records.models import (
 from records.queries.cases import matrix_cases, matrix_cells
 from records.scoring.changes import verdict_changes
 from records.scoring.markdown import markdown
-from records.scoring.run import latest_scoring, score_run
+from records.scoring.run import score_run
 from records.scoring.tables import case_matrix, cases_on, score_groups
 from records.tasks.scoring import rescoring_progress, run_states
 from records.views.access import (
@@ -56,7 +56,7 @@ def run_score(request: HttpRequest, pk: int, form: ScoreForm) -> HttpResponse:
 @read_access
 def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     run = _get_run_or_404(pk)
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     if scoring is None or not scoring.verdict_count:
         return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
     groups = score_groups(scoring)
@@ -124,7 +124,7 @@ MATRIX_MARKS = {
 @query_form(MatrixForm)
 def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
     run = _get_run_or_404(pk)
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     surfaces = sorted(run.surfaces_seen)
     surface = form.cleaned_data.get("surface") or (surfaces[0] if surfaces else "dynamic")
     context: dict[str, Any] = {

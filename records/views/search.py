@@ -16,7 +16,7 @@ from django.views.decorators.vary import vary_on_headers
 from records.formats.shard import ENDINGS, TURN_STATUSES
 from records.queries.search import SORTS, Search, SearchQuery
 from records.scorer.score import OUTCOMES
-from records.scoring.tables import TITLED_COLUMNS
+from records.scoring.vocabulary import TITLED_COLUMNS
 from records.views.access import _bad_request, _partial, read_access
 from records.views.exports import _export
 

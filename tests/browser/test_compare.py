@@ -108,12 +108,11 @@ def test_a_model_name_carrying_markup_is_plain_text_in_every_chart(page, tmp_pat
 
 def test_a_rates_interval_reads_off_the_chart_hover_and_the_table_cell(page):
     from records.models import Run
-    from records.scoring.run import latest_scoring
     from records.scoring.tables import score_groups
 
     run = Run.objects.get(run_id="run-2026-11-23-f00dfa")
     # The demo repeats each case twice: intervals take the case as the unit.
-    groups = score_groups(latest_scoring(run))
+    groups = score_groups(run.latest_scoring())
     clean = {r.model: dict(r.columns)["clean"] for r in groups[0].rows}
     best = min(groups[0].rows, key=lambda r: (-clean[r.model][0] / clean[r.model][1], r.model))
     page.goto(page.base + f"/compare/?kind=models&run={run.pk}")

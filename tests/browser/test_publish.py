@@ -20,9 +20,8 @@ def uploaded_record(page) -> int:
     """The demo runs published as upstream would, one row renamed to a hostile name, uploaded."""
     from records.models import Upload
     from records.scoring.publish import publication_of_runs, store_record
-    from records.scoring.run import latest_scoring
 
-    scorings = [latest_scoring(run) for run in page.runs.values()]
+    scorings = [run.latest_scoring() for run in page.runs.values()]
     doc = json.loads(publication_of_runs(scorings).record())
     doc["rows"][0]["key"]["model"] = HOSTILE
     data = json.dumps(doc).encode()

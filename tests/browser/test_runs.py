@@ -94,11 +94,10 @@ def test_the_best_model_on_meta_by_clean_and_its_cost_is_two_clicks_from_home(pa
     assert cost.startswith("$")
     # What it says is what the scores say: the best Clean on meta, and its cost per attempt.
     from records.queries.overview import boards
-    from records.scoring.run import latest_scoring
     from records.scoring.tables import score_groups
 
     run = page.runs["run-2026-11-23-f00dfa"]
-    scoring = latest_scoring(run)
+    scoring = run.latest_scoring()
     (meta,) = [b for b in boards(scoring, score_groups(scoring), "Clean") if b.surface == "meta"]
     best = meta.standings[0]
     assert best.row.model in top.inner_text() and cost == f"${best.cost_per_attempt:,.4f}"

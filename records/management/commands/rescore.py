@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from records.models import CorpusKey, Run
-from records.scoring.run import key_for_run, score_pending_runs, score_run
+from records.scoring.run import score_pending_runs, score_run
 
 
 class Command(BaseCommand):
@@ -56,7 +56,7 @@ class Command(BaseCommand):
             raise CommandError(f"no corpus key with id {key}")
         done = skipped = failed = 0
         for r in runs.order_by("pk"):
-            k = chosen or key_for_run(r)
+            k = chosen or r.key()
             if k is None:
                 skipped += 1
                 continue
