@@ -765,3 +765,83 @@ def test_the_parser_reads_no_further_ahead_of_the_writer_than_allowed(shape, set
     assert report.stored, report.as_dict()
     assert len(data) > 10 * 8192 and max(gaps) <= 8192 + 2 * 2048
     assert report.stored[0]["sha256"] == hashlib.sha256(data).hexdigest()
+
+
+def _scored_on_arrival_and_read_back() -> tuple[list, list]:
+    """The verdicts the ingest stored for the one run, then those of re-scoring it from the
+    database."""
+    from records.models import Run, Scoring
+    from records.scoring.run import score_run
+
+    on_arrival = _verdicts()
+    scoring = Scoring.objects.get()
+    assert not scoring.error or "could not be scored" not in scoring.error
+    Scoring.objects.all().delete()
+    score_run(Run.objects.get(), scoring.key)
+    return on_arrival, _verdicts()
+
+
+@pytest.mark.parametrize(
+    "parser,scorer", [("in line", "in line"), ("fork", "in line"), ("fork", "processes")]
+)
+def test_a_shard_whose_key_is_stored_is_scored_from_its_lines_as_a_re_score_reads_them(
+    parser, scorer, settings, monkeypatch
+):
+    """With the key stored first, the ingest scores the run from the rows it wrote (reading
+    back only the results of calls whose case binds one), never reading its attempts and
+    calls back; the verdicts, rows and per-case counts are those of a re-score."""
+    from records.scoring import run as scoring_run
+
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0 if scorer == "processes" else 10**9
+    _through(parser, settings, monkeypatch)
+    _ingest("key.json", _key())
+    data = _synth(attempts=300)
+    # Calls whose text the scorer reads, and a case binding an earlier step's result.
+    assert b'"refused:invalid_params"' in data and b'"case":"MS-014"' in data
+    real = scoring_run._chunks
+
+    def no_read_back(*args, **kwargs):
+        raise AssertionError("the run was read back")
+
+    monkeypatch.setattr(scoring_run, "_chunks", no_read_back)
+    report = _ingest("modeleval-s.jsonl", data)
+    assert report.stored and report.stored[0]["scored_against"], report.refused
+    monkeypatch.setattr(scoring_run, "_chunks", real)
+    on_arrival, read_back = _scored_on_arrival_and_read_back()
+    assert len(on_arrival[0]) == Attempt.objects.count() > 40
+    assert on_arrival == read_back
+
+
+def test_a_shard_past_the_bound_or_without_its_run_line_first_is_scored_by_reading_it_back(
+    settings, monkeypatch
+):
+    from records.scoring import run as scoring_run
+
+    read_back: list[int] = []
+    real = scoring_run._chunks
+
+    def counted(run, *args, **kwargs):
+        read_back.append(run.pk)
+        return real(run, *args, **kwargs)
+
+    monkeypatch.setattr(scoring_run, "_chunks", counted)
+    monkeypatch.setattr(ingest_shards, "KEEP_CALLS", 5)
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth(attempts=60)).stored[0]["scored_against"]
+    assert len(read_back) == 1
+    on_arrival, again = _scored_on_arrival_and_read_back()
+    assert on_arrival == again and on_arrival[0]
+
+    # The run line neither last (as upstream writes it) nor first: the writer cannot know the
+    # key when the rows go in.
+    from records.models import Run
+
+    Run.objects.all().delete()
+    ShardFile.objects.all().delete()
+    monkeypatch.setattr(ingest_shards, "KEEP_CALLS", 10**9)
+    data = _synth(run_id="run-middle", attempts=60).splitlines(keepends=True)
+    assert b'"type":"run"' in data[-1]
+    read_back.clear()
+    moved = b"".join([*data[:5], data[-1], *data[5:-1]])
+    assert _ingest("modeleval-m.jsonl", moved).stored[0]["scored_against"]
+    assert len(read_back) == 1
