@@ -186,6 +186,7 @@ class _Writer:
             outcome = same(r[_C_OUTCOME], r[_C_OUTCOME])
             by_attempt[r[0]].append(
                 (
+                    r[0],
                     r[_C_LINE],
                     r[_C_INDEX],
                     same(r[_C_TOOL], r[_C_TOOL]),

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -288,17 +289,19 @@ def _chunks(
 class StoredLines:
     """What the scorer reads of a shard, kept by its writer as the rows went in, so that the
     run is scored from them instead of read back: the attempt rows as inserted (`id`, `run`,
-    `session`, then `ATTEMPT_COLUMNS`), and by attempt id the calls' `CALL_COLUMNS` in shard
-    order, a call's text kept only where the scorer reads it and its result left out (read
-    back only for the attempts whose case reads one, as `_chunks` reads it)."""
+    `session`, then `ATTEMPT_COLUMNS`), and by attempt id its calls in shard order, each its
+    attempt's id then `CALL_COLUMNS`; a call's text is kept only where the scorer reads it,
+    and its result is left out (read back only for the attempts whose case reads one)."""
 
     attempts: list[tuple]
     calls: dict[int, list[tuple]]
 
 
 _A = {name: i for i, name in enumerate(("id", "run", "session", *ATTEMPT_COLUMNS))}
-_RESULT = CALL_COLUMNS.index("result")
-_INDEX, _LINE = CALL_COLUMNS.index("index"), CALL_COLUMNS.index("line")
+# Positions in a chunk's call row: the attempt's id, then CALL_COLUMNS.
+_RESULT = 1 + CALL_COLUMNS.index("result")
+_INDEX, _LINE = 1 + CALL_COLUMNS.index("index"), 1 + CALL_COLUMNS.index("line")
+_CALL_ORDER = itemgetter(_INDEX, _LINE)
 
 
 def _chunks_from_lines(
@@ -346,13 +349,13 @@ def _chunks_from_lines(
                 )
                 results = {(a, i, n): text for a, i, n, text in cur.fetchall()}
         for a in attempts:
-            kept = sorted(lines.calls.get(a[0], ()), key=lambda c: (c[_INDEX], c[_LINE]))
+            kept = sorted(lines.calls.get(a[0], ()), key=_CALL_ORDER)
             if a[2] in producing:
                 for c in kept:
-                    text = results.get((a[0], c[_INDEX], c[_LINE]))
-                    calls.append((a[0], *c[:_RESULT], text, *c[_RESULT + 1 :]))
+                    text = results.get((c[0], c[_INDEX], c[_LINE]))
+                    calls.append((*c[:_RESULT], text, *c[_RESULT + 1 :]))
             else:
-                calls += [(a[0], *c) for c in kept]
+                calls += kept
         yield attempts, facts, calls
 
 
