@@ -209,7 +209,7 @@ class _Writer:
         label = 1 + ATTEMPT_COLUMNS.index("session_label")
         self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
         if self.kept is not None:
-            self.kept.attempts += self.attempts.rows
+            self.kept.keep_attempts(self.attempts.rows)
         with connection.cursor() as cursor:
             self.attempts.flush(cursor)
 

@@ -285,19 +285,43 @@ def _chunks(
         yield attempts, facts, calls
 
 
+# What the scorer reads of an attempt row as the ingest inserts it (`id`, `run`, `session`,
+# then `ATTEMPT_COLUMNS`): kept of each attempt of a shard whose key is stored.
+KEPT_ATTEMPT_COLUMNS = (
+    "id",
+    "key",
+    "case",
+    "model",
+    "effective_surface",
+    "session",
+    "facts",
+    "ended_by",
+    "reason",
+    "last_turn_has_tool_call",
+    "failed_checks",
+    "try_count",
+    *TOKEN_COLUMNS,
+)
+_INSERTED = ("id", "run", "session", *ATTEMPT_COLUMNS)
+_kept_of = itemgetter(*(_INSERTED.index(c) for c in KEPT_ATTEMPT_COLUMNS))
+
+
 @dataclass
 class StoredLines:
     """What the scorer reads of a shard, kept by its writer as the rows went in, so that the
-    run is scored from them instead of read back: the attempt rows as inserted (`id`, `run`,
-    `session`, then `ATTEMPT_COLUMNS`), and by attempt id its calls in shard order, each its
-    attempt's id then `CALL_COLUMNS`; a call's text is kept only where the scorer reads it,
-    and its result is left out (read back only for the attempts whose case reads one)."""
+    run is scored from them instead of read back: each attempt's `KEPT_ATTEMPT_COLUMNS`, and
+    by attempt id its calls in shard order, each its attempt's id then `CALL_COLUMNS`; a
+    call's text is kept only where the scorer reads it, and its result is left out (read back
+    only for the attempts whose case reads one)."""
 
     attempts: list[tuple]
     calls: dict[int, list[tuple]]
 
+    def keep_attempts(self, inserted: Iterable[tuple]) -> None:
+        """Keep what the scorer reads of these attempt rows, as the ingest inserts them."""
+        self.attempts += map(_kept_of, inserted)
 
-_A = {name: i for i, name in enumerate(("id", "run", "session", *ATTEMPT_COLUMNS))}
+
 # Positions in a chunk's call row: the attempt's id, then CALL_COLUMNS.
 _RESULT = 1 + CALL_COLUMNS.index("result")
 _INDEX, _LINE = 1 + CALL_COLUMNS.index("index"), 1 + CALL_COLUMNS.index("line")
@@ -316,11 +340,12 @@ def _chunks_from_lines(
     producing = {
         c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
     }
-    pk, key, case, model = _A["id"], _A["key"], _A["case"], _A["model"]
-    surface, session, facts_at = _A["effective_surface"], _A["session"], _A["facts"]
-    ended, reason = _A["ended_by"], _A["reason"]
-    last, failed = _A["last_turn_has_tool_call"], _A["failed_checks"]
-    copied = [_A[c] for c in ("try_count", *TOKEN_COLUMNS)]
+    at = {name: i for i, name in enumerate(KEPT_ATTEMPT_COLUMNS)}
+    pk, key, case, model = at["id"], at["key"], at["case"], at["model"]
+    surface, session, facts_at = at["effective_surface"], at["session"], at["facts"]
+    ended, reason = at["ended_by"], at["reason"]
+    last, failed = at["last_turn_has_tool_call"], at["failed_checks"]
+    copied = at["try_count"]  # the tries and tokens, last in the kept row, are copied
     qn = connection.ops.quote_name
     c_t = qn(Call._meta.db_table)
     rows = lines.attempts
@@ -332,7 +357,7 @@ def _chunks_from_lines(
             attempts.append(
                 (row[pk], row[key], row[case], row[model], row[surface], place.mode, place.tier)
                 + (row[ended], row[reason], place.row_key, row[last], row[failed], row[session])
-                + tuple(row[i] for i in copied)
+                + row[copied:]
             )
             if row[facts_at] is not None:
                 facts.append((row[pk], row[facts_at]))
