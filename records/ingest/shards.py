@@ -7,12 +7,10 @@ import hashlib
 import io
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-import orjson
 from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
@@ -42,7 +40,6 @@ from records.ingest.inputs import (
 from records.models import (
     Attempt,
     Call,
-    CorpusKey,
     Provider,
     Run,
     Session,
@@ -52,7 +49,7 @@ from records.models import (
     Upload,
     Verify,
 )
-from records.scoring.run import StoredLines, score_if_unscored, scored_from
+from records.scoring.run import score_if_unscored
 from records.search.index import index_run
 
 PRICE_FIELDS = (
@@ -79,40 +76,6 @@ def _size(stream: IO[bytes]) -> int:
 
 _SHARD_FIELD = {"try_number": "try"}  # where a column's name is not its field's
 
-# The most call rows of one shard whose scorer columns are kept for its scoring (about half a
-# kilobyte each); a larger shard is scored from the database, as a stored run is re-scored.
-KEEP_CALLS = 200_000
-
-_C = {name: i for i, name in enumerate(CALL_COLUMNS)}
-_C_LINE, _C_INDEX, _C_TOOL, _C_ARGUMENTS = _C["line"], _C["index"], _C["tool"], _C["arguments"]
-_C_REQUESTED, _C_DISPATCHED = _C["requested_action"], _C["dispatched_action"]
-_C_DISPATCHED_TOOL, _C_OUTCOME = _C["dispatched_tool"], _C["outcome"]
-_C_TRUNCATED, _C_TEXT = _C["result_truncated"], _C["text"]
-_C_OBSERVED = _C["dispatch_observed"]
-
-
-def _corpus_digest_hint(stream: IO[bytes]) -> str | None:
-    """The corpus digest of the shard's run line when it is its last line (as upstream writes
-    shards) or its first, read without consuming the stream; None otherwise. Only a hint: the
-    run is scored against the key of the digest its reader settles."""
-    try:
-        head = stream.read(HINT_BYTES)
-        size = stream.seek(0, io.SEEK_END)
-        stream.seek(max(size - HINT_BYTES, 0))
-        tail = stream.read(HINT_BYTES)
-        stream.seek(0)
-        for text in (tail.rstrip().rsplit(b"\n", 1)[-1], head.split(b"\n", 1)[0]):
-            doc = orjson.loads(text) if text.startswith(b"{") else None
-            if isinstance(doc, dict) and doc.get("type") == "run":
-                digest = doc["run"]["corpus_digest"]
-                return digest if isinstance(digest, str) and digest else None
-    except Exception:  # noqa: BLE001 (no hint: the reader says what is wrong, in its turn)
-        stream.seek(0)
-    return None
-
-
-HINT_BYTES = 64 * 1024
-
 
 class _Writer:
     """Writes the parser's rows: child rows as they come, attempt rows once the shard is read.
@@ -121,13 +84,8 @@ class _Writer:
     file order), so turn, call and verify rows carry their attempt's id when they are written.
     """
 
-    def __init__(self, run_id: int, keep: bool = False) -> None:
+    def __init__(self, run_id: int) -> None:
         self.run_id = run_id
-        # What the scorer reads of the rows, kept as they go in when the run's key is stored
-        # (the run is scored from them, not read back); None once not kept.
-        self.kept: StoredLines | None = StoredLines([], defaultdict(list)) if keep else None
-        self.kept_calls = 0
-        self.same: dict[str, str] = {}  # one string for each repeated tool, action, outcome
         self.turns = Table(Turn, TURN_COLUMNS)
         self.calls = Table(Call, CALL_COLUMNS)
         self.verifies = Table(Verify, VERIFY_COLUMNS)
@@ -169,47 +127,12 @@ class _Writer:
                     r[0] = ids[r[0]]
                 table.rows = rows
                 table.flush(cursor)
-        if self.kept is not None:
-            self._keep(calls)
-
-    def _keep(self, calls: list[list]) -> None:
-        """Keep the scorer's columns of these call rows, up to KEEP_CALLS in a shard; past
-        that the run is read back instead, so a shard's memory stays bounded."""
-        assert self.kept is not None
-        self.kept_calls += len(calls)
-        if self.kept_calls > KEEP_CALLS:
-            self.kept = None
-            return
-        same = self.same.setdefault
-        by_attempt = self.kept.calls
-        for r in calls:
-            outcome = same(r[_C_OUTCOME], r[_C_OUTCOME])
-            by_attempt[r[0]].append(
-                (
-                    r[0],
-                    r[_C_LINE],
-                    r[_C_INDEX],
-                    same(r[_C_TOOL], r[_C_TOOL]),
-                    r[_C_ARGUMENTS],
-                    same(r[_C_REQUESTED], r[_C_REQUESTED]),
-                    same(r[_C_DISPATCHED], r[_C_DISPATCHED]),
-                    same(r[_C_DISPATCHED_TOOL], r[_C_DISPATCHED_TOOL]),
-                    outcome,
-                    None,  # the result: read back for the attempts whose case reads it
-                    r[_C_TRUNCATED],
-                    # The text is read only for the meta decline test (C.2).
-                    r[_C_TEXT] if outcome == "refused:invalid_params" else "",
-                    r[_C_OBSERVED],
-                )
-            )
 
     def write_attempts(self, rows: list[tuple], session_ids: dict[str, int]) -> None:
         self._reserve(rows[-1][0] + 1 if rows else 0)
         ids, run = self.ids, self.run_id
         label = 1 + ATTEMPT_COLUMNS.index("session_label")
         self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
-        if self.kept is not None:
-            self.kept.keep_attempts(self.attempts.rows)
         with connection.cursor() as cursor:
             self.attempts.flush(cursor)
 
@@ -234,10 +157,6 @@ class _Shard:
     stream: IO[bytes]
     size: int
     feed: Feed | None = None  # its parse, when it started while the shard before was stored
-    corpus_digest: str | None = None  # its run line's, looked up before its parse starts
-
-    def __post_init__(self) -> None:
-        self.corpus_digest = _corpus_digest_hint(self.stream)
 
 
 class _Raise:
@@ -392,10 +311,7 @@ def ingest_shard(
                 lines=0,
             )
             run = Run.objects.create(shard=shard_row, run_id="", repeat=0, line=0)
-            keep = bool(shard.corpus_digest) and (
-                CorpusKey.objects.filter(digest=shard.corpus_digest).exists()
-            )
-            writer = _Writer(run.pk, keep)
+            writer = _Writer(run.pk)
             summary: ShardSummary | None = None
             session_ids: dict[str, int] = {}
             next_report = CHUNK * 8
@@ -454,12 +370,7 @@ def ingest_shard(
     analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
     seconds = time.perf_counter() - started
 
-    # Scored from what the writer kept when it kept it all and the run's digest is the one
-    # its first line gave; read back otherwise.
-    lines = writer.kept if shard.corpus_digest == run.corpus_digest else None
-    writer.kept = None
-    with scored_from(run, lines):
-        scoring = score_if_unscored(run)
+    scoring = score_if_unscored(run)
     report.stored.append(
         {
             "file": name,

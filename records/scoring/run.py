@@ -7,10 +7,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -21,7 +18,6 @@ from django.db.models import Exists, OuterRef, QuerySet
 from records.bulk import processes
 from records.bulk.tables import Table, analyze_if_large, gc_paused
 from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
-from records.formats.rows import ATTEMPT_COLUMNS
 from records.models import (
     Attempt,
     Call,
@@ -35,7 +31,6 @@ from records.models import (
     Upload,
     Verdict,
 )
-from records.scorer.batch import TOKENS as TOKEN_COLUMNS
 from records.scorer.batch import VERDICT_FIELDS, Chunk, score_chunk
 from records.scorer.score import (
     CALL_COLUMNS,
@@ -285,110 +280,11 @@ def _chunks(
         yield attempts, facts, calls
 
 
-# What the scorer reads of an attempt row as the ingest inserts it (`id`, `run`, `session`,
-# then `ATTEMPT_COLUMNS`): kept of each attempt of a shard whose key is stored.
-KEPT_ATTEMPT_COLUMNS = (
-    "id",
-    "key",
-    "case",
-    "model",
-    "effective_surface",
-    "session",
-    "facts",
-    "ended_by",
-    "reason",
-    "last_turn_has_tool_call",
-    "failed_checks",
-    "try_count",
-    *TOKEN_COLUMNS,
-)
-_INSERTED = ("id", "run", "session", *ATTEMPT_COLUMNS)
-_kept_of = itemgetter(*(_INSERTED.index(c) for c in KEPT_ATTEMPT_COLUMNS))
-
-
-@dataclass
-class StoredLines:
-    """What the scorer reads of a shard, kept by its writer as the rows went in, so that the
-    run is scored from them instead of read back: each attempt's `KEPT_ATTEMPT_COLUMNS`, and
-    by attempt id its calls in shard order, each its attempt's id then `CALL_COLUMNS`; a
-    call's text is kept only where the scorer reads it, and its result is left out (read back
-    only for the attempts whose case reads one)."""
-
-    attempts: list[tuple]
-    calls: dict[int, list[tuple]]
-
-    def keep_attempts(self, inserted: Iterable[tuple]) -> None:
-        """Keep what the scorer reads of these attempt rows, as the ingest inserts them."""
-        self.attempts += map(_kept_of, inserted)
-
-
-# Positions in a chunk's call row: the attempt's id, then CALL_COLUMNS.
-_RESULT = 1 + CALL_COLUMNS.index("result")
-_INDEX, _LINE = 1 + CALL_COLUMNS.index("index"), 1 + CALL_COLUMNS.index("line")
-_CALL_ORDER = itemgetter(_INDEX, _LINE)
-
-
-def _chunks_from_lines(
-    run: Run,
-    doc: KeyDocument,
-    placed: dict[tuple[str, str, int | None], _Placement],
-    lines: StoredLines,
-    chunk: int = 300,
-) -> Iterator[Chunk]:
-    """`_chunks` from the rows a shard's writer kept (`StoredLines`): the same chunks, with
-    only the results the scorer reads taken from the database, one query a chunk."""
-    producing = {
-        c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
-    }
-    at = {name: i for i, name in enumerate(KEPT_ATTEMPT_COLUMNS)}
-    pk, key, case, model = at["id"], at["key"], at["case"], at["model"]
-    surface, session, facts_at = at["effective_surface"], at["session"], at["facts"]
-    ended, reason = at["ended_by"], at["reason"]
-    last, failed = at["last_turn_has_tool_call"], at["failed_checks"]
-    copied = at["try_count"]  # the tries and tokens, last in the kept row, are copied
-    qn = connection.ops.quote_name
-    c_t = qn(Call._meta.db_table)
-    rows = lines.attempts
-    for start in range(0, len(rows), chunk):
-        attempts, facts, calls = [], [], []
-        reading: list[int] = []
-        for row in rows[start : start + chunk]:
-            place = placed[(row[model], row[surface], row[session])]
-            attempts.append(
-                (row[pk], row[key], row[case], row[model], row[surface], place.mode, place.tier)
-                + (row[ended], row[reason], place.row_key, row[last], row[failed], row[session])
-                + row[copied:]
-            )
-            if row[facts_at] is not None:
-                facts.append((row[pk], row[facts_at]))
-            if row[case] in producing:
-                reading.append(row[pk])
-        results: dict[tuple[int, int, int], str | None] = {}
-        if reading:
-            among, params = _among(reading)
-            with connection.cursor() as cur:
-                cur.execute(
-                    f"SELECT attempt_id, {qn('index')}, line, CAST(result AS TEXT) FROM {c_t} "
-                    f"WHERE attempt_id {among}",
-                    params,
-                )
-                results = {(a, i, n): text for a, i, n, text in cur.fetchall()}
-        for a in attempts:
-            kept = sorted(lines.calls.get(a[0], ()), key=_CALL_ORDER)
-            if a[2] in producing:
-                for c in kept:
-                    text = results.get((c[0], c[_INDEX], c[_LINE]))
-                    calls.append((*c[:_RESULT], text, *c[_RESULT + 1 :]))
-            else:
-                calls += kept
-        yield attempts, facts, calls
-
-
 SCORER_PROCESSES = 2
 
 
 def _verdicts(
-    run: Run, doc: KeyDocument, stale: bool, lines: StoredLines | None = None
+    run: Run, doc: KeyDocument, stale: bool
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one reads the next chunks and writes the verdicts (`records.bulk.processes`). Scoring
@@ -396,14 +292,11 @@ def _verdicts(
     go to them in turn and their answers are taken in the same order, so the verdicts, and the
     first error, are those of scoring in line."""
     placed, refused = _placements(run)
-    chunks = (
-        _chunks(run, doc, placed) if lines is None else _chunks_from_lines(run, doc, placed, lines)
-    )
     if (
         run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
         or not processes.available()
     ):
-        for chunk in chunks:
+        for chunk in _chunks(run, doc, placed):
             yield score_chunk(doc, stale, chunk, refused)
         return
     what = f"the scoring of run {run.pk}"
@@ -418,7 +311,7 @@ def _verdicts(
         return msg[1], msg[2], msg[3], msg[4]
 
     try:
-        for chunk in chunks:
+        for chunk in _chunks(run, doc, placed):
             if not scorers[sent % n].send(processes.pack(chunk)):
                 # A scorer is gone: the answers up to what it said last (an error, or
                 # nothing) end this.
@@ -458,12 +351,7 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scori
 
 
 def _score(
-    run: Run,
-    key: CorpusKey,
-    doc: KeyDocument | None,
-    *,
-    unless_scored: bool,
-    lines: StoredLines | None = None,
+    run: Run, key: CorpusKey, doc: KeyDocument | None, *, unless_scored: bool
 ) -> Scoring | None:
     """`score_run`, in turn with every other scoring of the run: the run's row is locked
     first (PostgreSQL; SQLite's immediate transactions already take one writer at a time).
@@ -484,7 +372,7 @@ def _score(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
             )
             try:
-                for rows, retired, unknown, refused in _verdicts(run, doc, stale, lines):
+                for rows, retired, unknown, refused in _verdicts(run, doc, stale):
                     skipped_retired += retired
                     skipped_unknown += unknown
                     skipped_refused += refused
@@ -542,21 +430,6 @@ def score_if_key(run: Run) -> Scoring | None:
 PAGE_SCORING_MAX_ATTEMPTS = 2000
 
 
-# The rows the ingest's writer kept of the shard it just stored, by its run's id: the scoring of
-# that run reads them (`scored_from`) instead of the database.
-_kept: ContextVar[tuple[int, StoredLines] | None] = ContextVar("kept lines", default=None)
-
-
-@contextmanager
-def scored_from(run: Run, lines: StoredLines | None) -> Iterator[None]:
-    """Within this block, a scoring of `run` reads its attempts and calls from `lines`."""
-    token = _kept.set((run.pk, lines) if lines is not None else None)
-    try:
-        yield
-    finally:
-        _kept.reset(token)
-
-
 def score_if_unscored(run: Run) -> Scoring | None:
     """Score a run that has no scoring yet against its stored key, and return that scoring;
     None when no stored key has its digest or it has a scoring (also one that a concurrent
@@ -564,16 +437,11 @@ def score_if_unscored(run: Run) -> Scoring | None:
 
     A run is left unscored when its process was killed between the commit of its shard and
     its scoring; every place that meets the run calls this (a retried upload, the gate, the
-    run page for a run small enough to score inline, `score_pending_runs`). The ingest calls
-    it `scored_from` the rows its writer kept of the shard just stored."""
+    run page for a run small enough to score inline, `score_pending_runs`)."""
     if Scoring.objects.filter(run=run).exists():
         return None
     key = key_for_run(run)
-    if key is None:
-        return None
-    kept = _kept.get()
-    lines = kept[1] if kept is not None and kept[0] == run.pk else None
-    return _score(run, key, None, unless_scored=True, lines=lines)
+    return _score(run, key, None, unless_scored=True) if key else None
 
 
 def score_unscored(runs: Iterable[Run]) -> list[Scoring]:
