@@ -18,6 +18,16 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     report = json.loads(out.read_text())
     assert report["ingest"]["floor"]["lines"] == report["ingest"]["evaldash"]["lines"] > 0
     assert report["scoring"]["attempts"] > 0
+    # The ingest with the key stored is measured against its own floor over the same shards.
+    keyed = report["ingest_with_key"]
+    assert (
+        keyed["floor"]["lines"] == keyed["evaldash"]["lines"] > report["ingest"]["floor"]["lines"]
+    )
+    ratios = report["ratios"]
+    assert ratios["ingest_with_key_over_floor"] == keyed["ratio_lines"] > 0
+    assert ratios["ingest_without_scoring_over_floor"] == report["ingest"]["ratio_lines"] > 0
+    assert ratios["rescore_attempts"] == report["scoring_large"]["attempts"] > 0
+    assert ratios["rescore_attempts_per_s"] > 0
     for page in (
         "runs list",
         "run overview (ranked boards)",
@@ -38,4 +48,6 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
         # process that started it) can only exceed.
         assert 0 < mem["ingest_process_max_rss_mb"] <= mem["kernel_max_rss_mb"]
         assert mem["max_rss_mb"] >= mem["ingest_process_max_rss_mb"]
-    assert "bench (" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "bench (" in printed and "ingest with the key stored" in printed
+    assert "without scoring" in printed and "attempts/s" in printed
