@@ -8,17 +8,15 @@ from typing import Any
 from django import forms
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
-from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
-from django.views.decorators.vary import vary_on_headers
 
 from records.formats.shard import ENDINGS, TURN_STATUSES
 from records.queries.search import SORTS, Search, SearchQuery
 from records.scorer.score import OUTCOMES
 from records.scoring.tables import TITLED_COLUMNS
-from records.views.access import _bad_request, _partial, read_access
-from records.views.exports import _export
+from records.views.access import bad_request, read_access, render_page
+from records.views.exports import export
 
 YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
 PER_PAGE = 25
@@ -238,15 +236,13 @@ def facet_links(
 
 @require_GET
 @read_access
-@vary_on_headers("HX-Request")
 def search(request: HttpRequest) -> HttpResponse:
     form = _parse(request)
     if form.errors:
-        return _bad_request(form, request)
+        return bad_request(form, request)
     context = results_context(form, request.GET, PER_PAGE)
     context["search_url"] = reverse("records:search")
-    template = "records/search/page.html"
-    return render(request, template + "#results" if _partial(request) else template, context)
+    return render_page(request, "records/search/page.html", context, partial="results")
 
 
 def results_context(
@@ -325,5 +321,5 @@ def search_json(request: HttpRequest) -> HttpResponse:
 def search_csv(request: HttpRequest) -> HttpResponse:
     form = _parse(request)
     if form.errors:
-        return _bad_request(form, request)
-    return _export("csv", "search", Search(form.query()).rows())
+        return bad_request(form, request)
+    return export("csv", "search", Search(form.query()).rows())
