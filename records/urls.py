@@ -87,6 +87,11 @@ urlpatterns = [
         name="attempt-call-body",
     ),
     path(
+        "attempts/<int:pk>/turns/<int:turn>/items/",
+        attempts.attempt_turn_items,
+        name="attempt-turn-items",
+    ),
+    path(
         "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>/",
         attempts.attempt_block_body,
         name="attempt-block-body",

@@ -26,6 +26,7 @@ from records.models import (
 from records.queries.attempts import failing_step, neighbours, price_for, verdict_steps
 from records.queries.cost import Tokens, cost_of
 from records.queries.trace import (
+    ITEMS_PER_TURN,
     PREVIEW_CHARS,
     TURNS_PER_PAGE,
     answered_tries,
@@ -33,14 +34,17 @@ from records.queries.trace import (
     shown_json,
     trace,
     turn_rows,
+    turn_window,
 )
 from records.scoring.run import latest_scoring
 from records.views.access import (
     get_attempt_or_404,
+    query_form,
     read_access,
     render_page,
 )
 from records.views.exports import export, json_object_pieces, json_stream, raw_download
+from records.views.forms import TurnItemsForm
 from records.views.search import RunSearchForm
 
 VERIFIES_SHOWN = 200
@@ -72,6 +76,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "scoring": scoring,
         "verdict": verdict,
         "turns": trace(attempt, price, start, start + TURNS_PER_PAGE),
+        "items_per_turn": ITEMS_PER_TURN,
         "trace_page": page,
         "call_links": links,
         "verifies": verifies.defer("detail").annotate(
@@ -199,6 +204,31 @@ def _csv_rows(attempt: Attempt, price: Any) -> Iterator[dict[str, Any]]:
                 yield {**base, **_call_dict(c, flat=True)}
             if empty:  # every row has every column: the header is read from the first
                 yield {**base, **dict.fromkeys(FLAT_CALL_FIELDS)}
+
+
+@require_GET
+@read_access
+@query_form(TurnItemsForm)
+def attempt_turn_items(
+    request: HttpRequest, pk: int, turn: int, form: TurnItemsForm
+) -> HttpResponse:
+    """The next items of a turn the trace cut short (`?start=`, the first item's position),
+    with a link to the ones after: a fragment for htmx, else a page of its own."""
+    attempt = get_attempt_or_404(pk)
+    t = get_object_or_404(Turn, pk=turn, attempt_id=pk)
+    start = form.cleaned_data["start"]
+    context = {
+        "attempt": attempt,
+        "t": turn_window(attempt, t, start),
+        "first_item": start,
+        "items_per_turn": ITEMS_PER_TURN,
+    }
+    return render_page(
+        request,
+        "records/attempts/turn_items.html",
+        context,
+        partial="records/attempts/_turn_items.html",
+    )
 
 
 @require_GET

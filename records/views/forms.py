@@ -47,6 +47,10 @@ class MatrixForm(forms.Form):
     page = forms.IntegerField(required=False, min_value=1)
 
 
+class TurnItemsForm(forms.Form):
+    start = forms.IntegerField(min_value=0)
+
+
 class FlipsForm(forms.Form):
     before = forms.IntegerField(required=False, min_value=1)
     after = forms.IntegerField(required=False, min_value=1)
