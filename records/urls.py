@@ -71,6 +71,7 @@ urlpatterns = [
     path("compare.md", compare.compare_export, {"fmt": "md"}, name="compare-md"),
     path("compare.<fmt:fmt>", compare.compare_export, name="compare-export"),
     path("compare/case/", compare.compare_case, name="compare-case"),
+    path("compare/cases/", compare.compare_cases, name="compare-cases"),
     path("history/", history.row_history, name="history"),
     path("keys/", scores.keys, name="keys"),
     path("keys/<int:pk>/", scores.key_detail, name="key"),

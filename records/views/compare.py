@@ -29,7 +29,7 @@ from records.views.access import (
     render_page,
 )
 from records.views.exports import export
-from records.views.forms import CaseCompareForm, CompareForm
+from records.views.forms import CaseCompareForm, CompareForm, RowCasesForm
 
 
 @require_GET
@@ -135,4 +135,31 @@ def compare_case(request: HttpRequest, form: CaseCompareForm) -> HttpResponse:
             "identity": cmp.row_label(sb, data["b"]),
             "pairs": pairs,
         },
+    )
+
+
+@require_GET
+@read_access
+@query_form(RowCasesForm)
+def compare_cases(request: HttpRequest, form: RowCasesForm) -> HttpResponse:
+    """A page of one compared row's changed cases, past the first the comparison shows: a
+    fragment for htmx (it replaces the list in place), else a page of its own."""
+    data = form.cleaned_data
+    baseline, candidate = get_run_or_404(data["baseline"]), get_run_or_404(data["candidate"])
+    sa, sb = latest_scoring(baseline), latest_scoring(candidate)
+    if sa is None or sb is None:
+        raise Http404("both runs must be scored")
+    context = {
+        "baseline": baseline,
+        "candidate": candidate,
+        "a": data["a"],
+        "b": data["b"],
+        "identity": cmp.row_label(sb, data["b"]),
+        "cases": cmp.row_cases(sa, sb, data["a"], data["b"], data.get("page") or 1),
+    }
+    return render_page(
+        request,
+        "records/compare/cases.html",
+        context,
+        partial="records/compare/_case_changes.html",
     )

@@ -120,6 +120,16 @@ class CaseCompareForm(forms.Form):
     case = forms.CharField(max_length=500)
 
 
+class RowCasesForm(forms.Form):
+    """One page of a compared row's changed cases."""
+
+    baseline = forms.IntegerField(min_value=1)
+    candidate = forms.IntegerField(min_value=1)
+    a = forms.CharField(max_length=2000)
+    b = forms.CharField(max_length=2000)
+    page = forms.IntegerField(required=False, min_value=1)
+
+
 class FiguresSortForm(forms.Form):
     """The order of a table of a run's figures: a column, `-` before it for the highest first."""
 
