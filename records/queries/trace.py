@@ -275,3 +275,25 @@ def call_pages(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, int]:
         position = rows.filter(Q(index__lt=turn) | Q(index=turn, line__lt=line)).count()
         pages[index] = position // TURNS_PER_PAGE + 1
     return pages
+
+
+def call_windows(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """For each of these calls that its turn shows only on demand (past the turn's first
+    ITEMS_PER_TURN items), the turn line's pk and the start of the part of it that shows it."""
+    wanted = {i for i in call_indices if isinstance(i, int)}
+    if not wanted:
+        return {}
+    turn_of = dict(attempt.calls.filter(index__in=wanted).values_list("index", "turn"))
+    answered = answered_tries(attempt, turn_of.values())
+    out = {}
+    for index, turn in turn_of.items():
+        pk = answered.get(turn)
+        offset = attempt.calls.filter(turn=turn, index__lt=index).count()
+        if pk is None or offset < ITEMS_PER_TURN:  # within the first items: on the page
+            continue
+        blocks = Turn.objects.only("blocks").get(pk=pk).blocks or []
+        tools = [n for n, b in enumerate(blocks) if b.get("kind") == "tool_call"]
+        position = tools[offset] if offset < len(tools) else len(blocks) + offset - len(tools)
+        if position >= ITEMS_PER_TURN:
+            out[index] = (pk, position // ITEMS_PER_TURN * ITEMS_PER_TURN)
+    return out

@@ -31,6 +31,7 @@ from records.queries.trace import (
     TURNS_PER_PAGE,
     answered_tries,
     call_pages,
+    call_windows,
     shown_json,
     trace,
     turn_rows,
@@ -59,7 +60,8 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     verdict, steps = verdict_steps(scoring, attempt)
     failing = failing_step(steps)
     target_call = failing.get("call_index") if failing else None
-    pages = call_pages(attempt, [st.get("call_index") for st in steps if st.get("reached")])
+    reached = [st.get("call_index") for st in steps if st.get("reached")]
+    pages = call_pages(attempt, reached)
     # A long trace is paged; opened without a page, it opens where the verdict turns.
     paginator = Paginator(turn_rows(attempt).values_list("pk", flat=True), TURNS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page") or pages.get(target_call, 1))
@@ -69,6 +71,10 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         query = request.GET.copy()
         query["page"] = str(number)
         links[index] = ("" if number == page.number else f"?{query.urlencode()}") + f"#call-{index}"
+    # A call deep in a long turn is shown with the part of the turn that holds it.
+    for index, (turn_pk, item) in call_windows(attempt, reached).items():
+        url = reverse("records:attempt-turn-items", args=[attempt.pk, turn_pk])
+        links[index] = f"{url}?start={item}#call-{index}"
     verifies = Verify.objects.filter(attempt=attempt).order_by("line")
     context = {
         "attempt": attempt,
