@@ -26,23 +26,22 @@ class MatrixForm(forms.Form):
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
     show = forms.ChoiceField(
         required=False,
-        choices=[
-            ("", "every case"),
-            ("flaky_or_mixed", "flaky or mixed cells"),
-            ("flaky", "flaky cells"),
-            ("mixed", "mixed cells"),
-        ],
+        # Each of the matrix's filters (records.queries.cases.MATRIX_SHOWS) named for its cells.
+        choices={"": "every case"}
+        | {
+            show: f"{show.replace('_', ' ')} cells" for show in ("flaky_or_mixed", "flaky", "mixed")
+        },
     )
     sort = forms.ChoiceField(
         required=False,
-        choices=[
-            ("", "case"),
-            ("-case", "case, last first"),
-            ("clean", "Clean, lowest first"),
-            ("-clean", "Clean, highest first"),
-            ("flaky", "most flaky cells first"),
-            ("mixed", "most mixed cells first"),
-        ],
+        choices={
+            "": "case",
+            "-case": "case, last first",
+            "clean": "Clean, lowest first",
+            "-clean": "Clean, highest first",
+            "flaky": "most flaky cells first",
+            "mixed": "most mixed cells first",
+        },
     )
     page = forms.IntegerField(required=False, min_value=1)
 

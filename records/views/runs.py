@@ -239,20 +239,24 @@ def run_scores(request: HttpRequest, pk: int, tab: str = "scores") -> HttpRespon
     return _render_tab(request, context)
 
 
+def _figures_tab(pk: int, tab: str, form: FiguresSortForm) -> tuple[Run, dict[str, Any], Any]:
+    """A tab of the run's figures (cost, sessions), in the order the address asks for."""
+    run = get_run_or_404(pk)
+    context, _ = _run_page(run, tab)
+    figures = run_figures(run)
+    sort_figures(figures, form.cleaned_data.get("sort") or "")
+    context["figures"] = figures
+    return run, context, figures
+
+
 @require_GET
 @read_access
 @query_form(FiguresSortForm)
 def run_cost(
     request: HttpRequest, pk: int, form: FiguresSortForm, tab: str = "cost"
 ) -> HttpResponse:
-    run = get_run_or_404(pk)
-    context, _ = _run_page(run, tab)
-    figures = run_figures(run)
-    sort_figures(figures, form.cleaned_data.get("sort") or "")
-    context.update(
-        figures=figures,
-        chart=charts.cost_chart(figures) if figures.priced_models else None,
-    )
+    _, context, figures = _figures_tab(pk, tab, form)
+    context["chart"] = charts.cost_chart(figures) if figures.priced_models else None
     return _render_tab(request, context)
 
 
@@ -263,12 +267,8 @@ def run_sessions(
     request: HttpRequest, pk: int, form: FiguresSortForm, tab: str = "sessions"
 ) -> HttpResponse:
     """The sessions and provenance tab."""
-    run = get_run_or_404(pk)
-    context, _ = _run_page(run, tab)
-    figures = run_figures(run)
-    sort_figures(figures, form.cleaned_data.get("sort") or "")
+    run, context, _ = _figures_tab(pk, tab, form)
     context.update(
-        figures=figures,
         endings=ENDINGS,
         providers=list(run.providers.all()),
         sessions=list(run.sessions.all()),
