@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -196,15 +197,24 @@ def _render_tab(
     return render_page(request, "records/runs/detail.html", context, partial=partial)
 
 
+def _legacy_list(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """An attempt-list address of before the tabs leads to the list, its own tab now."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, pk: int, **kwargs: Any) -> HttpResponse:
+        if request.GET.keys() & LEGACY_LIST_PARAMS:
+            run = get_run_or_404(pk)
+            return redirect(_tab_url(run, "attempts") + "?" + request.GET.urlencode())
+        return view(request, pk, **kwargs)
+
+    return wrapper
+
+
 @require_GET
 @read_access
-def run_overview(request: HttpRequest, pk: int) -> HttpResponse:
-    if request.GET.keys() & LEGACY_LIST_PARAMS:
-        # An attempt-list address of before the tabs: the list is its own tab now.
-        return redirect(_tab_url(get_run_or_404(pk), "attempts") + "?" + request.GET.urlencode())
-    form = ColumnForm(request.GET)
-    if not form.is_valid():
-        return bad_request(form, request)
+@_legacy_list
+@query_form(ColumnForm)
+def run_overview(request: HttpRequest, pk: int, form: ColumnForm) -> HttpResponse:
     run = get_run_or_404(pk)
     context, usable = _run_page(run, "overview")
     column = form.cleaned_data.get("column") or COLUMN_TITLES[0]
@@ -219,10 +229,8 @@ def run_overview(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @read_access
-def run_scores(request: HttpRequest, pk: int, tab: str = "scores") -> HttpResponse:
-    form = SortForm(request.GET)
-    if not form.is_valid():
-        return bad_request(form, request)
+@query_form(SortForm)
+def run_scores(request: HttpRequest, pk: int, form: SortForm, tab: str = "scores") -> HttpResponse:
     run = get_run_or_404(pk)
     context, usable = _run_page(run, tab)
     groups = score_groups(usable) if usable else []
