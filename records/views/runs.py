@@ -247,42 +247,41 @@ def run_scores(request: HttpRequest, pk: int, form: SortForm, tab: str = "scores
     return _render_tab(request, context)
 
 
-def _figures_tab(pk: int, tab: str, form: FiguresSortForm) -> tuple[Run, dict[str, Any], Any]:
-    """A tab of the run's figures (cost, sessions), in the order the address asks for."""
-    run = get_run_or_404(pk)
-    context, _ = _run_page(run, tab)
-    figures = run_figures(run)
-    sort_figures(figures, form.cleaned_data.get("sort") or "")
-    context["figures"] = figures
-    return run, context, figures
+def _figures_tab(
+    view: Callable[[HttpRequest, Run, Any], dict[str, Any]],
+) -> Callable[..., HttpResponse]:
+    """A tab of the run's figures (cost, sessions) in the order the address asks for: `view`
+    is given the run and its figures and answers what the tab shows besides them."""
+
+    @require_GET
+    @read_access
+    @query_form(FiguresSortForm)
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, pk: int, form: FiguresSortForm, tab: str) -> HttpResponse:
+        run = get_run_or_404(pk)
+        context, _ = _run_page(run, tab)
+        figures = run_figures(run)
+        sort_figures(figures, form.cleaned_data.get("sort") or "")
+        context.update(figures=figures, **view(request, run, figures))
+        return _render_tab(request, context)
+
+    return wrapper
 
 
-@require_GET
-@read_access
-@query_form(FiguresSortForm)
-def run_cost(
-    request: HttpRequest, pk: int, form: FiguresSortForm, tab: str = "cost"
-) -> HttpResponse:
-    _, context, figures = _figures_tab(pk, tab, form)
-    context["chart"] = charts.cost_chart(figures) if figures.priced_models else None
-    return _render_tab(request, context)
+@_figures_tab
+def run_cost(request: HttpRequest, run: Run, figures: Any) -> dict[str, Any]:
+    return {"chart": charts.cost_chart(figures) if figures.priced_models else None}
 
 
-@require_GET
-@read_access
-@query_form(FiguresSortForm)
-def run_sessions(
-    request: HttpRequest, pk: int, form: FiguresSortForm, tab: str = "sessions"
-) -> HttpResponse:
+@_figures_tab
+def run_sessions(request: HttpRequest, run: Run, figures: Any) -> dict[str, Any]:
     """The sessions and provenance tab."""
-    run, context, _ = _figures_tab(pk, tab, form)
-    context.update(
-        endings=ENDINGS,
-        providers=list(run.providers.all()),
-        sessions=list(run.sessions.all()),
-        can_delete=request.user.has_perm("records.delete_run"),
-    )
-    return _render_tab(request, context)
+    return {
+        "endings": ENDINGS,
+        "providers": list(run.providers.all()),
+        "sessions": list(run.sessions.all()),
+        "can_delete": request.user.has_perm("records.delete_run"),
+    }
 
 
 @require_GET
