@@ -27,7 +27,7 @@ def _attempt_with_one_turn(calls: int, tool_blocks: int = 0) -> Attempt:
     lines += [line("verify"), line("session"), line("run")]
     report = ingest_bytes(("modeleval-calls.jsonl", encode(lines)))
     assert not report.refused
-    return Attempt.objects.get()
+    return Attempt.objects.get(run=report.stored[0]["run"])
 
 
 def _follow(client, html: str) -> list[int]:
