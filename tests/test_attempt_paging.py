@@ -92,13 +92,12 @@ def test_a_turn_of_another_attempt_is_not_found(client, viewer):
 
 
 def test_a_call_deep_in_a_long_turn_is_linked_to_the_part_that_shows_it(client, viewer):
-    from records.queries.trace import call_windows
+    from records.queries.trace import call_pages
 
     attempt = _attempt_with_one_turn(200, tool_blocks=120)
     turn = Turn.objects.get()
-    assert call_windows(attempt, [30, 101, 150, 9_999]) == {
-        101: (turn.pk, 100),
-        150: (turn.pk, 100),
-    }
+    pages, windows = call_pages(attempt, [30, 101, 150, 9_999])
+    assert pages == {30: 1, 101: 1, 150: 1}
+    assert windows == {101: (turn.pk, 100), 150: (turn.pk, 100)}
     part = client.get(f"/attempts/{attempt.pk}/turns/{turn.pk}/items/?start=100").content.decode()
     assert 'id="call-101"' in part and 'id="call-150"' in part

@@ -258,11 +258,15 @@ def turn_window(attempt: Attempt, t: Turn, start: int, items: int = ITEMS_PER_TU
     return TraceTurn(t, blocks, None, extras, more, start + items)
 
 
-def call_pages(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, int]:
-    """The trace page (from 1) that shows each of these calls: the page of its answered try."""
+def call_pages(
+    attempt: Attempt, call_indices: Iterable[int]
+) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """Where each of these calls is shown: the trace page (from 1) of its answered try; and,
+    for a call its turn shows only on demand (past the turn's first ITEMS_PER_TURN items), the
+    turn line's pk and the start of the part of it that shows the call."""
     wanted = {i for i in call_indices if isinstance(i, int)}
     if not wanted:
-        return {}
+        return {}, {}
     turn_of = dict(attempt.calls.filter(index__in=wanted).values_list("index", "turn"))
     answered = answered_tries(attempt, turn_of.values())
     rows = turn_rows(attempt)
@@ -274,22 +278,20 @@ def call_pages(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, int]:
         line = rows.values_list("line", flat=True).get(pk=pk)
         position = rows.filter(Q(index__lt=turn) | Q(index=turn, line__lt=line)).count()
         pages[index] = position // TURNS_PER_PAGE + 1
-    return pages
+    return pages, _call_windows(attempt, turn_of, answered)
 
 
-def call_windows(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, tuple[int, int]]:
-    """For each of these calls that its turn shows only on demand (past the turn's first
-    ITEMS_PER_TURN items), the turn line's pk and the start of the part of it that shows it."""
-    wanted = {i for i in call_indices if isinstance(i, int)}
-    if not wanted:
-        return {}
-    turn_of = dict(attempt.calls.filter(index__in=wanted).values_list("index", "turn"))
-    answered = answered_tries(attempt, turn_of.values())
+def _call_windows(
+    attempt: Attempt, turn_of: dict[int, int], answered: dict[int, int]
+) -> dict[int, tuple[int, int]]:
+    counts = _call_counts(attempt, turn_of.values())
     out = {}
     for index, turn in turn_of.items():
         pk = answered.get(turn)
+        if pk is None or counts.get(turn, 0) <= ITEMS_PER_TURN:  # a short turn shows every call
+            continue
         offset = attempt.calls.filter(turn=turn, index__lt=index).count()
-        if pk is None or offset < ITEMS_PER_TURN:  # within the first items: on the page
+        if offset < ITEMS_PER_TURN:  # among the first items
             continue
         blocks = Turn.objects.only("blocks").get(pk=pk).blocks or []
         tools = [n for n, b in enumerate(blocks) if b.get("kind") == "tool_call"]

@@ -31,7 +31,6 @@ from records.queries.trace import (
     TURNS_PER_PAGE,
     answered_tries,
     call_pages,
-    call_windows,
     shown_json,
     trace,
     turn_rows,
@@ -61,7 +60,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     failing = failing_step(steps)
     target_call = failing.get("call_index") if failing else None
     reached = [st.get("call_index") for st in steps if st.get("reached")]
-    pages = call_pages(attempt, reached)
+    pages, windows = call_pages(attempt, reached)
     # A long trace is paged; opened without a page, it opens where the verdict turns.
     paginator = Paginator(turn_rows(attempt).values_list("pk", flat=True), TURNS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page") or pages.get(target_call, 1))
@@ -72,7 +71,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         query["page"] = str(number)
         links[index] = ("" if number == page.number else f"?{query.urlencode()}") + f"#call-{index}"
     # A call deep in a long turn is shown with the part of the turn that holds it.
-    for index, (turn_pk, item) in call_windows(attempt, reached).items():
+    for index, (turn_pk, item) in windows.items():
         url = reverse("records:attempt-turn-items", args=[attempt.pk, turn_pk])
         links[index] = f"{url}?start={item}#call-{index}"
     verifies = Verify.objects.filter(attempt=attempt).order_by("line")
