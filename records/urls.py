@@ -4,7 +4,18 @@ from django.urls import include, path, register_converter
 
 from records.conformance import views as conformance
 from records.replays import views as replays
-from records.views import attempts, cases, compare, history, publish, runs, scores, search, uploads
+from records.views import (
+    attempts,
+    cases,
+    compare,
+    gate,
+    history,
+    publish,
+    runs,
+    scores,
+    search,
+    uploads,
+)
 
 
 class ExportFormat:
@@ -27,16 +38,20 @@ class RawField(ExportFormat):
 register_converter(RawField, "raw_field")
 
 
-class RunTab(ExportFormat):
-    regex = "scores|cost|attempts|sessions"
+def _tab_converter(tab: str) -> str:
+    """A converter that matches one tab's name: each tab has its own view, and every tab past
+    the first is reversed as `records:run-tab` with its name, as one pattern would be."""
+    register_converter(type(f"{tab.title()}Tab", (ExportFormat,), {"regex": tab}), f"{tab}_tab")
+    return f"<{tab}_tab:tab>/"
 
-
-register_converter(RunTab, "run_tab")
 
 # One run's pages, below /runs/<pk>/: its tabs, exports, scoring and deletion.
 run_urls = [
-    path("", runs.run_detail, name="run"),
-    path("<run_tab:tab>/", runs.run_detail, name="run-tab"),
+    path("", runs.run_overview, name="run"),
+    path(_tab_converter("scores"), runs.run_scores, name="run-tab"),
+    path(_tab_converter("cost"), runs.run_cost, name="run-tab"),
+    path(_tab_converter("attempts"), runs.run_attempts, name="run-tab"),
+    path(_tab_converter("sessions"), runs.run_sessions, name="run-tab"),
     path("attempts.<fmt:fmt>", runs.run_attempts_export, name="run-attempts-export"),
     path("scores.<fmt:fmt>", scores.run_scores_export, name="run-scores-export"),
     path("score/", scores.run_score, name="run-score"),
@@ -56,6 +71,7 @@ urlpatterns = [
     path("compare.md", compare.compare_export, {"fmt": "md"}, name="compare-md"),
     path("compare.<fmt:fmt>", compare.compare_export, name="compare-export"),
     path("compare/case/", compare.compare_case, name="compare-case"),
+    path("compare/cases/", compare.compare_cases, name="compare-cases"),
     path("history/", history.row_history, name="history"),
     path("keys/", scores.keys, name="keys"),
     path("keys/<int:pk>/", scores.key_detail, name="key"),
@@ -70,6 +86,11 @@ urlpatterns = [
         "attempts/<int:pk>/calls/<int:call>/<str:part>/",
         attempts.attempt_call_body,
         name="attempt-call-body",
+    ),
+    path(
+        "attempts/<int:pk>/turns/<int:turn>/items/",
+        attempts.attempt_turn_items,
+        name="attempt-turn-items",
     ),
     path(
         "attempts/<int:pk>/turns/<int:turn>/blocks/<int:block>/",
@@ -99,7 +120,7 @@ urlpatterns = [
     path("queue/", uploads.queue, name="queue"),
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
     path("api/v1/uploads/<int:pk>", uploads.api_upload_status, name="api-upload-status"),
-    path("api/v1/runs/<str:run_id>/gate", uploads.api_gate, name="api-gate"),
+    path("api/v1/runs/<str:run_id>/gate", gate.api_gate, name="api-gate"),
     path("cases/", cases.cases, name="cases"),
     path("cases.json", cases.cases_json, name="cases-json"),
     path("cases/case/", cases.case_page, name="case"),

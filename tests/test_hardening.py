@@ -164,11 +164,11 @@ def test_token_names_are_shown_to_staff_only(client, django_user_model):
 
 
 def test_csv_cells_that_start_a_formula_after_white_space_are_neutralised():
-    from records.views.exports import _csv_safe
+    from records.views.exports import csv_safe
 
-    assert _csv_safe("  =HYPERLINK(1)") == "'  =HYPERLINK(1)"
-    assert _csv_safe("\u00a0+1") == "'\u00a0+1"
-    assert _csv_safe("plain = fine") == "plain = fine"
+    assert csv_safe("  =HYPERLINK(1)") == "'  =HYPERLINK(1)"
+    assert csv_safe("\u00a0+1") == "'\u00a0+1"
+    assert csv_safe("plain = fine") == "plain = fine"
 
 
 def test_logins_are_refused_for_a_while_after_repeated_failures(client, django_user_model):

@@ -241,12 +241,12 @@ def test_an_unknown_api_address_is_answered_404_in_json(client, db, path):
 def test_a_permission_refused_inside_an_api_view_is_answered_403_in_json(client, bearer, monkeypatch):  # fmt: skip
     from django.core.exceptions import PermissionDenied
 
-    from records.views import uploads
+    from records.views import gate
 
     def refuse(*args):
         raise PermissionDenied("not this run")
 
-    monkeypatch.setattr(uploads, "resolve", refuse)
+    monkeypatch.setattr(gate, "resolve", refuse)
     assert _error(client.get("/api/v1/runs/run-1/gate", headers=bearer), 403) == "not this run"
 
 
@@ -254,14 +254,14 @@ def test_a_permission_refused_inside_an_api_view_is_answered_403_in_json(client,
 def test_a_fault_inside_an_api_view_is_answered_500_in_json(bearer, monkeypatch, settings, debug):
     from django.test import Client
 
-    from records.views import uploads
+    from records.views import gate
 
     settings.DEBUG = debug
 
     def fail(*args):
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(uploads, "resolve", fail)
+    monkeypatch.setattr(gate, "resolve", fail)
     r = Client(raise_request_exception=False).get("/api/v1/runs/run-1/gate", headers=bearer)
     assert "the error is logged" in _error(r, 500)
 

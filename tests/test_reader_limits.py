@@ -17,8 +17,16 @@ from records.formats.shard import (
     read_shard_bytes,
 )
 from records.models import Attempt, Run, Turn
-from records.views.exports import _export, json_stream, json_text
-from tests.builders import PRICE, encode, ingest_bytes, line, shard
+from records.views.exports import export, json_stream, json_text
+from tests.builders import encode, ingest_bytes, line, shard
+
+PRICE = {
+    "input_per_million_usd": 1.0,
+    "output_per_million_usd": 5.0,
+    "cache_write_per_million_usd": 1.25,
+    "cache_read_per_million_usd": 0.1,
+    "retrieved_on": "2026-09-16",
+}
 
 
 def priced_run(**price: float) -> dict:
@@ -149,7 +157,7 @@ class TestStored:
 
 def test_json_exports_send_a_number_that_is_not_finite_as_null():
     rows = [{"cost": math.inf, "rate": math.nan, "nested": [{"x": -math.inf}], "n": 1.5}]
-    doc = strict_json(_export("json", "x", iter(rows)).content)
+    doc = strict_json(export("json", "x", iter(rows)).content)
     assert doc == {"rows": [{"cost": None, "rate": None, "nested": [{"x": None}], "n": 1.5}]}
     streamed = b"".join(
         s for s in json_stream({"a": math.inf}, [("items", [math.nan])]).streaming_content

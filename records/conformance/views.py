@@ -30,7 +30,7 @@ from records.queries.trace import pretty_json
 from records.views.access import (
     read_access,
 )
-from records.views.exports import _export
+from records.views.exports import export
 from records.views.uploads import recent_uploads, token_upload, upload_page_context
 
 
@@ -94,7 +94,7 @@ def conformance_export(request: HttpRequest, fmt: str) -> HttpResponse:
                     else (res.failures if res else []),
                 }
             )
-    return _export(fmt, "conformance-matrix", out)
+    return export(fmt, "conformance-matrix", out)
 
 
 @require_GET

@@ -169,11 +169,12 @@ def case_flips(
     *,
     limit: int | None = None,
     detail: bool = True,
+    offset: int = 0,
 ) -> tuple[dict[str, dict[str, int]], dict[str, list[CaseFlip]]]:
     """How each case of each row pair (baseline key, candidate key) changed between two
     scorings: counts per kind, and (with `detail`) the changes (not the cases that still pass),
-    regressions first, at most `limit` per row. Two queries, whatever the number of rows or
-    cases."""
+    regressions first, at most `limit` per row after the first `offset`. Two queries, whatever
+    the number of rows or cases."""
 
     if not pairs:
         return {}, {}
@@ -214,7 +215,8 @@ def case_flips(
             cte + f"SELECT n, k, kind, a_completed, a_counted, a_total, b_completed, b_counted, "
             f"b_total FROM (SELECT classified.*, ROW_NUMBER() OVER (PARTITION BY n ORDER BY "
             f"{order}, k) AS rn FROM classified WHERE kind <> 'still passing') x"
-            + (f" WHERE rn <= {int(limit)}" if limit else "")
+            + f" WHERE rn > {int(offset)}"
+            + (f" AND rn <= {int(offset) + int(limit)}" if limit else "")
             + " ORDER BY n, rn",
             params,
         )
@@ -237,7 +239,56 @@ def shared_cases(scoring_rows: list[tuple[Scoring, str]]) -> list[str]:
     return sorted(shared or ())
 
 
-FLIPS_SHOWN = 50
+FLIPS_SHOWN = 50  # a row's changed cases shown at once: a page of its case list
+
+
+@dataclass
+class CasePage:
+    """One page of a compared row's changed cases (regressions first)."""
+
+    flips: list[CaseFlip]
+    number: int  # from 1
+    total: int  # changed cases in the row
+    per_page: int = FLIPS_SHOWN
+
+    @property
+    def start_index(self) -> int:
+        return (self.number - 1) * self.per_page + 1 if self.flips else 0
+
+    @property
+    def end_index(self) -> int:
+        return (self.number - 1) * self.per_page + len(self.flips)
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_next(self) -> bool:
+        return self.number * self.per_page < self.total
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+
+def changed_count(kinds: dict[str, int]) -> int:
+    return sum(n for k, n in kinds.items() if k != "still passing")
+
+
+def row_cases(sa: Scoring, sb: Scoring, a: str, b: str, page: int) -> CasePage:
+    """Page `page` of the changed cases of the baseline's row `a` against the candidate's `b`
+    (the last page past the end)."""
+    counts, _ = case_flips(sa, sb, [(a, b)], detail=False)
+    total = changed_count(counts.get(a, {}))
+    page = max(1, min(page, -(-total // FLIPS_SHOWN)))
+    offset = (page - 1) * FLIPS_SHOWN
+    _, changes = case_flips(sa, sb, [(a, b)], limit=FLIPS_SHOWN, offset=offset)
+    return CasePage(changes.get(a, []), page, total)
 
 
 def evidence_of(labels: Iterable[str]) -> str:
@@ -287,8 +338,12 @@ class RowComparison:
 
     @property
     def more_flips(self) -> int:
-        changed = sum(n for k, n in self.kinds.items() if k != "still passing")
-        return max(0, changed - len(self.flips))
+        return max(0, changed_count(self.kinds) - len(self.flips))
+
+    @property
+    def cases(self) -> CasePage:
+        """The first page of the row's changed cases, as the comparison shows it."""
+        return CasePage(self.flips, 1, changed_count(self.kinds))
 
     @property
     def regressions(self) -> int:

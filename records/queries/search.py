@@ -377,7 +377,8 @@ CALL_FIELDS = (
 CALL_COLUMNS = ("call", "tool", "requested_action", "dispatched_action", "call_outcome", "snippet")
 
 
-def attempt_fields(a: Attempt) -> dict[str, Any]:
+def attempt_identity(a: Attempt) -> dict[str, Any]:
+    """What names a found attempt in every answer of the search (CSV rows, JSON)."""
     return {
         "run_id": a.run.run_id,
         "attempt": a.key,
@@ -385,9 +386,11 @@ def attempt_fields(a: Attempt) -> dict[str, Any]:
         "model": a.model,
         "surface": a.effective_surface,
         "repeat": a.repeat,
-        "ended_by": a.ended_by,
-        "verdict": a.outcome or "",
     }
+
+
+def attempt_fields(a: Attempt) -> dict[str, Any]:
+    return {**attempt_identity(a), "ended_by": a.ended_by, "verdict": a.outcome or ""}
 
 
 def call_fields(c: Call) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from records.models import Attempt, Call, Turn
 from records.queries.cost import Cost, Tokens, cost_of
@@ -106,12 +107,20 @@ class TraceBlock:
     position: int = 0  # in its turn's blocks: the body's address
 
 
+# What one turn shows at first: this many of its items (its blocks in order, then the calls of
+# its answered try that no tool-call block led to). A turn of thousands of calls would otherwise
+# be one page of thousands; the rest is loaded on demand, this many at a time.
+ITEMS_PER_TURN = 50
+
+
 @dataclass
 class TraceTurn:
     turn: Turn
     blocks: list[TraceBlock]
     cost: Cost | None
     extra_calls: list[TraceCall]
+    more: int = 0  # items of the turn past these, loaded on demand
+    next_item: int = 0  # the position of the first of them
 
     @property
     def rate_limited(self) -> bool:
@@ -144,31 +153,42 @@ def turn_rows(attempt: Attempt) -> QuerySet[Turn]:
     return attempt.turns.order_by("index", "line")
 
 
-def trace(
-    attempt: Attempt,
-    price: tuple[float, float, float, float] | None,
-    start: int = 0,
-    stop: int | None = None,
-) -> list[TraceTurn]:
-    """Turn lines `start` to `stop` in conversation order, each tool-call block paired with the
-    call line it led to, every body cut to a preview.
+def _call_counts(attempt: Attempt, indices: Iterable[int]) -> dict[int, int]:
+    rows = attempt.calls.filter(turn__in=set(indices)).values_list("turn").annotate(n=Count("id"))
+    return dict(rows.order_by())
 
-    Call lines carry the turn index they were made in; within a turn, the k-th tool-call block
-    of the answered try is paired with the k-th call by call index.
-    """
-    rows = turn_rows(attempt)[start:stop]
-    indices = set(rows.values_list("index", flat=True))
-    answered = answered_tries(attempt, indices)
-    calls_by_turn: dict[int, list[TraceCall]] = defaultdict(list)
-    calls = attempt.calls.filter(turn__in=indices).order_by("index", "line")
-    for c in calls.iterator(chunk_size=8):
-        calls_by_turn[c.turn].append(trace_call(c))
-    out = []
-    for t in rows.iterator(chunk_size=4):
-        pending = list(calls_by_turn.get(t.index, [])) if answered.get(t.index) == t.pk else []
-        blocks = []
-        for position, b in enumerate(t.blocks or []):
-            kind = b.get("kind", "")
+
+def _first_calls(attempt: Attempt, indices: set[int], limit: int) -> dict[int, list[TraceCall]]:
+    """The first `limit` calls of each turn index, in call order: one query, however many calls
+    a turn holds."""
+    ranked = attempt.calls.filter(turn__in=indices).annotate(
+        position=Window(RowNumber(), partition_by=F("turn"), order_by=[F("index"), F("line")])
+    )
+    out: dict[int, list[TraceCall]] = defaultdict(list)
+    for c in ranked.filter(position__lte=limit).order_by("turn", "index", "line").iterator(8):
+        out[c.turn].append(trace_call(c))
+    return out
+
+
+def _turn_items(
+    t: Turn,
+    calls: list[TraceCall],
+    first_call: int,
+    call_count: int,
+    start: int,
+    stop: int,
+) -> tuple[list[TraceBlock], list[TraceCall], int]:
+    """Items `start` to `stop` of a turn (its blocks, then the calls no tool-call block led to),
+    each tool-call block paired with its call; `calls` are the turn's calls from position
+    `first_call` on (none for a try that did not answer). Returns the blocks, the extra calls
+    and how many items lie past `stop`."""
+    blocks_in = t.blocks or []
+    paired = 0  # the calls the blocks before this one were paired with
+    blocks = []
+    for position, b in enumerate(blocks_in):
+        kind = b.get("kind", "")
+        pairs = kind == "tool_call" and paired < call_count
+        if start <= position < stop:
             tb = TraceBlock(
                 kind,
                 text=preview(b.get("text", "")),
@@ -178,19 +198,75 @@ def trace(
             )
             if "arguments" in b:
                 tb.arguments = shown_json(b["arguments"], PREVIEW_JSON_CHARS)
-            if kind == "tool_call" and pending:
-                tb.call = pending.pop(0)
+            if pairs and 0 <= paired - first_call < len(calls):
+                tb.call = calls[paired - first_call]
             blocks.append(tb)
+        paired += pairs
+    extra_count = call_count - paired
+    # The extra calls are the items after the blocks.
+    first_extra, last_extra = max(0, start - len(blocks_in)), max(0, stop - len(blocks_in))
+    extras = [
+        calls[i - first_call]
+        for i in range(paired + first_extra, paired + min(extra_count, last_extra))
+        if 0 <= i - first_call < len(calls)
+    ]
+    return blocks, extras, max(0, len(blocks_in) + extra_count - stop)
+
+
+def trace(
+    attempt: Attempt,
+    price: tuple[float, float, float, float] | None,
+    start: int = 0,
+    stop: int | None = None,
+    items: int = ITEMS_PER_TURN,
+) -> list[TraceTurn]:
+    """Turn lines `start` to `stop` in conversation order, each tool-call block paired with the
+    call line it led to, every body cut to a preview, at most `items` items of each turn.
+
+    Call lines carry the turn index they were made in; within a turn, the k-th tool-call block
+    of the answered try is paired with the k-th call by call index.
+    """
+    rows = turn_rows(attempt)[start:stop]
+    indices = set(rows.values_list("index", flat=True))
+    answered = answered_tries(attempt, indices)
+    counts = _call_counts(attempt, indices)
+    calls_by_turn = _first_calls(attempt, indices, items)
+    out = []
+    for t in rows.iterator(chunk_size=4):
+        ours = answered.get(t.index) == t.pk
+        calls = calls_by_turn.get(t.index, []) if ours else []
+        count = counts.get(t.index, 0) if ours else 0
+        blocks, extras, more = _turn_items(t, calls, 0, count, 0, items)
         t.blocks = None  # the previews are all the page keeps
-        out.append(TraceTurn(t, blocks, cost_of(Tokens.of(t), price), pending))
+        out.append(TraceTurn(t, blocks, cost_of(Tokens.of(t), price), extras, more, items))
     return out
 
 
-def call_pages(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, int]:
-    """The trace page (from 1) that shows each of these calls: the page of its answered try."""
+def turn_window(attempt: Attempt, t: Turn, start: int, items: int = ITEMS_PER_TURN) -> TraceTurn:
+    """Items `start` to `start + items` of one turn line: the rest of a turn the trace cut short."""
+    ours = answered_tries(attempt, [t.index]).get(t.index) == t.pk
+    calls = attempt.calls.filter(turn=t.index).order_by("index", "line")
+    count = calls.count() if ours else 0
+    blocks_in = t.blocks or []
+    # The calls these items reach follow one another from the first item's: the calls the
+    # blocks before it were paired with, then the extras before it.
+    tool_blocks_before = sum(1 for b in blocks_in[:start] if b.get("kind") == "tool_call")
+    first = min(tool_blocks_before, count) + max(0, start - len(blocks_in))
+    wanted = [trace_call(c) for c in calls[first : first + items].iterator(8)] if count else []
+    blocks, extras, more = _turn_items(t, wanted, first, count, start, start + items)
+    t.blocks = None
+    return TraceTurn(t, blocks, None, extras, more, start + items)
+
+
+def call_pages(
+    attempt: Attempt, call_indices: Iterable[int]
+) -> tuple[dict[int, int], dict[int, tuple[int, int]]]:
+    """Where each of these calls is shown: the trace page (from 1) of its answered try; and,
+    for a call its turn shows only on demand (past the turn's first ITEMS_PER_TURN items), the
+    turn line's pk and the start of the part of it that shows the call."""
     wanted = {i for i in call_indices if isinstance(i, int)}
     if not wanted:
-        return {}
+        return {}, {}
     turn_of = dict(attempt.calls.filter(index__in=wanted).values_list("index", "turn"))
     answered = answered_tries(attempt, turn_of.values())
     rows = turn_rows(attempt)
@@ -202,4 +278,24 @@ def call_pages(attempt: Attempt, call_indices: Iterable[int]) -> dict[int, int]:
         line = rows.values_list("line", flat=True).get(pk=pk)
         position = rows.filter(Q(index__lt=turn) | Q(index=turn, line__lt=line)).count()
         pages[index] = position // TURNS_PER_PAGE + 1
-    return pages
+    return pages, _call_windows(attempt, turn_of, answered)
+
+
+def _call_windows(
+    attempt: Attempt, turn_of: dict[int, int], answered: dict[int, int]
+) -> dict[int, tuple[int, int]]:
+    counts = _call_counts(attempt, turn_of.values())
+    out = {}
+    for index, turn in turn_of.items():
+        pk = answered.get(turn)
+        if pk is None or counts.get(turn, 0) <= ITEMS_PER_TURN:  # a short turn shows every call
+            continue
+        offset = attempt.calls.filter(turn=turn, index__lt=index).count()
+        if offset < ITEMS_PER_TURN:  # among the first items
+            continue
+        blocks = Turn.objects.only("blocks").get(pk=pk).blocks or []
+        tools = [n for n, b in enumerate(blocks) if b.get("kind") == "tool_call"]
+        position = tools[offset] if offset < len(tools) else len(blocks) + offset - len(tools)
+        if position >= ITEMS_PER_TURN:
+            out[index] = (pk, position // ITEMS_PER_TURN * ITEMS_PER_TURN)
+    return out

@@ -13,21 +13,20 @@ from django.http import (
     HttpRequest,
     HttpResponse,
 )
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET
 
 from records.models import (
     Attempt,
     Call,
     Turn,
-    Verdict,
     Verify,
 )
+from records.queries.attempts import failing_step, neighbours, price_for, verdict_steps
 from records.queries.cost import Tokens, cost_of
-from records.queries.search import Search
 from records.queries.trace import (
+    ITEMS_PER_TURN,
     PREVIEW_CHARS,
     TURNS_PER_PAGE,
     answered_tries,
@@ -35,24 +34,17 @@ from records.queries.trace import (
     shown_json,
     trace,
     turn_rows,
+    turn_window,
 )
 from records.views.access import (
-    _get_attempt_or_404,
-    _partial,
+    get_attempt_or_404,
+    query_form,
     read_access,
+    render_page,
 )
-from records.views.exports import _export, json_object_pieces, json_stream, raw_download
+from records.views.exports import export, json_object_pieces, json_stream, raw_download
+from records.views.forms import TurnItemsForm
 from records.views.search import RunSearchForm
-
-
-def _price_for(attempt: Attempt) -> tuple[Any, str]:
-    provider = attempt.run.providers.filter(spec=attempt.model).first()
-    if provider is None:
-        return None, "the run line lists no provider with this spec, so cost is unknown"
-    if not provider.priced:
-        return None, "the run line carries no price for this model, so cost is unknown"
-    return provider.price, f"priced from the run line, retrieved on {provider.retrieved_on or '?'}"
-
 
 VERIFIES_SHOWN = 200
 
@@ -60,18 +52,14 @@ VERIFIES_SHOWN = 200
 @require_GET
 @read_access
 def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    attempt = _get_attempt_or_404(pk)
-    price, price_note = _price_for(attempt)
-    total = None
-    if price is not None:
-        total = cost_of(Tokens.of(attempt), price)
+    attempt = get_attempt_or_404(pk)
+    price, price_note = price_for(attempt)
     scoring = attempt.run.latest_scoring()
-    verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
-    steps = (verdict.detail.get("steps", []) if verdict and verdict.detail else []) or []
-    # The call the verdict turns on: the first step that did not complete, where a call reached it.
-    failing = next((st for st in steps if not st.get("complete") and st.get("reached")), None)
+    verdict, steps = verdict_steps(scoring, attempt)
+    failing = failing_step(steps)
     target_call = failing.get("call_index") if failing else None
-    pages = call_pages(attempt, [st.get("call_index") for st in steps if st.get("reached")])
+    reached = [st.get("call_index") for st in steps if st.get("reached")]
+    pages, windows = call_pages(attempt, reached)
     # A long trace is paged; opened without a page, it opens where the verdict turns.
     paginator = Paginator(turn_rows(attempt).values_list("pk", flat=True), TURNS_PER_PAGE)
     page = paginator.get_page(request.GET.get("page") or pages.get(target_call, 1))
@@ -81,6 +69,10 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         query = request.GET.copy()
         query["page"] = str(number)
         links[index] = ("" if number == page.number else f"?{query.urlencode()}") + f"#call-{index}"
+    # A call deep in a long turn is shown with the part of the turn that holds it.
+    for index, (turn_pk, item) in windows.items():
+        url = reverse("records:attempt-turn-items", args=[attempt.pk, turn_pk])
+        links[index] = f"{url}?start={item}#call-{index}"
     verifies = Verify.objects.filter(attempt=attempt).order_by("line")
     context = {
         "attempt": attempt,
@@ -88,6 +80,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "scoring": scoring,
         "verdict": verdict,
         "turns": trace(attempt, price, start, start + TURNS_PER_PAGE),
+        "items_per_turn": ITEMS_PER_TURN,
         "trace_page": page,
         "call_links": links,
         "verifies": verifies.defer("detail").annotate(
@@ -96,18 +89,19 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "verify_count": verifies.count(),
         "verifies_shown": VERIFIES_SHOWN,
         "price_note": price_note,
-        "total_cost": total,
+        "total_cost": None if price is None else cost_of(Tokens.of(attempt), price),
         "facts": sorted((attempt.facts or {}).items()),
         "failing_step": failing,
         "target_call": target_call,
         **_neighbours(request, attempt),
     }
-    if _partial(request) and request.htmx.target == "trace":
-        response = render(request, "records/attempts/_trace.html", context)
-    else:
-        response = render(request, "records/attempts/detail.html", context)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
+    # A trace page followed in place asks for the trace alone.
+    return render_page(
+        request,
+        "records/attempts/detail.html",
+        context,
+        partial={"trace": "records/attempts/_trace.html"},
+    )
 
 
 def _neighbours(request: HttpRequest, attempt: Attempt) -> dict[str, Any]:
@@ -117,43 +111,16 @@ def _neighbours(request: HttpRequest, attempt: Attempt) -> dict[str, Any]:
     listed = RunSearchForm(request.GET, run.pk)
     if not listed.is_valid():
         return {}
-    found = Search(listed.query())
-    qs = found.attempts
-    order = [f for f in found.query.order() if f.lstrip("-") != "run_id"]  # one run
-    qs = qs.order_by(*order)
+    previous_pk, next_pk = neighbours(attempt, listed.query())
     query = request.GET.copy()
     query.pop("page", None)
     suffix = f"?{query.urlencode()}" if query else ""
     return {
-        "previous_pk": qs.filter(_beyond(attempt, order, before=True))
-        .order_by(*(_flip(f) for f in order))
-        .values_list("pk", flat=True)
-        .first(),
-        "next_pk": qs.filter(_beyond(attempt, order, before=False))
-        .values_list("pk", flat=True)
-        .first(),
+        "previous_pk": previous_pk,
+        "next_pk": next_pk,
         "list_query": suffix,
         "list_url": reverse("records:run-tab", args=[run.pk, "attempts"]) + suffix,
     }
-
-
-def _flip(field: str) -> str:
-    return field[1:] if field.startswith("-") else f"-{field}"
-
-
-def _beyond(attempt: Attempt, order: list[str], *, before: bool) -> Q:
-    """The rows after `attempt` in the list's order (`before`: the rows ahead of it): for
-    each field of the order, equal on the fields before it and past it on this one."""
-    condition = Q(pk__in=[])
-    equal = Q()
-    for field in order:
-        name = field.lstrip("-")
-        ascending = not field.startswith("-")
-        value = getattr(attempt, name)
-        past = "lt" if ascending == before else "gt"
-        condition |= equal & Q(**{f"{name}__{past}": value})
-        equal &= Q(**{name: value})
-    return condition
 
 
 @require_GET
@@ -161,8 +128,8 @@ def _beyond(attempt: Attempt, order: list[str], *, before: bool) -> Q:
 def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     """The whole trace, streamed: turn lines are read a few at a time and each call line on its
     own, so an export's memory does not grow with the attempt."""
-    attempt = _get_attempt_or_404(pk)
-    price, _ = _price_for(attempt)
+    attempt = get_attempt_or_404(pk)
+    price, _ = price_for(attempt)
     if fmt == "json":
         head = {
             "attempt": attempt.key,
@@ -179,7 +146,7 @@ def attempt_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
             for v in Verify.objects.filter(attempt=attempt).order_by("line").iterator(64)
         )
         return json_stream(head, [("turns", _json_turns(attempt, price)), ("verify", verify)])
-    return _export("csv", f"attempt-{attempt.pk}", _csv_rows(attempt, price))
+    return export("csv", f"attempt-{attempt.pk}", _csv_rows(attempt, price))
 
 
 EXPORT_TURNS_AT_ONCE = 8
@@ -241,6 +208,31 @@ def _csv_rows(attempt: Attempt, price: Any) -> Iterator[dict[str, Any]]:
                 yield {**base, **_call_dict(c, flat=True)}
             if empty:  # every row has every column: the header is read from the first
                 yield {**base, **dict.fromkeys(FLAT_CALL_FIELDS)}
+
+
+@require_GET
+@read_access
+@query_form(TurnItemsForm)
+def attempt_turn_items(
+    request: HttpRequest, pk: int, turn: int, form: TurnItemsForm
+) -> HttpResponse:
+    """The next items of a turn the trace cut short (`?start=`, the first item's position),
+    with a link to the ones after: a fragment for htmx, else a page of its own."""
+    attempt = get_attempt_or_404(pk)
+    t = get_object_or_404(Turn, pk=turn, attempt_id=pk)
+    start = form.cleaned_data["start"]
+    context = {
+        "attempt": attempt,
+        "t": turn_window(attempt, t, start),
+        "first_item": start,
+        "items_per_turn": ITEMS_PER_TURN,
+    }
+    return render_page(
+        request,
+        "records/attempts/turn_items.html",
+        context,
+        partial="records/attempts/_turn_items.html",
+    )
 
 
 @require_GET
@@ -320,10 +312,9 @@ def _body(
         "cut": bool(shown and shown.cut),
         "raw_url": raw_url,
     }
-    template = "records/attempts/_body.html" if _partial(request) else "records/attempts/body.html"
-    response = render(request, template, context)
-    patch_vary_headers(response, ["HX-Request"])
-    return response
+    return render_page(
+        request, "records/attempts/body.html", context, partial="records/attempts/_body.html"
+    )
 
 
 def _call_dict(c: Any, flat: bool = False) -> dict[str, Any]:

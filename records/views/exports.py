@@ -39,7 +39,7 @@ class _Echo:
         return value
 
 
-def _csv_safe(value: Any) -> Any:
+def csv_safe(value: Any) -> Any:
     # A cell starting with = + - @ is a formula to a spreadsheet, also after leading white space
     # (spreadsheets skip it); quote it as text.
     if isinstance(value, str) and (
@@ -49,7 +49,7 @@ def _csv_safe(value: Any) -> Any:
     return value
 
 
-def _export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse:
+def export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse:
     if fmt == "json":
         return HttpResponse(
             json_text({"rows": list(rows)}, cls=DjangoJSONEncoder, indent=1),
@@ -63,7 +63,7 @@ def _export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse
             if header is None:
                 header = list(row)
                 yield writer.writerow(header)
-            yield writer.writerow([_csv_safe(row.get(k)) for k in header])
+            yield writer.writerow([csv_safe(row.get(k)) for k in header])
 
     response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'

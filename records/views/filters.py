@@ -15,6 +15,17 @@ from records.models import SurfaceSummary
 from records.queries.runs import RUN_SORTS
 from records.views.forms import MODE_CHOICES, SURFACE_CHOICES, TIER_CHOICES
 
+# The runs list's orders (records.queries.runs.RUN_SORTS) as the form names them.
+SORT_LABELS = {
+    "-started": "newest first",
+    "started": "oldest first",
+    "-attempts": "most attempts",
+    "attempts": "fewest attempts",
+    "-tokens": "most tokens",
+    "tokens": "fewest tokens",
+    "commit": "commit",
+}
+
 
 class _RunForm(forms.Form):
     def clean(self) -> dict[str, Any]:
@@ -56,15 +67,7 @@ class RunFilter(df.FilterSet):
     sort = df.ChoiceFilter(
         method=_unset,
         empty_label=None,
-        choices=[
-            ("-started", "newest first"),
-            ("started", "oldest first"),
-            ("-attempts", "most attempts"),
-            ("attempts", "fewest attempts"),
-            ("-tokens", "most tokens"),
-            ("tokens", "fewest tokens"),
-            ("commit", "commit"),
-        ],
+        choices=list(SORT_LABELS.items()),
     )
 
     page = _PageFilter(method=_unset, min_value=1)

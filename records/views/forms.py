@@ -26,25 +26,28 @@ class MatrixForm(forms.Form):
     surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
     show = forms.ChoiceField(
         required=False,
-        choices=[
-            ("", "every case"),
-            ("flaky_or_mixed", "flaky or mixed cells"),
-            ("flaky", "flaky cells"),
-            ("mixed", "mixed cells"),
-        ],
+        # Each of the matrix's filters (records.queries.cases.MATRIX_SHOWS) named for its cells.
+        choices={"": "every case"}
+        | {
+            show: f"{show.replace('_', ' ')} cells" for show in ("flaky_or_mixed", "flaky", "mixed")
+        },
     )
     sort = forms.ChoiceField(
         required=False,
-        choices=[
-            ("", "case"),
-            ("-case", "case, last first"),
-            ("clean", "Clean, lowest first"),
-            ("-clean", "Clean, highest first"),
-            ("flaky", "most flaky cells first"),
-            ("mixed", "most mixed cells first"),
-        ],
+        choices={
+            "": "case",
+            "-case": "case, last first",
+            "clean": "Clean, lowest first",
+            "-clean": "Clean, highest first",
+            "flaky": "most flaky cells first",
+            "mixed": "most mixed cells first",
+        },
     )
     page = forms.IntegerField(required=False, min_value=1)
+
+
+class TurnItemsForm(forms.Form):
+    start = forms.IntegerField(min_value=0)
 
 
 class FlipsForm(forms.Form):
@@ -114,6 +117,16 @@ class CaseCompareForm(forms.Form):
     a = forms.CharField(max_length=2000)
     b = forms.CharField(max_length=2000)
     case = forms.CharField(max_length=500)
+
+
+class RowCasesForm(forms.Form):
+    """One page of a compared row's changed cases."""
+
+    baseline = forms.IntegerField(min_value=1)
+    candidate = forms.IntegerField(min_value=1)
+    a = forms.CharField(max_length=2000)
+    b = forms.CharField(max_length=2000)
+    page = forms.IntegerField(required=False, min_value=1)
 
 
 class FiguresSortForm(forms.Form):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from typing import Any
 
@@ -18,7 +19,6 @@ from django.http import (
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
-from django.views.decorators.vary import vary_on_headers
 
 from records.models import (
     ENDINGS,
@@ -30,7 +30,6 @@ from records.models import (
     Verdict,
 )
 from records.queries.answers import answers
-from records.queries.compare import rate
 from records.queries.cost import run_figures, sort_figures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
@@ -39,8 +38,8 @@ from records.queries.runs import (
     model_suggestions,
     runs_for_list,
 )
+from records.queries.scores import sort_rows
 from records.queries.search import Search
-from records.scorer.score import RATIO_COLUMNS
 from records.scoring.run import (
     PAGE_SCORING_MAX_ATTEMPTS,
     score_if_unscored,
@@ -55,12 +54,14 @@ from records.scoring.vocabulary import (
 )
 from records.views import charts
 from records.views.access import (
-    _bad_request,
-    _get_run_or_404,
-    _partial,
+    Partial,
+    bad_request,
+    get_run_or_404,
+    query_form,
     read_access,
+    render_page,
 )
-from records.views.exports import _export
+from records.views.exports import export
 from records.views.filters import RunFilter
 from records.views.forms import ColumnForm, FiguresSortForm, SortForm
 from records.views.search import RunSearchForm, results_context
@@ -73,11 +74,10 @@ ATTEMPTS_PER_PAGE = 50
 
 @require_GET
 @read_access
-@vary_on_headers("HX-Request")
 def runs(request: HttpRequest) -> HttpResponse:
     runs = RunFilter(request.GET, queryset=runs_for_list())
     if not runs.is_valid():
-        return _bad_request(runs.form, request)
+        return bad_request(runs.form, request)
     form = runs.form
     page = Paginator(runs.qs, RUNS_PER_PAGE).get_page(form.cleaned_data.get("page") or 1)
     run_list = list(page.object_list.prefetch_related("summaries", "providers"))
@@ -90,10 +90,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         "headlines": headlines(run_list),
         "model_suggestions": model_suggestions(),
     }
-    template = (
-        "records/runs/list.html#runs-table" if _partial(request) else "records/runs/list.html"
-    )
-    return render(request, template, context)
+    return render_page(request, "records/runs/list.html", context, partial="runs-table")
 
 
 def _runs_export_rows(qs: Iterable[Run]) -> Iterable[dict[str, Any]]:
@@ -128,9 +125,9 @@ def _runs_export_rows(qs: Iterable[Run]) -> Iterable[dict[str, Any]]:
 def runs_export(request: HttpRequest, fmt: str) -> HttpResponse:
     runs = RunFilter(request.GET, queryset=runs_for_list())
     if not runs.is_valid():
-        return _bad_request(runs.form, request)
+        return bad_request(runs.form, request)
     qs = runs.qs.prefetch_related("summaries", "providers")
-    return _export(fmt, "runs", _runs_export_rows(qs.iterator(chunk_size=200)))
+    return export(fmt, "runs", _runs_export_rows(qs.iterator(chunk_size=200)))
 
 
 # A run's page is one tab at a time, each at its own address; a tab's link loads it in place.
@@ -169,14 +166,9 @@ def _scoring_state(run: Run) -> tuple[Any, CorpusKey | None, bool]:
     return scoring, None if scoring else key, scored_now
 
 
-@require_GET
-@read_access
-@vary_on_headers("HX-Request")
-def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResponse:
-    run = _get_run_or_404(pk)
-    if tab == "overview" and request.GET.keys() & LEGACY_LIST_PARAMS:
-        # An attempt-list address of before the tabs: the list is its own tab now.
-        return redirect(_tab_url(run, "attempts") + "?" + request.GET.urlencode())
+def _run_page(run: Run, tab: str) -> tuple[dict[str, Any], Any]:
+    """What every tab of a run's page shows around it (the run, its tabs, its scoring and what
+    that scoring waits for), and the scoring when it holds verdicts."""
     scoring, pending_key, scored_now = _scoring_state(run)
     usable = scoring if scoring and scoring.verdict_count else None
     context: dict[str, Any] = {
@@ -189,107 +181,131 @@ def run_detail(request: HttpRequest, pk: int, tab: str = "overview") -> HttpResp
         "scored_now": scored_now,
         "attempts_url": _tab_url(run, "attempts"),
     }
-    if tab == "attempts":
-        response = _attempts_tab(request, run, usable, context)
-        if response is not None:
-            return response
-    elif tab == "overview":
-        form = ColumnForm(request.GET)
-        if not form.is_valid():
-            return _bad_request(form, request)
-        column = form.cleaned_data.get("column") or COLUMN_TITLES[0]
-        context.update(column=column, column_key=COLUMN_BY_TITLE[column], columns=COLUMN_TITLES)
-        if usable:
-            context["boards"] = overview_boards(usable, score_groups(usable), column)
-        else:
-            context["figures"] = run_figures(run)
-            context["endings"] = ENDINGS
-    elif tab == "scores":
-        form = SortForm(request.GET)
-        if not form.is_valid():
-            return _bad_request(form, request)
-        groups = score_groups(usable) if usable else []
-        _sort_rows(groups, form.cleaned_data.get("sort") or "")
-        context.update(
-            groups=groups,
-            sortable_columns=TITLED_COLUMNS,
-            matching_key=run.key(),
-            keys=list(CorpusKey.objects.defer("document")[:50]),
-            legend=LEGEND,
-            scoring_count=run.scorings.count(),
-            can_score=request.user.has_perm("records.add_scoring"),
-        )
-    elif tab == "cost":
-        figures, bad = _sorted_figures(request, run)
-        if bad:
-            return bad
-        context.update(
-            figures=figures,
-            chart=charts.cost_chart(figures) if figures.priced_models else None,
-        )
-    else:  # sessions and provenance
-        figures, bad = _sorted_figures(request, run)
-        if bad:
-            return bad
-        context.update(
-            figures=figures,
-            endings=ENDINGS,
-            providers=list(run.providers.all()),
-            sessions=list(run.sessions.all()),
-            can_delete=request.user.has_perm("records.delete_run"),
-        )
-    template = "records/runs/detail.html#tab" if _partial(request) else "records/runs/detail.html"
-    return render(request, template, context)
+    return context, usable
 
 
-def _sorted_figures(request: HttpRequest, run: Run) -> tuple[Any, HttpResponse | None]:
-    """The run's figures in the order the address asks for, or the 400 for a bad order."""
-    form = FiguresSortForm(request.GET)
-    if not form.is_valid():
-        return None, _bad_request(form, request)
-    figures = run_figures(run)
-    sort_figures(figures, form.cleaned_data.get("sort") or "")
-    return figures, None
+# The tabs past the first share one address pattern (`records:run-tab`, the tab's name in it),
+# routed to one view each; a view is handed its tab's name as `tab`.
 
 
-def _sort_rows(groups: list[Any], sort: str) -> None:
-    """Each group's rows by model (the default) or by a column's rate, rows without a rate last."""
-    key, descending = sort.lstrip("-"), sort.startswith("-")
-    for g in groups:
-        if key in RATIO_COLUMNS:
-            rates = {r.row_key: rate(dict(r.columns)[key]) for r in g.rows}
-            rated = sorted(
-                (r for r in g.rows if rates[r.row_key] is not None),
-                key=lambda r: rates[r.row_key],
-                reverse=descending,
-            )
-            g.rows = rated + [r for r in g.rows if rates[r.row_key] is None]
-        elif key == "model":
-            g.rows.sort(key=lambda r: r.model, reverse=descending)
+def _render_tab(
+    request: HttpRequest, context: dict[str, Any], partial: Partial = "tab"
+) -> HttpResponse:
+    """The whole run page, or (an htmx request, a tab's link followed in place) the tab alone."""
+    return render_page(request, "records/runs/detail.html", context, partial=partial)
 
 
-def _attempts_tab(
-    request: HttpRequest, run: Run, scoring: Any, context: dict[str, Any]
-) -> HttpResponse | None:
-    """Fill the attempts tab's context (the search narrowed to this run); an answer of its own
-    for a bad filter or for the list alone (a filter changed in place)."""
+def _legacy_list(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """An attempt-list address of before the tabs leads to the list, its own tab now."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, pk: int, **kwargs: Any) -> HttpResponse:
+        if request.GET.keys() & LEGACY_LIST_PARAMS:
+            run = get_run_or_404(pk)
+            return redirect(_tab_url(run, "attempts") + "?" + request.GET.urlencode())
+        return view(request, pk, **kwargs)
+
+    return wrapper
+
+
+@require_GET
+@read_access
+@_legacy_list
+@query_form(ColumnForm)
+def run_overview(request: HttpRequest, pk: int, form: ColumnForm) -> HttpResponse:
+    run = get_run_or_404(pk)
+    context, usable = _run_page(run, "overview")
+    column = form.cleaned_data.get("column") or COLUMN_TITLES[0]
+    context.update(column=column, column_key=COLUMN_BY_TITLE[column], columns=COLUMN_TITLES)
+    if usable:
+        context["boards"] = overview_boards(usable, score_groups(usable), column)
+    else:
+        context["figures"] = run_figures(run)
+        context["endings"] = ENDINGS
+    return _render_tab(request, context)
+
+
+@require_GET
+@read_access
+@query_form(SortForm)
+def run_scores(request: HttpRequest, pk: int, form: SortForm, tab: str = "scores") -> HttpResponse:
+    run = get_run_or_404(pk)
+    context, usable = _run_page(run, tab)
+    groups = score_groups(usable) if usable else []
+    sort_rows(groups, form.cleaned_data.get("sort") or "")
+    context.update(
+        groups=groups,
+        sortable_columns=TITLED_COLUMNS,
+        matching_key=run.key(),
+        keys=list(CorpusKey.objects.defer("document")[:50]),
+        legend=LEGEND,
+        scoring_count=run.scorings.count(),
+        can_score=request.user.has_perm("records.add_scoring"),
+    )
+    return _render_tab(request, context)
+
+
+def _figures_tab(
+    view: Callable[[HttpRequest, Run, Any], dict[str, Any]],
+) -> Callable[..., HttpResponse]:
+    """A tab of the run's figures (cost, sessions) in the order the address asks for: `view`
+    is given the run and its figures and answers what the tab shows besides them."""
+
+    @require_GET
+    @read_access
+    @query_form(FiguresSortForm)
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, pk: int, form: FiguresSortForm, tab: str) -> HttpResponse:
+        run = get_run_or_404(pk)
+        context, _ = _run_page(run, tab)
+        figures = run_figures(run)
+        sort_figures(figures, form.cleaned_data.get("sort") or "")
+        context.update(figures=figures, **view(request, run, figures))
+        return _render_tab(request, context)
+
+    return wrapper
+
+
+@_figures_tab
+def run_cost(request: HttpRequest, run: Run, figures: Any) -> dict[str, Any]:
+    return {"chart": charts.cost_chart(figures) if figures.priced_models else None}
+
+
+@_figures_tab
+def run_sessions(request: HttpRequest, run: Run, figures: Any) -> dict[str, Any]:
+    """The sessions and provenance tab."""
+    return {
+        "endings": ENDINGS,
+        "providers": list(run.providers.all()),
+        "sessions": list(run.sessions.all()),
+        "can_delete": request.user.has_perm("records.delete_run"),
+    }
+
+
+@require_GET
+@read_access
+def run_attempts(request: HttpRequest, pk: int, tab: str = "attempts") -> HttpResponse:
+    """The attempts tab: the search narrowed to this run. A filter changed in place asks for
+    the list alone (it targets the list, not the tab)."""
+    run = get_run_or_404(pk)
     form = RunSearchForm(request.GET, run.pk)
     if not form.is_valid():
-        return _bad_request(form, request)
+        return bad_request(form, request)
+    context, usable = _run_page(run, tab)
     context.update(results_context(form, request.GET, ATTEMPTS_PER_PAGE, run.attempt_count))
     column = form.cleaned_data.get("column")
     context.update(
         models=sorted(run.models_seen),
         drilled=form.drilled,
         column_sum=(
-            (TITLE_OF[column], column_over(scoring, context["search"].attempts, column))
-            if column and scoring
+            (TITLE_OF[column], column_over(usable, context["search"].attempts, column))
+            if column and usable
             else None
         ),
     )
-    if _partial(request) and request.htmx.target == "attempt-list":
-        return render(request, "records/runs/_attempts.html#attempts", context)
-    return None
+    return _render_tab(
+        request, context, {"attempt-list": "records/runs/_attempts.html#attempts", None: "tab"}
+    )
 
 
 def _attempt_export_rows(
@@ -338,10 +354,10 @@ def _attempt_export_rows(
 @require_GET
 @read_access
 def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
-    run = _get_run_or_404(pk)
+    run = get_run_or_404(pk)
     form = RunSearchForm(request.GET, run.pk)
     if not form.is_valid():
-        return _bad_request(form, request)
+        return bad_request(form, request)
     scoring = run.latest_scoring()
     qs = Search(form.query()).ordered().defer("stimulus", "facts")
     if scoring:
@@ -350,7 +366,7 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
             outcome=Subquery(verdicts.values("outcome")[:1]),
             clean=Subquery(verdicts.values("clean")[:1]),
         )
-    return _export(
+    return export(
         fmt,
         f"run-{run.pk}-attempts",
         _attempt_export_rows(qs.iterator(chunk_size=1000), scoring.key.digest if scoring else None),
@@ -363,7 +379,7 @@ def run_attempts_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse
 def run_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Delete a run, its shard record and its scores, once confirmed (GET asks, POST deletes);
     the deletion is recorded."""
-    run = _get_run_or_404(pk)
+    run = get_run_or_404(pk)
     if request.method == "GET":
         return render(
             request,

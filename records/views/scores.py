@@ -15,7 +15,6 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
-from django.views.decorators.vary import vary_on_headers
 
 from records.models import (
     CorpusKey,
@@ -23,18 +22,20 @@ from records.models import (
     Verdict,
 )
 from records.queries.cases import matrix_cases, matrix_cells
+from records.queries.scores import flip_summary, score_export_rows
 from records.scoring.changes import verdict_changes
 from records.scoring.markdown import markdown
 from records.scoring.run import score_run
 from records.scoring.tables import case_matrix, cases_on, score_groups
 from records.tasks.scoring import rescoring_progress, run_states
 from records.views.access import (
-    _get_run_or_404,
-    _partial,
+    get_run_or_404,
+    is_partial,
     query_form,
     read_access,
+    render_page,
 )
-from records.views.exports import _export
+from records.views.exports import export
 from records.views.forms import FlipsForm, MatrixForm, ScoreForm
 
 MATRIX_CELLS = 800
@@ -46,7 +47,7 @@ MATRIX_CELLS = 800
 @query_form(ScoreForm)
 def run_score(request: HttpRequest, pk: int, form: ScoreForm) -> HttpResponse:
     """Score (again) against a chosen key; a key of another digest is fenced as stale corpus."""
-    run = _get_run_or_404(pk)
+    run = get_run_or_404(pk)
     key = get_object_or_404(CorpusKey, pk=form.cleaned_data["key"])
     score_run(run, key)
     return redirect(reverse("records:run", args=[run.pk]) + "#scores")
@@ -55,7 +56,7 @@ def run_score(request: HttpRequest, pk: int, form: ScoreForm) -> HttpResponse:
 @require_GET
 @read_access
 def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
-    run = _get_run_or_404(pk)
+    run = get_run_or_404(pk)
     scoring = run.latest_scoring()
     if scoring is None or not scoring.verdict_count:
         return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
@@ -65,44 +66,7 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
         response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="run-{run.pk}-md"'
         return response
-    rows = []
-    for g in groups:
-        for r in g.rows:
-            row = {
-                "caption": g.caption,
-                "row_key": r.row_key,
-                "model": r.model,
-                "surface": r.surface,
-                "stale_corpus": scoring.stale,
-                "corpus_key": scoring.key.digest,
-                "scorer": scoring.scorer_version,
-                "refusal": r.refusal[0] if r.refusal else "",
-                "refusal_reason": r.refusal[1] if r.refusal else "",
-            }
-            for name, (n, d), ci in r.columns_with_intervals:
-                row[f"{name}_numerator"], row[f"{name}_denominator"] = n, d
-                # the 95% interval (none where there is no rate)
-                row[f"{name}_low"] = round(ci.low, 4) if ci else None
-                row[f"{name}_high"] = round(ci.high, 4) if ci else None
-            for name in (
-                "discovery",
-                "invalid_params",
-                "steps",
-                "attempts",
-                "turns",
-                "skipped",
-                "unobserved",
-                "provider_error",
-                "harness_error",
-                "gitlab_refused",
-                "input_tokens",
-                "output_tokens",
-                "cache_created_tokens",
-                "cache_read_tokens",
-            ):
-                row[name] = r.figures[name] or 0
-            rows.append(row)
-    return _export(fmt, f"run-{run.pk}-scores", rows)
+    return export(fmt, f"run-{run.pk}-scores", score_export_rows(scoring, groups))
 
 
 # Each outcome's mark in a matrix cell and its words in the legend, written once so that the
@@ -123,7 +87,7 @@ MATRIX_MARKS = {
 @read_access
 @query_form(MatrixForm)
 def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
-    run = _get_run_or_404(pk)
+    run = get_run_or_404(pk)
     scoring = run.latest_scoring()
     surfaces = sorted(run.surfaces_seen)
     surface = form.cleaned_data.get("surface") or (surfaces[0] if surfaces else "dynamic")
@@ -171,7 +135,7 @@ def run_matrix(request: HttpRequest, pk: int, form: MatrixForm) -> HttpResponse:
 @read_access
 @query_form(FlipsForm)
 def run_flips(request: HttpRequest, pk: int, form: FlipsForm) -> HttpResponse:
-    run = _get_run_or_404(pk)
+    run = get_run_or_404(pk)
     scorings = list(run.scorings.select_related("key").order_by("-created_at", "-id"))
     by_id = {s.pk: s for s in scorings}
     after = by_id.get(form.cleaned_data.get("after") or 0) or (scorings[0] if scorings else None)
@@ -179,16 +143,6 @@ def run_flips(request: HttpRequest, pk: int, form: FlipsForm) -> HttpResponse:
         scorings[1] if len(scorings) > 1 else None
     )
     changed = verdict_changes(before, after) if before and after else []
-    summary: dict[tuple[str, str], dict[str, int]] = {}
-    for f in changed:
-        key = (f["model"], f["surface"])
-        bucket = summary.setdefault(key, {"fixed": 0, "broke": 0, "other": 0})
-        if f["after"] == "completed" and f["before"] != "completed":
-            bucket["fixed"] += 1
-        elif f["before"] == "completed" and f["after"] != "completed":
-            bucket["broke"] += 1
-        else:
-            bucket["other"] += 1
     return render(
         request,
         "records/scores/changes.html",
@@ -198,7 +152,7 @@ def run_flips(request: HttpRequest, pk: int, form: FlipsForm) -> HttpResponse:
             "before": before,
             "after": after,
             "flips": changed,
-            "summary": sorted(summary.items()),
+            "summary": flip_summary(changed),
         },
     )
 
@@ -223,7 +177,6 @@ def keys(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @read_access
-@vary_on_headers("HX-Request")
 def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
     key = get_object_or_404(CorpusKey, pk=pk)
     runs = list(
@@ -237,12 +190,12 @@ def key_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "runs": [(r, states[r.pk]) for r in runs],
         "progress": rescoring_progress(key),
     }
-    if _partial(request):  # the re-scoring section polling itself
-        return render(request, "records/scores/key.html#rescoring", context)
+    if is_partial(request):  # the re-scoring section polling itself: only what it shows
+        return render_page(request, "records/scores/key.html", context, partial="rescoring")
     scored_cases = _tally(Verdict.objects.filter(scoring__key=key), "case")
     context |= {
         "cases": [(c, scored_cases.get(c.case_id, 0)) for c in key.cases.all()],
         "catalog": key.document.get("catalog", {}),
         "retired": key.document.get("retired", []),
     }
-    return render(request, "records/scores/key.html", context)
+    return render_page(request, "records/scores/key.html", context, partial="rescoring")

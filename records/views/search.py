@@ -8,17 +8,15 @@ from typing import Any
 from django import forms
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
-from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
-from django.views.decorators.vary import vary_on_headers
 
 from records.formats.shard import ENDINGS, TURN_STATUSES
-from records.queries.search import SORTS, Search, SearchQuery
+from records.queries.search import SORTS, Search, SearchQuery, attempt_identity
 from records.scorer.score import OUTCOMES
 from records.scoring.vocabulary import TITLED_COLUMNS
-from records.views.access import _bad_request, _partial, read_access
-from records.views.exports import _export
+from records.views.access import query_form, read_access, render_page
+from records.views.exports import export
 
 YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
 PER_PAGE = 25
@@ -238,15 +236,11 @@ def facet_links(
 
 @require_GET
 @read_access
-@vary_on_headers("HX-Request")
-def search(request: HttpRequest) -> HttpResponse:
-    form = _parse(request)
-    if form.errors:
-        return _bad_request(form, request)
+@query_form(SearchForm)
+def search(request: HttpRequest, form: SearchForm) -> HttpResponse:
     context = results_context(form, request.GET, PER_PAGE)
     context["search_url"] = reverse("records:search")
-    template = "records/search/page.html"
-    return render(request, template + "#results" if _partial(request) else template, context)
+    return render_page(request, "records/search/page.html", context, partial="results")
 
 
 def results_context(
@@ -303,12 +297,7 @@ def search_json(request: HttpRequest) -> HttpResponse:
             "calls": found.call_count(),
             "attempts": [
                 {
-                    "run_id": a.run.run_id,
-                    "attempt": a.key,
-                    "case": a.case,
-                    "model": a.model,
-                    "surface": a.effective_surface,
-                    "repeat": a.repeat,
+                    **attempt_identity(a),
                     "url": request.build_absolute_uri(reverse("records:attempt", args=[a.pk])),
                     "calls": [c.index for c in a.matched],
                 }
@@ -322,8 +311,6 @@ def search_json(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @read_access
-def search_csv(request: HttpRequest) -> HttpResponse:
-    form = _parse(request)
-    if form.errors:
-        return _bad_request(form, request)
-    return _export("csv", "search", Search(form.query()).rows())
+@query_form(SearchForm)
+def search_csv(request: HttpRequest, form: SearchForm) -> HttpResponse:
+    return export("csv", "search", Search(form.query()).rows())

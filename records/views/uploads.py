@@ -18,7 +18,6 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -29,11 +28,13 @@ from records.models import (
     AuditEvent,
     Upload,
 )
-from records.queries.gate import GateError, gate, resolve
 from records.tasks import queue_upload
 from records.views.access import (
-    _partial,
+    api_token_of,
+    is_partial,
     read_access,
+    render_page,
+    token_read,
 )
 
 # Staff pages send a reader who is not logged in to the site's login, not the admin site's.
@@ -122,11 +123,11 @@ def upload(request: HttpRequest) -> HttpResponse:
             if up.status == Upload.Status.DONE:
                 context["report"] = report_of(up)
                 status = 200 if context["report"].ok else 422
-        if _partial(request):
-            template = "records/uploads/upload.html#report"
     context["recent"] = recent_uploads()  # after an upload, with it
-    response = render(request, template, context, status=status)
-    if "upload" in context and _partial(request):
+    # Sent in place, the form's answer is the report alone.
+    partial = "report" if request.method == "POST" else ""
+    response = render_page(request, template, context, partial=partial, status=status)
+    if "upload" in context and is_partial(request):
         # A reload then opens the upload's own page, which follows it too.
         response["HX-Push-Url"] = context["upload"].get_absolute_url()
     return response
@@ -189,23 +190,6 @@ def queue(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _api_token(request: HttpRequest) -> tuple[ApiToken | None, HttpResponse | None]:
-    """The live upload token of a request, or the response that refuses it."""
-    header = request.META.get("HTTP_AUTHORIZATION", "")
-    scheme, _, raw = header.partition(" ")
-    if scheme.lower() != "bearer" or not raw.strip():
-        return None, JsonResponse(
-            {"error": "send an upload token as 'Authorization: Bearer TOKEN'"}, status=401
-        )
-    token = ApiToken.authenticate(raw.strip())
-    if token is None:
-        return None, JsonResponse({"error": "the token is not known"}, status=401)
-    if not token.active:
-        return None, JsonResponse({"error": "the token was revoked"}, status=403)
-    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
-    return token, None
-
-
 def token_upload(
     view: Callable[[HttpRequest, ApiToken], HttpResponse],
 ) -> Callable[..., HttpResponse]:
@@ -217,7 +201,7 @@ def token_upload(
     @require_POST
     @functools.wraps(view)
     def wrapper(request: HttpRequest) -> HttpResponse:
-        token, failure = _api_token(request)
+        token, failure = api_token_of(request)
         if failure:
             return failure
         assert token is not None
@@ -315,13 +299,9 @@ def api_upload(request: HttpRequest, token: ApiToken) -> HttpResponse:
             slot.release()
 
 
-@csrf_exempt  # token-authenticated, no cookies involved
-@require_GET
+@token_read
 def api_upload_status(request: HttpRequest, pk: int) -> HttpResponse:
     """An upload's state for an upload token (`?wait=S` holds it until done or S seconds)."""
-    _, failure = _api_token(request)
-    if failure:
-        return failure
     wait, bad = _wait_seconds(request)
     if bad:
         return bad
@@ -345,28 +325,3 @@ def audit(request: HttpRequest) -> HttpResponse:
     uploads = Upload.objects.select_related("user", "token").order_by("-created_at")[:100]
     events = AuditEvent.objects.select_related("user")[:100]
     return render(request, "records/uploads/audit.html", {"uploads": uploads, "events": events})
-
-
-@csrf_exempt  # token-authenticated, no cookies involved
-@require_GET
-def api_gate(request: HttpRequest, run_id: str) -> HttpResponse:
-    """The CI gate (records.queries.gate) as JSON, for an upload token."""
-    _, failure = _api_token(request)
-    if failure:
-        return failure
-    require = request.GET.get("require_baseline", "0")
-    if require not in ("0", "1", "true", "false"):
-        return JsonResponse(
-            {"error": f"require_baseline={require!r}: use 1 or 0", "field": "require_baseline"},
-            status=400,
-        )
-    try:
-        result = gate(
-            *resolve(run_id, request.GET.get("baseline") or "previous"),
-            request.GET.get("column") or "Clean",
-            require_baseline=require in ("1", "true"),
-            base_url=settings.EVALDASH_PUBLIC_URL or request.build_absolute_uri("/"),
-        )
-    except GateError as exc:
-        return JsonResponse({"error": str(exc)}, status=exc.status)
-    return JsonResponse(result.as_dict())
