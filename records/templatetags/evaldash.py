@@ -6,7 +6,7 @@ from urllib.parse import quote, urlencode
 
 from django import template
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from records.queries.compare import parse_row_key
@@ -208,6 +208,29 @@ def missed(pair: Any) -> int:
 def names_of(rows: Any) -> LookAlikes:
     """The look-alike names among the models of a table's rows, found once for the table."""
     return LookAlikes(lookalikes(r.model for r in rows or ()))
+
+
+@register.simple_tag
+def address(name: str, *args: Any, **query: Any) -> str:
+    """A page's address with a query string of the values given, in their order, each
+    percent-encoded as the `urlencode` filter does; empty values are left out."""
+    pairs = [(k, v) for k, v in query.items() if v not in (None, "")]
+    url = reverse(name, args=args)
+    return url + "?" + urlencode(pairs, safe="/", quote_via=quote) if pairs else url
+
+
+@register.filter
+def runs_query(points: Any) -> str:
+    """A query string naming the run of each point, `run=1&run=2`."""
+    return urlencode([("run", p.run.pk) for p in points])
+
+
+@register.filter
+def marked(pieces: Any) -> SafeString:
+    """Text in pieces, (text, hit): the hits in <mark>, every piece escaped."""
+    return format_html_join(
+        "", "{}", ((format_html("<mark>{}</mark>", t) if hit else t,) for t, hit in pieces)
+    )
 
 
 @register.simple_tag(takes_context=True)
