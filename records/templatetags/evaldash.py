@@ -206,8 +206,9 @@ def missed(pair: Any) -> int:
 
 @register.filter
 def names_of(rows: Any) -> LookAlikes:
-    """The look-alike names among the models of a table's rows, found once for the table."""
-    return LookAlikes(lookalikes(r.model for r in rows or ()))
+    """The look-alike names among the models of a table's rows (or of the score rows they
+    stand for, as a board's standings do), found once for the table."""
+    return LookAlikes(lookalikes(getattr(r, "row", r).model for r in rows or ()))
 
 
 @register.simple_tag
