@@ -323,3 +323,18 @@ def test_look_alike_models_are_marked_in_the_score_cost_and_overview_tables(clie
         assert shown.count(marker) >= 2 and shown.count(marker) % 2 == 0, url
         assert "U+200B" in shown, url
         assert not re.search(r"fake:other</bdi></code>\s*<span class=\"badge warn lookalike", shown)
+
+
+@pytest.mark.parametrize("path", TEMPLATES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_title_written_over_lines_reaches_the_page_on_one(path):
+    """A tooltip keeps no line break of the template: a title spanning lines is squashed."""
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        for m in re.finditer(r'\btitle="', line):
+            rest = DJANGO_PARTS.sub("", line[m.end() :])
+            assert '"' in rest or line[m.end() :].startswith("{% filter squash %}"), (path.name, n)
+
+
+def test_squash_writes_an_attribute_on_one_line():
+    text = '{% load evaldash %}<a title="{% filter squash %}a {{ v }}\n    c{% endfilter %}">'
+    render = engines["django"].from_string(text).render
+    assert render({"v": "<b>"}) == '<a title="a &lt;b&gt; c">'

@@ -220,6 +220,13 @@ def address(name: str, *args: Any, **query: Any) -> str:
     return url + "?" + urlencode(pairs, safe="/", quote_via=quote) if pairs else url
 
 
+@register.filter(is_safe=True)
+def squash(value: Any) -> str:
+    """Runs of white space as one space: an attribute written over several template lines
+    (`{% filter squash %}...{% endfilter %}`) reaches the page on one."""
+    return " ".join(str(value).split())
+
+
 @register.filter
 def runs_query(points: Any) -> str:
     """A query string naming the run of each point, `run=1&run=2`."""
