@@ -13,7 +13,7 @@ from tests.builders import encode, ingest_bytes, line
 
 pytestmark = pytest.mark.django_db
 
-CALL_ROW = re.compile(r'<div class="call[^"]*" id="call-(\d+)"')
+CALL_ROW = re.compile(r'<div\s+class="call[^"]*" id="call-(\d+)"')
 MORE = re.compile(r'hx-get="(/attempts/\d+/turns/\d+/items/\?start=(\d+))"')
 
 

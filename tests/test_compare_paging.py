@@ -18,7 +18,7 @@ from tests.builders import ingest_bytes
 
 pytestmark = pytest.mark.django_db
 
-CASE_ROW = re.compile(r'<tr class="flip-[^"]*"><td><a class="case-link"[^>]*&amp;case=([^"&]+)"')
+CASE_ROW = re.compile(r'<tr class="flip-[^"]*">\s*<td><a class="case-link"[^>]*&amp;case=([^"&]+)"')
 LATER = re.compile(r'<a href="(/compare/cases/\?[^"]+)"\s+hx-get="[^"]+"[^>]*>later cases')
 
 

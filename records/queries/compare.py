@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import connection
 
@@ -597,6 +597,18 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
 
 
 # --- models ranked (one run) ---------------------------------------------------------------------
+
+
+class RankedGroup(NamedTuple):
+    """One score table of the models side by side: the table, its chart of every column, the
+    ranking by the chosen column and its chart; each chart with the id of its data element."""
+
+    group: Any
+    chart: Any
+    chart_id: str
+    ranking: Ranking
+    ranked_chart: Any
+    ranked_id: str
 
 
 def rank_models(scoring: Scoring, groups: list[Any], title: str) -> list[Ranking]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db.models import F, OuterRef, QuerySet, Subquery
 
@@ -80,11 +80,19 @@ def column_over(scoring: Any, attempts: QuerySet[Attempt], column: str) -> tuple
     return ratio_of(summed(sums), column)
 
 
-def headlines(runs: list[Run]) -> dict[int, tuple[str, str, tuple[int, int]]]:
+class Headline(NamedTuple):
+    """A run's headline row: its model and surface, and its Clean as (N, D)."""
+
+    model: str
+    surface: str
+    clean: tuple[int, int]
+
+
+def headlines(runs: list[Run]) -> dict[int, Headline]:
     """Per run, its headline: the best Clean of its latest scoring (model, surface, (N, D)),
     the row a reader looks for first (two queries for a page of runs)."""
     latest = Scoring.objects.latest_for(runs)
-    best: dict[int, tuple[str, str, tuple[int, int]]] = {}
+    best: dict[int, Headline] = {}
     run_of = {s.pk: r for r, s in latest.items()}
     for scoring_pk, model, surface, figures in ScoreRow.objects.filter(
         scoring__in=latest.values()
@@ -95,7 +103,7 @@ def headlines(runs: list[Run]) -> dict[int, tuple[str, str, tuple[int, int]]]:
         run_pk = run_of[scoring_pk]
         held = best.get(run_pk)
         if held is None or (n / d, -d, model) > (held[2][0] / held[2][1], -held[2][1], held[0]):
-            best[run_pk] = (model, surface, (n, d))
+            best[run_pk] = Headline(model, surface, (n, d))
     return best
 
 

@@ -6,22 +6,23 @@ from urllib.parse import quote, urlencode
 
 from django import template
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from records.formats.rows import TOKENS
 from records.queries.compare import parse_row_key
-from records.queries.cost import COST_PARTS
-from records.queries.cost import usd as _usd
+from records.queries.cost import COST_PARTS, usd
 from records.queries.trace import shown_json as shown
 from records.scorer.score import COUNTED_APART, DISCOVERY_TOOL
+from records.scoring.vocabulary import COLUMN_TITLES
 
 register = template.Library()
 
 
-@register.filter
-def usd(value: float | None, digits: int = 4) -> str:
-    return _usd(value, digits=digits)
+@register.filter(name="usd")
+def usd_filter(value: float | None, digits: int = 4) -> str:
+    """Dollars as `records.queries.cost.usd` writes them, `digits` decimals."""
+    return usd(value, digits=digits)
 
 
 @register.filter
@@ -76,19 +77,18 @@ def get(mapping: Any, key: str) -> Any:
         return None
 
 
-# --- table rows rendered in Python ----------------------------------------------------------------
-# The run page's tables have a row per model, surface and mode, and a run of many models has
-# thousands of cells: the template engine's cost per variable made those rows most of the
-# page's time. These tags write the same rows with `format_html`, which escapes every value.
+# --- what the table rows of a run's page need ---------------------------------------------------
+# The rows themselves are templates (`records/runs/_*_rows.html`); these tags give them their
+# links, the one cell whose links are built from the scorer's vocabulary, and the vocabulary.
 
 
 def _q(value: Any) -> str:
-    """A query-string value, as the `urlencode` filter writes it (percent-encoded, so it is
-    safe inside an attribute as it is)."""
+    """A query-string value, as the `urlencode` filter writes it (percent-encoded)."""
     return quote(str(value), safe="/")
 
 
-def _attempts_link(context: Any, r: Any) -> str:
+@register.simple_tag(takes_context=True)
+def attempts_link(context: Any, r: Any) -> str:
     """The run's attempts tab narrowed to a table row: a score row by its row key (exactly its
     verdicts), a summary row by model and surface."""
     base = context.get("attempts_url", "")
@@ -97,154 +97,62 @@ def _attempts_link(context: Any, r: Any) -> str:
     return f"{base}?model={_q(r.model)}&surface={_q(r.surface)}"
 
 
-def _num(value: Any) -> SafeString:
-    if type(value) is int:  # nothing to escape
-        return mark_safe(f'<td class="num">{value:,}</td>')  # noqa: S308
-    return format_html('<td class="num">{}</td>', value)
-
-
-@register.simple_tag(takes_context=True)
-def endings_row(context: Any, r: Any) -> SafeString:
-    """A row of "How attempts ended": counts linked to the attempts behind them."""
-    link = _attempts_link(context, r)
-    cells = [
-        format_html(
-            '<td><code><bdi>{}</bdi></code></td><td>{}</td><td>{}</td><td class="num">'
-            '<a href="{}">{}</a></td>',
-            r.model,
-            r.surface or "—",
-            r.mode or "—",
-            mark_safe(link),  # noqa: S308 (percent-encoded above)
-            intcomma(r.summary.attempts),
-        )
-    ]
-    for ending, n in r.endings:
-        if n:
-            cells.append(
-                format_html(
-                    '<td class="num"><a href="{}&ended_by={}">{}</a></td>',
-                    mark_safe(link),  # noqa: S308
-                    _q(ending),
-                    intcomma(n),
-                )
-            )
-        else:
-            cells.append(mark_safe('<td class="num"><span class="muted">0</span></td>'))
-    s = r.summary
-    cells += [
-        _num(s.turns),
-        _num(s.tries),
-        _num(ms(r.mean_latency_ms)),
-        _num(intcomma(r.tokens.total)),
-    ]
-    return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308 (each part built above)
+@register.simple_tag
+def history_link(r: Any) -> str:
+    """A score row over the runs of its corpus."""
+    key = parse_row_key(r.row_key)
+    query = {
+        "digest": key.get("corpus", ""),
+        "model": r.model,
+        "surface": r.surface,
+        "mode": key.get("mode", ""),
+    }
+    return reverse("records:history") + "?" + urlencode(query)
 
 
 @register.simple_tag
-def cost_row(r: Any, strong: bool = False) -> SafeString:
-    """A row of "Tokens and cost": the four usage numbers, their prices, and the total."""
-    t = r.tokens
-    cells = [
+def score_cell(link: str, name: str, pair: Any, ci: Any, method: str) -> SafeString:
+    """One ratio cell of a score table: N / D linked to the attempts behind N, the rate, the
+    interval, and what N lacks of D linked to the attempts that missed it.
+
+    Written in Python rather than in the row's template: the score table has a cell per
+    column per row, and as template markup these cells made the run's scores tab (the largest
+    of the run pages in `manage.py bench`) more than 20% slower."""
+    n, d = pair
+    if not d:
+        return format_html('<td class="num">{}</td>', "-")
+    shown = ratio(pair)
+    # Percent-encoded (`attempts_link`), so it goes into the attribute as it is.
+    drill = mark_safe(f"{link}&column={name}&hit=")  # noqa: S308
+    misses = (
         format_html(
-            "<td><code><bdi>{}</bdi></code></td><td>{}</td>",
-            r.model,
-            "all surfaces" if strong else f"{r.surface} {r.mode}",
-        ),
-        *(_num(intcomma(n)) for n in (t.input, t.output, t.cache_created, t.cache_read)),
-    ]
-    if r.cost:
-        c = r.cost
-        cells += [_num(usd(getattr(c, part))) for part, _ in COST_PARTS]
-        cells.append(format_html('<td class="num"><strong>{}</strong></td>', usd(c.total)))
-    else:
-        why = r.unpriced_reason
-        cells.append(
-            format_html('<td colspan="5" class="unknown" title="{}">unknown: {}</td>', why, why)
+            '<a class="misses" href="{}no" title="The attempts that missed">{} missed</a>',
+            drill,
+            intcomma(d - n),
         )
-    cells += [
-        _num(pct(t.cache_read_share)),
-        _num(usd(r.cost_per_attempt)),
-        _num(usd(r.cost_per_completed)),
-        _num(usd(r.without_cache)),
-    ]
-    row = "".join(cells)
-    return mark_safe(f'<tr class="total">{row}</tr>' if strong else f"<tr>{row}</tr>")  # noqa: S308
-
-
-@register.simple_tag(takes_context=True)
-def score_row(context: Any, r: Any) -> SafeString:
-    """A row of a score table: each ratio linked to the attempts behind its numerator, and
-    what the numerator lacks of the denominator linked to the attempts that missed it."""
-    link = _attempts_link(context, r)
-    key = parse_row_key(r.row_key)
-    trend = (
-        reverse("records:history")
-        + "?"
-        + urlencode(
-            {
-                "digest": key.get("corpus", ""),
-                "model": r.model,
-                "surface": r.surface,
-                "mode": key.get("mode", ""),
-            }
-        )
+        if d - n
+        else ""
     )
-    cells = [
-        format_html(
-            '<td><a href="{}" title="Every attempt of this row"><code><bdi>{}</bdi></code></a> '
-            '<a class="trend" href="{}" title="This row over the runs of its corpus">history</a>'
-            "</td>",
-            mark_safe(link),  # noqa: S308
-            r.model,
-            trend,
-        )
-    ]
-    for name, pair, ci in r.columns_with_intervals:
-        if not pair[1]:
-            cells.append(mark_safe('<td class="num">-</td>'))
-            continue
-        missed = pair[1] - pair[0]
-        drill = f"{link}&column={name}&hit="
-        cells.append(
-            format_html(
-                '<td class="num"><a class="hits" href="{}yes" title="The attempts behind {}">'
-                '{}</a> <span class="rate">{}</span>'
-                '<span class="ci" title="95% interval ({})">{}</span>{}</td>',
-                mark_safe(drill),  # noqa: S308 (percent-encoded above)
-                ratio(pair),
-                ratio(pair),
-                rate(pair),
-                r.interval_method,
-                ci.points() if ci else "-",
-                format_html(
-                    '<a class="misses" href="{}no" title="The attempts that missed">{} missed</a>',
-                    mark_safe(drill),  # noqa: S308
-                    intcomma(missed),
-                )
-                if missed
-                else "",
-            )
-        )
-    cells.append(_overhead(link, r))
-    if r.refusal:
-        cells.append(
-            format_html(
-                '<td><span class="badge warn" title="{}">{}</span></td>',
-                r.refusal[1],
-                r.refusal[0],
-            )
-        )
-    else:
-        cells.append(mark_safe('<td><span class="ok">yes</span></td>'))
-    return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
+    return format_html(
+        '<td class="num"><a class="hits" href="{}yes" title="The attempts behind {}">{}</a> '
+        '<span class="rate">{}</span><span class="ci" title="95% interval ({})">{}</span>{}</td>',
+        drill,
+        shown,
+        shown,
+        rate(pair),
+        method,
+        ci.points() if ci else "-",
+        misses,
+    )
 
 
-def _overhead(link: str, r: Any) -> SafeString:
+@register.simple_tag
+def overhead_cell(link: str, r: Any) -> SafeString:
     """Overhead: the calls to find an action and those refused for invalid params, each count
     linked to the search of those calls among the row's attempts."""
     f = r.figures
     if not f["steps"]:
-        return mark_safe('<td class="num">-</td>')
+        return format_html('<td class="num">{}</td>', "-")
     parts = []
     for n, condition, label in (
         (f["discovery"], f"tool={_q(DISCOVERY_TOOL)}", "find"),
@@ -253,48 +161,84 @@ def _overhead(link: str, r: Any) -> SafeString:
         if n:
             parts.append(
                 format_html(
-                    '<a class="calls" href="{}&{}">{} {}</a>',
-                    mark_safe(link),  # noqa: S308 (percent-encoded above)
-                    mark_safe(condition),  # noqa: S308
-                    intcomma(n),
-                    label,
+                    '<a class="calls" href="{}&{}">{} {}</a>', link, condition, intcomma(n), label
                 )
             )
         else:
             parts.append(format_html("0 {}", label))
     return format_html(
-        '<td class="num">{} / {} ({})</td>',
+        '<td class="num">{} / {} ({}, {})</td>',
         f["discovery"] + f["invalid_params"],
         f["steps"],
-        mark_safe(", ".join(parts)),  # noqa: S308 (each part built above)
+        *parts,
     )
 
 
-@register.simple_tag(takes_context=True)
-def counted_apart_row(context: Any, r: Any) -> SafeString:
-    """A row of "Counted apart and tokens": outcomes kept out of the ratios, linked."""
-    f = r.figures
-    link = _attempts_link(context, r)
-    cells = [
-        format_html("<td><code><bdi>{}</bdi></code></td>", r.model),
-        _num(f["attempts"]),
-        _num(f["turns"] or 0),
-    ]
-    for outcome in COUNTED_APART:
-        n = f.get(outcome)
-        if n:
-            cells.append(
-                format_html(
-                    '<td class="num"><a href="{}&outcome={}">{}</a></td>',
-                    mark_safe(link),  # noqa: S308
-                    outcome,
-                    n,
-                )
-            )
-        else:
-            cells.append(mark_safe('<td class="num">0</td>'))
-    cells += [_num(intcomma(f[t])) for t in TOKENS]
-    return mark_safe("<tr>" + "".join(cells) + "</tr>")  # noqa: S308
+@register.simple_tag
+def row_vocabulary() -> dict[str, Any]:
+    """The names a row template walks: the outcomes counted apart, the token counts, the cost
+    parts and the ratio columns' titles, as the scorer and the score tables spell them."""
+    return {
+        "counted_apart": COUNTED_APART,
+        "tokens": TOKENS,
+        "cost_parts": COST_PARTS,
+        "column_titles": COLUMN_TITLES,
+    }
+
+
+@register.filter
+def numerator(pair: Any) -> Any:
+    """N of an (N, D) pair."""
+    return pair[0]
+
+
+@register.filter
+def denominator(pair: Any) -> Any:
+    """D of an (N, D) pair."""
+    return pair[1]
+
+
+@register.filter
+def missed(pair: Any) -> int:
+    """What N lacks of D in an (N, D) pair."""
+    return pair[1] - pair[0]
+
+
+@register.filter
+def names_of(rows: Any) -> LookAlikes:
+    """The look-alike names among the models of a table's rows (or of the score rows they
+    stand for, as a board's standings do), found once for the table."""
+    return LookAlikes(lookalikes(getattr(r, "row", r).model for r in rows or ()))
+
+
+@register.simple_tag
+def address(name: str, *args: Any, **query: Any) -> str:
+    """A page's address with a query string of the values given, in their order, each
+    percent-encoded as the `urlencode` filter does; empty values are left out."""
+    pairs = [(k, v) for k, v in query.items() if v not in (None, "")]
+    url = reverse(name, args=args)
+    return url + "?" + urlencode(pairs, safe="/", quote_via=quote) if pairs else url
+
+
+@register.filter(is_safe=True)
+def squash(value: Any) -> str:
+    """Runs of white space as one space: an attribute written over several template lines
+    (`{% filter squash %}...{% endfilter %}`) reaches the page on one."""
+    return " ".join(str(value).split())
+
+
+@register.filter
+def runs_query(points: Any) -> str:
+    """A query string naming the run of each point, `run=1&run=2`."""
+    return urlencode([("run", p.run.pk) for p in points])
+
+
+@register.filter
+def marked(pieces: Any) -> SafeString:
+    """Text in pieces, (text, hit): the hits in <mark>, every piece escaped."""
+    return format_html_join(
+        "", "{}", ((format_html("<mark>{}</mark>", t) if hit else t,) for t, hit in pieces)
+    )
 
 
 @register.simple_tag(takes_context=True)
@@ -376,10 +320,16 @@ def lookalikes(names: Any) -> set[str]:
     return {n for group in seen.values() if len(group) > 1 for n in group}
 
 
+class LookAlikes(frozenset):
+    """The look-alike names of one table, found once (`names_of`) for every row to ask."""
+
+
 @register.filter
 def lookalike(name: Any, names: Any) -> str:
-    """A visible marker after a name that another name of the same table looks exactly like."""
-    if str(name) not in lookalikes(names):
+    """A visible marker after a name that another name of the same table looks exactly like;
+    `names` are the table's names, or its look-alikes found once by `names_of`."""
+    alike = names if isinstance(names, LookAlikes) else lookalikes(names)
+    if str(name) not in alike:
         return ""
     return format_html(
         ' <span class="badge warn lookalike" title="{}">look-alike {}</span>',

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
-from django.utils.html import escape, format_html
+from django.utils.html import escape, format_html, format_html_join
 from django.utils.safestring import SafeData, SafeString, mark_safe
 
 register = template.Library()
@@ -22,12 +22,14 @@ def inline_code(text: Any) -> SafeString:
         kept = escape
     parts = str(text).split("`")
     if len(parts) % 2 == 0:
-        return mark_safe(kept(str(text)))  # noqa: S308
-    return mark_safe(  # noqa: S308 (every part escaped here or before)
-        "".join(
-            format_html("<code>{}</code>", kept(p)) if i % 2 else kept(p)
+        return kept(str(text))
+    return format_html_join(
+        "",
+        "{}",
+        (
+            (format_html("<code>{}</code>", kept(p)) if i % 2 else kept(p),)
             for i, p in enumerate(parts)
-        )
+        ),
     )
 
 
@@ -56,8 +58,9 @@ def stored_words(summary: Any) -> str:
 
 
 @register.filter
-def stored_run(sha256: Any) -> tuple[int, str] | None:
-    """The run a shard of this sha256 is stored as (pk, run id), for "already present" to link."""
+def stored_run(sha256: Any) -> Any:
+    """The run a shard of this sha256 is stored as (its `pk` and `run_id`), for "already
+    present" to link."""
     from records.models import Run
 
-    return Run.objects.filter(shard__sha256=str(sha256)).values_list("pk", "run_id").first()
+    return Run.objects.filter(shard__sha256=str(sha256)).only("pk", "run_id").first()

@@ -73,7 +73,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             rankings = cmp.rank_models(scoring, groups, column) if groups else []
             context.update(
                 groups=[
-                    (
+                    cmp.RankedGroup(
                         g,
                         charts.grouped_bars(g),
                         f"bars-{i}",

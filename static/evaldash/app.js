@@ -188,12 +188,13 @@
   document.addEventListener("htmx:sendError", function (e) {
     errorBox(e.detail.elt).textContent = "The server could not be reached; nothing changed.";
   });
-  document.addEventListener("htmx:afterRequest", function (e) {
+  // A request that succeeds takes away the note of the one that failed before it.
+  function clearRequestError(e) {
     if (!e.detail.successful) return;
     var anchor = anchorOf(e.detail.elt);
     var box = anchor && anchor.nextElementSibling;
     if (box && box.classList.contains("request-error")) box.remove();
-  });
+  }
 
   // Controls follow the address: after Back or Forward restores a page, each filter shows what
   // the list below it was filtered by (a restored snapshot keeps the controls as first drawn).
@@ -234,19 +235,17 @@
     params.forEach(function (v, k) { if (v !== "") out.push(k + "=" + v); });
     return out.sort().join("&");
   }
-  document.addEventListener("htmx:beforeRequest", function (e) {
+  function listShownAlready(e) {
     var form = e.detail.elt;
-    if (!form.matches || !form.matches("form.filters[hx-push-url]")) return;
+    if (!form.matches || !form.matches("form.filters[hx-push-url]")) return false;
     var action = new URL(form.getAttribute("hx-get") || "", window.location.href).pathname;
-    if (action !== window.location.pathname) return;
-    var want = entries(new FormData(form));
-    if (want === entries(new URLSearchParams(window.location.search))) e.preventDefault();
-  });
+    if (action !== window.location.pathname) return false;
+    return entries(new FormData(form)) === entries(new URLSearchParams(window.location.search));
+  }
   // A request under way shows where its answer will go: its target is marked busy (dimmed, with
   // a note) until the answer replaces it, and a clicked tab is highlighted at once (put back if the
   // request fails).
-  document.addEventListener("htmx:beforeRequest", function (e) {
-    if (e.defaultPrevented) return;
+  function markBusy(e) {
     var target = e.detail.target;
     if (target && target.setAttribute) target.setAttribute("aria-busy", "true");
     var link = e.detail.elt;
@@ -259,8 +258,8 @@
     });
     link.classList.add("current");
     link.setAttribute("aria-current", "page");
-  });
-  document.addEventListener("htmx:afterRequest", function (e) {
+  }
+  function settleBusy(e) {
     var target = e.detail.target;
     if (target && target.removeAttribute) target.removeAttribute("aria-busy");
     var link = e.detail.elt;
@@ -274,6 +273,18 @@
       }
       delete a.dataset.wasCurrent;
     });
+  }
+  // One handler for each end of a request, so the order of what happens is read in one place.
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (listShownAlready(e)) {
+      e.preventDefault();
+      return;
+    }
+    markBusy(e);
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    clearRequestError(e);
+    settleBusy(e);
   });
   // Keys, as in other trace viewers: j or → the next attempt, k or ← the previous one (the
   // attempt page's own links), / the search field (or the search page), ? this list. Never while
