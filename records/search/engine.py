@@ -175,13 +175,20 @@ def matching(kind: int, query_words: list[str]) -> tuple[str, list[str]]:
 
 
 def size_bytes() -> int | None:
-    """What the index takes on disk (None where the database cannot say)."""
+    """What the index (and the calls' filtered columns kept with it) takes on disk, None where
+    the database cannot say."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_total_relation_size('records_searchentry')")
+            cursor.execute(
+                "SELECT pg_total_relation_size('records_searchentry')"
+                " + pg_total_relation_size('records_searchcall')"
+            )
             return int(cursor.fetchone()[0])
         try:
-            cursor.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'records_searchentry%'")
+            cursor.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'records_search%'"
+                " OR name LIKE 'search_call_%'"
+            )
         except Exception:  # noqa: BLE001 (SQLite built without the dbstat table)
             return None
         value = cursor.fetchone()[0]
