@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, TextField
@@ -386,31 +387,34 @@ CALL_FIELDS = (
     "result_truncated",
     "text_truncated",
 )
-CALL_COLUMNS = ("call", "tool", "requested_action", "dispatched_action", "call_outcome", "snippet")
+# The export's columns of an attempt and of a call, each with the attribute it reads.
+ATTEMPT_SOURCES = (
+    ("run_id", "run.run_id"),
+    ("attempt", "key"),
+    ("case", "case"),
+    ("model", "model"),
+    ("surface", "effective_surface"),
+    ("repeat", "repeat"),
+    ("ended_by", "ended_by"),
+)
+CALL_SOURCES = (
+    ("call", "index"),
+    ("tool", "tool"),
+    ("requested_action", "requested_action"),
+    ("dispatched_action", "dispatched_action"),
+    ("call_outcome", "outcome"),
+)
+CALL_COLUMNS = (*(name for name, _ in CALL_SOURCES), "snippet")
 
 
 def attempt_fields(a: Attempt) -> dict[str, Any]:
-    return {
-        "run_id": a.run.run_id,
-        "attempt": a.key,
-        "case": a.case,
-        "model": a.model,
-        "surface": a.effective_surface,
-        "repeat": a.repeat,
-        "ended_by": a.ended_by,
-        "verdict": a.outcome or "",
-    }
+    row = {name: attrgetter(source)(a) for name, source in ATTEMPT_SOURCES}
+    return {**row, "verdict": a.outcome or ""}
 
 
 def call_fields(c: Call) -> dict[str, Any]:
-    return {
-        "call": c.index,
-        "tool": c.tool,
-        "requested_action": c.requested_action,
-        "dispatched_action": c.dispatched_action,
-        "call_outcome": c.outcome,
-        "snippet": "".join(text for text, _ in c.pieces),
-    }
+    row = {name: attrgetter(source)(c) for name, source in CALL_SOURCES}
+    return {**row, "snippet": "".join(text for text, _ in c.pieces)}
 
 
 def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool]]:
