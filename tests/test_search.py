@@ -9,6 +9,7 @@ from django.core.management import call_command
 from records.models import Run, Scoring, Verdict
 from records.queries.search import Search, SearchQuery
 from records.search import engine
+from tests.builders import FIXTURE_SHARD, encode, ingest_bytes, line
 from tests.searched import refused
 
 pytestmark = pytest.mark.django_db
@@ -162,3 +163,27 @@ def test_the_rebuild_command_indexes_runs_stored_before_the_index(store, capsys)
     assert _found(query)[:2] == expected
     call_command("search_index", "run-fixture-dynamic")  # again: no document twice
     assert _found(query)[:2] == expected
+
+
+def test_a_huge_text_is_stored_and_searchable_by_its_head_alike_on_both_databases(db):
+    # Three turns of 800 kB of distinct words: an attempt's text of 2.4 MB, whose words alone
+    # would make a tsvector past PostgreSQL's 1 MB limit if it were indexed whole.
+    words = [f"w{i:07d}" for i in range(240_000)]
+    turns = [
+        line("turn", index=n + 1, blocks=[{"kind": "text", "text": " ".join(chunk)}])
+        for n, chunk in enumerate(words[k : k + 80_000] for k in range(0, 240_000, 80_000))
+    ]
+    lines = [line("attempt"), *turns, line("call"), line("verify"), line("session"), line("run")]
+    report = ingest_bytes(("modeleval-huge.jsonl", encode(lines)))
+    assert report.ok and len(report.stored) == 1
+
+    def found(q: str) -> set[str]:
+        return set(Search(SearchQuery(q=q)).attempts.values_list("key", flat=True))
+
+    # What is indexed is the document's first INDEXED_CHARS characters, after a few of its
+    # own these words (nine characters each with the space): a word well inside them matches,
+    # one past them does not, on either database.
+    width = len(words[0]) + 1
+    inside, past = (engine.INDEXED_CHARS - 900) // width, (engine.INDEXED_CHARS + 900) // width
+    assert found(words[0]) == found(words[inside]) == {"a1"}
+    assert found(words[past]) == found(words[-1]) == set()

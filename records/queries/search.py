@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, TextField
@@ -19,6 +20,7 @@ from django.db.models.functions import Cast, Substr
 
 from records.models import Attempt, Call, Scoring, Turn, Verdict
 from records.search import engine
+from records.search.models import SearchCall
 from records.search.snippets import snippet
 
 # What a score cell's drill links select, per column: the verdicts behind its numerator, and
@@ -123,110 +125,119 @@ class SearchQuery:
             if name not in ("runs", "run_pk", "sort")
         )
 
-    def call_condition(self) -> Q | None:
-        """What the call conditions ask of one call; None when none is set."""
-        parts = []
-        if self.tool:
-            parts.append(Q(tool=self.tool))
-        if self.action:
-            parts.append(Q(requested_action=self.action) | Q(dispatched_action=self.action))
-        if self.outcome == "refused":
-            parts.append(Q(outcome__startswith="refused:"))
-        elif self.outcome:
-            parts.append(Q(outcome=self.outcome))
-        if self.observed is not None:
-            parts.append(Q(dispatch_observed=self.observed))
-        if self.truncated:
-            parts.append(Q(result_truncated=True) | Q(text_truncated=True))
-        if not parts:
-            return None
-        condition = parts[0]
-        for part in parts[1:]:
-            condition &= part
-        return condition
-
 
 def _hits(kind: int, words: list[str]) -> RawSQL:
     sql, params = engine.matching(kind, words)
     return RawSQL(sql, params)  # noqa: S611 (the engine's own SQL; the words are parameters)
 
 
+# The attempt conditions that are a lookup on the attempt (or its run): the query's field and
+# the lookup it sets.
+LOOKUPS = (
+    ("run_pk", "run"),
+    ("runs", "run__run_id__in"),
+    ("digest", "run__corpus_digest__startswith"),
+    ("commit", "run__commit__startswith"),
+    ("model", "model__icontains"),
+    ("surface", "effective_surface"),
+    ("case", "case"),
+    ("ended_by", "ended_by"),
+)
+
+
+def latest_scorings() -> QuerySet:
+    """Each run's latest scoring that holds verdicts, as a subquery (never read into Python)."""
+    newer = Scoring.objects.filter(run=OuterRef("run"), verdict_count__gt=0).filter(
+        Q(created_at__gt=OuterRef("created_at"))
+        | Q(created_at=OuterRef("created_at"), id__gt=OuterRef("id"))
+    )
+    return Scoring.objects.filter(verdict_count__gt=0).exclude(Exists(newer)).values("id")
+
+
 class Search:
-    """One query's attempts, calls and facets, each read when asked for."""
+    """One query's attempts, calls and facets, each read when asked for.
+
+    The calls come from `SearchCall`, the calls' filtered columns indexed: a query with a call
+    condition starts from the calls that meet it and reaches their attempts by key, so what it
+    costs grows with what it finds, not with the store.
+    """
 
     def __init__(self, query: SearchQuery) -> None:
         self.query = query
         self.words = query.words
-        runs = Scoring.objects.filter(verdict_count__gt=0)
-        if query.run_pk is not None:
-            runs = runs.filter(run=query.run_pk)
-        if query.runs:
-            runs = runs.filter(run__run_id__in=query.runs)
-        latest: dict[int, int] = {}
-        for run, scoring in runs.order_by("run", "-created_at", "-id").values_list("run", "id"):
-            latest.setdefault(run, scoring)
-        self.scorings = list(latest.values())  # each run's latest scoring that holds verdicts
+        self.scorings = latest_scorings()
         self.attempts = self._attempts()
         self.calls = self._calls()
 
-    def _own(self) -> QuerySet:
-        """The attempts the attempt conditions select."""
+    def verdicts(self, outer: str = "pk") -> QuerySet:
+        """The verdicts of the attempt `outer` names, in its run's latest scoring."""
+        return Verdict.objects.filter(scoring__in=self.scorings, attempt=OuterRef(outer))
+
+    def attempt_condition(self, prefix: str = "") -> Q:
+        """What the attempt conditions ask, of an attempt (`prefix` empty) or of a call's
+        attempt (`prefix` "attempt__")."""
         q = self.query
-        qs = Attempt.objects.all()
-        if q.run_pk is not None:
-            qs = qs.filter(run=q.run_pk)
-        if q.runs:
-            qs = qs.filter(run__run_id__in=q.runs)
-        if q.digest:
-            qs = qs.filter(run__corpus_digest__startswith=q.digest)
-        if q.commit:
-            qs = qs.filter(run__commit__startswith=q.commit)
-        if q.model:
-            qs = qs.filter(model__icontains=q.model)
-        if q.surface:
-            qs = qs.filter(effective_surface=q.surface)
-        if q.case:
-            qs = qs.filter(case=q.case)
-        if q.ended_by:
-            qs = qs.filter(ended_by=q.ended_by)
-        condition = q.verdict_condition()
-        if condition is not None:
-            verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt=OuterRef("pk"))
-            qs = qs.filter(Exists(verdicts.filter(condition)))
-        if q.turn_status:
-            turns = Turn.objects.filter(attempt=OuterRef("pk"), status=q.turn_status)
-            qs = qs.filter(Exists(turns))
+        condition = Q()
+        for name, lookup in LOOKUPS:
+            value = getattr(q, name)
+            if value not in ("", None, []):
+                condition &= Q(**{prefix + lookup: value})
         if q.verify_failed:
-            qs = qs.filter(failed_checks__gt=0)
-        return qs
+            condition &= Q(**{f"{prefix}failed_checks__gt": 0})
+        outer = "attempt" if prefix else "pk"
+        verdict = q.verdict_condition()
+        if verdict is not None:
+            condition &= Exists(self.verdicts(outer).filter(verdict))
+        if q.turn_status:
+            condition &= Exists(Turn.objects.filter(attempt=OuterRef(outer), status=q.turn_status))
+        return condition
+
+    def call_condition(self) -> Q | None:
+        """What the call conditions ask of one call (a `SearchCall`); None when none is set."""
+        q = self.query
+        condition = Q()
+        if q.tool:
+            condition &= Q(tool=q.tool)
+        if q.action:
+            condition &= Q(requested_action=q.action) | Q(dispatched_action=q.action)
+        if q.outcome:
+            condition &= Q(outcome_kind=engine.outcome_kind(q.outcome))
+            if q.outcome != "refused":
+                condition &= Q(outcome=q.outcome)
+        if q.observed is not None:
+            condition &= Q(observed=q.observed)
+        if q.truncated:
+            condition &= Q(truncated=True)
+        return condition or None
 
     def _attempts(self) -> QuerySet:
-        qs = self._own()
-        condition = self.query.call_condition()
+        qs = Attempt.objects.filter(self.attempt_condition())
+        condition = self.call_condition()
         words = self.words
         if condition is not None:
-            calls = Call.objects.filter(condition, attempt=OuterRef("pk"))
+            calls = SearchCall.objects.filter(condition)
             if words:
                 # The words match the attempt's own text, or this very call's.
-                own = Q(pk__in=_hits(engine.ATTEMPT, words))
-                qs = qs.filter(
-                    own & Exists(calls) | Exists(calls.filter(pk__in=_hits(engine.CALL, words)))
+                calls = calls.filter(
+                    Q(pk__in=_hits(engine.CALL, words))
+                    | Q(attempt__in=_hits(engine.ATTEMPT, words))
                 )
-            else:
-                qs = qs.filter(Exists(calls))
+            qs = qs.filter(pk__in=calls.values("attempt"))
         elif words:
-            calls = Call.objects.filter(attempt=OuterRef("pk"), pk__in=_hits(engine.CALL, words))
-            qs = qs.filter(Q(pk__in=_hits(engine.ATTEMPT, words)) | Exists(calls))
+            calls = SearchCall.objects.filter(pk__in=_hits(engine.CALL, words))
+            qs = qs.filter(
+                Q(pk__in=_hits(engine.ATTEMPT, words)) | Q(pk__in=calls.values("attempt"))
+            )
         return qs
 
     def _calls(self) -> QuerySet | None:
-        """The calls that match, of the attempts listed; None when the query asks nothing of
-        calls (no call condition, no words)."""
-        condition = self.query.call_condition()
+        """The calls that match (`SearchCall`s), of the attempts listed; None when the query
+        asks nothing of calls (no call condition, no words)."""
+        condition = self.call_condition()
         words = self.words
         if condition is None and not words:
             return None
-        qs = Call.objects.filter(attempt__in=self.attempts.values("pk"))
+        qs = self.every_call()
         if condition is not None:
             qs = qs.filter(condition)
             if words:
@@ -237,6 +248,11 @@ class Search:
         else:
             qs = qs.filter(pk__in=_hits(engine.CALL, words))
         return qs
+
+    def every_call(self) -> QuerySet:
+        """Every call (`SearchCall`) of the attempts the attempt conditions select: one join
+        to the attempt, never a subquery of attempts."""
+        return SearchCall.objects.filter(self.attempt_condition("attempt__"))
 
     def ordered(self) -> QuerySet:
         """The attempts in the list's order."""
@@ -270,11 +286,7 @@ class Search:
             scoring__in=self.scorings, attempt__in=attempts.values("pk")
         )
         out["verdict"] = _counted(verdicts.values("outcome"), "outcome")
-        calls = (
-            self.calls
-            if self.calls is not None
-            else Call.objects.filter(attempt__in=attempts.values("pk"))
-        )
+        calls = self.calls if self.calls is not None else self.every_call()
         for name, column in (
             ("tool", "tool"),
             ("requested", "requested_action"),
@@ -289,7 +301,7 @@ class Search:
         verdict's `outcome` and `clean` (None unscored), `matched` (its matching calls, each
         with `pieces`, the snippet of its text that matched) and `pieces` of its own text."""
         start = (number - 1) * per_page
-        verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt=OuterRef("pk"))
+        verdicts = self.verdicts()
         attempts = list(
             self.ordered()
             .select_related("run")
@@ -307,8 +319,9 @@ class Search:
         words = self.words
         matched: dict[int, list[Call]] = {a.pk: [] for a in attempts}
         if self.calls is not None and attempts:
+            ids = self.calls.filter(attempt__in=list(matched)).values("pk")
             calls = (
-                self.calls.filter(attempt_id__in=list(matched))
+                Call.objects.filter(pk__in=ids)
                 .order_by("attempt_id", "index", "line")
                 .only(*CALL_FIELDS)
                 .annotate(
@@ -374,19 +387,28 @@ CALL_FIELDS = (
     "result_truncated",
     "text_truncated",
 )
-CALL_COLUMNS = ("call", "tool", "requested_action", "dispatched_action", "call_outcome", "snippet")
+# The export's columns of an attempt and of a call, each with the attribute it reads.
+IDENTITY_SOURCES = (
+    ("run_id", "run.run_id"),
+    ("attempt", "key"),
+    ("case", "case"),
+    ("model", "model"),
+    ("surface", "effective_surface"),
+    ("repeat", "repeat"),
+)
+CALL_SOURCES = (
+    ("call", "index"),
+    ("tool", "tool"),
+    ("requested_action", "requested_action"),
+    ("dispatched_action", "dispatched_action"),
+    ("call_outcome", "outcome"),
+)
+CALL_COLUMNS = (*(name for name, _ in CALL_SOURCES), "snippet")
 
 
 def attempt_identity(a: Attempt) -> dict[str, Any]:
     """What names a found attempt in every answer of the search (CSV rows, JSON)."""
-    return {
-        "run_id": a.run.run_id,
-        "attempt": a.key,
-        "case": a.case,
-        "model": a.model,
-        "surface": a.effective_surface,
-        "repeat": a.repeat,
-    }
+    return {name: attrgetter(source)(a) for name, source in IDENTITY_SOURCES}
 
 
 def attempt_fields(a: Attempt) -> dict[str, Any]:
@@ -394,14 +416,8 @@ def attempt_fields(a: Attempt) -> dict[str, Any]:
 
 
 def call_fields(c: Call) -> dict[str, Any]:
-    return {
-        "call": c.index,
-        "tool": c.tool,
-        "requested_action": c.requested_action,
-        "dispatched_action": c.dispatched_action,
-        "call_outcome": c.outcome,
-        "snippet": "".join(text for text, _ in c.pieces),
-    }
+    row = {name: attrgetter(source)(c) for name, source in CALL_SOURCES}
+    return {**row, "snippet": "".join(text for text, _ in c.pieces)}
 
 
 def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool]]:

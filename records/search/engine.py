@@ -3,13 +3,18 @@
 Both index the same documents (an attempt's stimulus, reason, blocks' text and verify details;
 a call's arguments, result and text, the JSON values and not their keys) and both match the
 same thing: every word, case-insensitively, where a word is a run of letters and digits. On
-PostgreSQL the text is cut into such runs before `to_tsvector('simple', ...)`, so its parser
-does not keep `issue.create` or a URL as one token where FTS5 sees two; positions are stripped,
-since no query asks for a phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
+PostgreSQL the text is cut into such runs and lower-cased straight into a vector of them, so
+`issue.create` or a URL is two words or more there as in FTS5, not the one token that
+`to_tsvector`'s parser would keep; the vector holds no positions, since no query asks for a
+phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
 query must answer alike on both databases.
 
 Documents are built in SQL from the rows the shard has just written, so the index is written
-in the shard's own transaction at the cost of one statement per kind of document.
+in the shard's own transaction at the cost of one statement per kind of document, and a third
+copies each call's filtered columns into `records_searchcall`. What is indexed of a document is
+its first `INDEXED_CHARS` characters, on both databases alike: a job trace of megabytes stays
+searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB limit (a stripped
+vector of 100,000 characters holds at most some 600 kB, whatever the words).
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ ATTEMPT, CALL = 0, 1
 # The words of a query: runs of letters and digits, as FTS5's unicode61 tokenizer cuts them.
 WORD = re.compile(r"[^\W_]+")
 MAX_WORDS = 16
+# What is indexed of one document (an attempt's own text, or one call's): its first characters.
+INDEXED_CHARS = 100_000
 
 
 def words(text: str) -> list[str]:
@@ -38,20 +45,20 @@ _SQLITE_JSON_VALUES = (
 )
 _SQLITE = {
     ATTEMPT: (
-        "INSERT INTO records_searchentry (rowid, body) SELECT 2 * a.id,"
-        " a.stimulus || ' ' || a.reason || ' ' || COALESCE((SELECT group_concat("
+        "INSERT INTO records_searchentry (rowid, body) SELECT 2 * a.id, substr("
+        "a.stimulus || ' ' || a.reason || ' ' || COALESCE((SELECT group_concat("
         "json_extract(b.value, '$.text'), ' ') FROM records_turn t, json_each(t.blocks) b"
         " WHERE t.attempt_id = a.id), '') || ' ' || COALESCE((SELECT group_concat(v.detail, ' ')"
-        " FROM records_verify v WHERE v.attempt_id = a.id), '')"
+        f" FROM records_verify v WHERE v.attempt_id = a.id), ''), 1, {INDEXED_CHARS})"
         " FROM records_attempt a WHERE a.run_id = %s"
     ),
     CALL: (
-        "INSERT INTO records_searchentry (rowid, body) SELECT 2 * c.id + 1, "
+        "INSERT INTO records_searchentry (rowid, body) SELECT 2 * c.id + 1, substr("
         + _SQLITE_JSON_VALUES.format(col="c.arguments")
         + " || ' ' || "
         + _SQLITE_JSON_VALUES.format(col="c.result")
-        + " || ' ' || c.text FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id"
-        " WHERE a.run_id = %s"
+        + f" || ' ' || c.text, 1, {INDEXED_CHARS})"
+        " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
     ),
 }
 
@@ -62,7 +69,14 @@ _PG_JSON_VALUES = (
 
 
 def _pg_vector(text: str) -> str:
-    return f"strip(to_tsvector('simple', regexp_replace({text}, '[^[:alnum:]]+', ' ', 'g')))"
+    # The words straight into a vector, not through to_tsvector's parser: cut at what is not a
+    # letter or digit, they are already what its 'simple' configuration would keep (lower-cased
+    # whole), at half its cost. A word of 2 kB or more is left out, as to_tsvector leaves it.
+    return (
+        "array_to_tsvector(ARRAY(SELECT w FROM regexp_split_to_table("
+        f"lower(left({text}, {INDEXED_CHARS})), '[^[:alnum:]]+') w"
+        " WHERE w <> '' AND octet_length(w) < 2048))"
+    )
 
 
 _PG = {
@@ -90,6 +104,23 @@ _PG = {
 }
 
 
+# Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both.
+_CALLS = (
+    "INSERT INTO records_searchcall (id, attempt_id, tool, requested_action, dispatched_action,"
+    " outcome, outcome_kind, observed, truncated) SELECT c.id, c.attempt_id, c.tool,"
+    " c.requested_action, c.dispatched_action, c.outcome, CASE WHEN c.outcome LIKE 'refused:%%'"
+    " THEN 'refused' ELSE c.outcome END, c.dispatch_observed, c.result_truncated OR"
+    " c.text_truncated FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id"
+    " WHERE a.run_id = %s"
+)
+
+
+def outcome_kind(outcome: str) -> str:
+    """What `records_searchcall.outcome_kind` holds for a call of this outcome (and what a
+    query for it looks up): `refused` for every refusal, whatever its reason."""
+    return "refused" if outcome == "refused" or outcome.startswith("refused:") else outcome
+
+
 def _key() -> str:
     return "id" if connection.vendor == "postgresql" else "rowid"
 
@@ -100,6 +131,7 @@ def index_run(run_pk: int) -> None:
     with connection.cursor() as cursor:
         for kind in (ATTEMPT, CALL):
             cursor.execute(statements[kind], [run_pk])
+        cursor.execute(_CALLS, [run_pk])
 
 
 def forget_run(run_pk: int) -> None:
@@ -117,11 +149,17 @@ def forget_run(run_pk: int) -> None:
             " WHERE a.run_id = %s)",
             [run_pk],
         )
+        cursor.execute(
+            "DELETE FROM records_searchcall WHERE attempt_id IN"
+            " (SELECT id FROM records_attempt WHERE run_id = %s)",
+            [run_pk],
+        )
 
 
 def forget_everything() -> None:
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM records_searchentry")
+        cursor.execute("DELETE FROM records_searchcall")
 
 
 def matching(kind: int, query_words: list[str]) -> tuple[str, list[str]]:
@@ -142,13 +180,20 @@ def matching(kind: int, query_words: list[str]) -> tuple[str, list[str]]:
 
 
 def size_bytes() -> int | None:
-    """What the index takes on disk (None where the database cannot say)."""
+    """What the index (and the calls' filtered columns kept with it) takes on disk, None where
+    the database cannot say."""
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            cursor.execute("SELECT pg_total_relation_size('records_searchentry')")
+            cursor.execute(
+                "SELECT pg_total_relation_size('records_searchentry')"
+                " + pg_total_relation_size('records_searchcall')"
+            )
             return int(cursor.fetchone()[0])
         try:
-            cursor.execute("SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'records_searchentry%'")
+            cursor.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name LIKE 'records_search%'"
+                " OR name LIKE 'search_call_%'"
+            )
         except Exception:  # noqa: BLE001 (SQLite built without the dbstat table)
             return None
         value = cursor.fetchone()[0]
