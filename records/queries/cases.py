@@ -11,9 +11,12 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
+from functools import cached_property
 from urllib.parse import urlencode
 
-from django.db.models import Exists, OuterRef
+import numpy as np
+from django.db.models import CharField, Exists, OuterRef, StringAgg, Sum, Value
+from django.db.models.functions import Cast
 
 from records import stats
 from records.models import CaseFigure, CorpusKey, KeyCase, Run, Scoring
@@ -48,23 +51,42 @@ class Point:
         return stats.wilson(*self.clean)
 
 
-@dataclass
+@dataclass(eq=False)
 class ModelLine:
-    """A case for one model on one surface, over the runs chosen."""
+    """A case for one model on one surface, over the runs chosen: the runs holding it, in
+    order, each with its Clean attempts over its counted ones; on a case's page also each
+    run's repeats (`timeline`)."""
 
     model: str
     surface: str
-    timeline: list[Point]
+    runs: list[Run]
+    counts: list[tuple[int, int]]
+    timeline: list[Point] = field(default_factory=list)
     clean: tuple[int, int] = (0, 0)
-    interval: stats.Interval | None = None
     flakiness: stats.Flakiness | None = None
     flip: stats.Flip | None = None
-    flip_at: Point | None = None  # the first run of the changed rate
-    before_flip: Point | None = None  # the run before it with a counted attempt
+    flip_index: int | None = None  # in `runs`: the first run of the changed rate
+    before_index: int | None = None  # the run before it with a counted attempt
+
+    @cached_property
+    def interval(self) -> stats.Interval | None:
+        return stats.case_interval(self.counts)
 
     @property
     def flaky(self) -> bool:
         return bool(self.flakiness and self.flakiness.flaky)
+
+    @property
+    def flip_run(self) -> Run | None:
+        return None if self.flip_index is None else self.runs[self.flip_index]
+
+    @property
+    def flip_at(self) -> Point | None:
+        return self.timeline[self.flip_index] if self.timeline and self.flip else None
+
+    @property
+    def before_flip(self) -> Point | None:
+        return self.timeline[self.before_index] if self.timeline and self.flip else None
 
 
 @dataclass
@@ -165,13 +187,14 @@ def key_of(digest: str) -> CorpusKey | None:
 def chosen_runs(choice: Choice) -> tuple[list[Run], dict[int, Scoring]]:
     """The runs of the digest as chosen, oldest first, with their latest scoring against a key
     of that digest (runs without one are left out). Two queries."""
-    runs = Run.objects.filter(corpus_digest=choice.digest)
-    if choice.since:
-        runs = runs.filter(started_at__date__gte=choice.since)
-    if choice.until:
-        runs = runs.filter(started_at__date__lte=choice.until)
-    if choice.commit:
-        runs = runs.filter(commit__startswith=choice.commit)
+    narrowing = {
+        "started_at__date__gte": choice.since,
+        "started_at__date__lte": choice.until,
+        "commit__startswith": choice.commit,
+    }
+    runs = Run.objects.filter(
+        corpus_digest=choice.digest, **{k: v for k, v in narrowing.items() if v}
+    )
     listed = list(runs.only("id", "run_id", "commit", "started_at").order_by("started_at", "id"))
     scorings = {
         run_id: s for run_id, s in Scoring.objects.latest_for(listed).items() if not s.stale
@@ -205,30 +228,88 @@ def _figures(choice: Choice, scorings: dict[int, Scoring], case: str | None = No
         wanted = wanted.filter(model__icontains=choice.model)
     if choice.surface:
         wanted = wanted.filter(surface=choice.surface)
-    return wanted.values_list(
-        "scoring_id", "case", "model", "surface", "row_key", "clean", "counted", "marks"
+    return wanted
+
+
+def _joined(name: str) -> StringAgg:
+    """A column's values over a group, as text ("3 0 2"): in one query every aggregate of a
+    group is fed its rows in the same order, so the n-th value of each names the same row."""
+    return StringAgg(Cast(name, output_field=CharField()), delimiter=Value(" "))
+
+
+def _grouped(
+    choice: Choice, runs: list[Run], scorings: dict[int, Scoring], cases: list[str]
+) -> tuple[dict[str, list[ModelLine]], dict[str, int]]:
+    """Per case, its model lines without repeats, and its attempts: one query, grouped by
+    case, model and surface in the order of their index (named by the corpus's cases, so the
+    database reads the index in that order rather than sorting the chosen runs' figures)."""
+    rows = sorted(
+        _figures(choice, scorings)
+        .filter(case__in=cases)
+        .values("case", "model", "surface")
+        .annotate(
+            scoring_ids=_joined("scoring_id"),
+            clean=_joined("clean"),
+            counted=_joined("counted"),
+            attempts=Sum("total"),
+        )
+        .values_list("case", "model", "surface", "scoring_ids", "clean", "counted", "attempts")
+        .order_by()
     )
-
-
-def _lines(
-    choice: Choice,
-    runs: list[Run],
-    scorings: dict[int, Scoring],
-    cases: list[tuple[str, int]],
-    case: str | None = None,
-) -> list[CaseLine]:
-    order = {scorings[r.pk].pk: n for n, r in enumerate(runs)}
-    # Per case, per (model, surface), per run in order: [clean, counted, marks, row_key], a run
-    # holding the pair in two rows (as two modes) summed, the first row's key kept.
-    held: dict[str, dict[tuple[str, str], dict[int, list]]] = defaultdict(lambda: defaultdict(dict))
+    lines: dict[str, list[ModelLine]] = defaultdict(list)
     attempts: dict[str, int] = defaultdict(int)
-    for scoring_id, c, model, surface, row_key, clean, counted, marks in _figures(
+    if not rows:
+        return lines, attempts
+    # Every number of every timeline parsed in one NumPy call per column.
+    scoring, clean, counted = (
+        np.fromstring(" ".join(r[i] for r in rows), dtype=np.int64, sep=" ") for i in (3, 4, 5)
+    )
+    sizes = [r[3].count(" ") + 1 for r in rows]
+    ids = np.array(sorted(s.pk for s in scorings.values()), dtype=np.int64)
+    position = {s.pk: n for n, s in enumerate(scorings[r.pk] for r in runs)}
+    order = np.array([position.get(int(i), -1) for i in ids], dtype=np.int64)
+    at = order[np.searchsorted(ids, scoring)]
+    line = np.repeat(np.arange(len(rows)), sizes)
+    kept = at >= 0
+    # A run holding the pair in two rows (as two modes) has them summed.
+    shape = (len(rows), len(runs))
+    k, d, held = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+    np.add.at(k, (line[kept], at[kept]), clean[kept])
+    np.add.at(d, (line[kept], at[kept]), counted[kept])
+    np.add.at(held, (line[kept], at[kept]), 1)
+    full = held.all(axis=1).tolist()
+    totals = zip(k.sum(axis=1).tolist(), d.sum(axis=1).tolist(), strict=True)
+    for (case, model, surface, *_, total), ks, ds, hs, every, sums in zip(
+        rows, k.tolist(), d.tolist(), held.tolist(), full, totals, strict=True
+    ):
+        if every:  # the usual line: held by every run chosen
+            on, counts = runs, list(zip(ks, ds, strict=True))
+        else:
+            where = [n for n, h in enumerate(hs) if h]
+            on, counts = [runs[n] for n in where], [(ks[n], ds[n]) for n in where]
+        lines[case].append(ModelLine(model, surface, on, counts, clean=sums))
+        attempts[case] += total
+    return lines, attempts
+
+
+def _detailed(
+    choice: Choice, runs: list[Run], scorings: dict[int, Scoring], case: str
+) -> tuple[dict[str, list[ModelLine]], dict[str, int]]:
+    """One case's model lines with each run's repeats and score row: one query."""
+    order = {scorings[r.pk].pk: n for n, r in enumerate(runs)}
+    # Per (model, surface), per run in order: [clean, counted, marks, row_key], a run holding
+    # the pair in two rows (as two modes) summed, the first row's key kept.
+    held: dict[tuple[str, str], dict[int, list]] = defaultdict(dict)
+    attempts = 0
+    for scoring_id, model, surface, row_key, clean, counted, total, marks in _figures(
         choice, scorings, case
+    ).values_list(
+        "scoring_id", "model", "surface", "row_key", "clean", "counted", "total", "marks"
     ):
         n = order.get(scoring_id)
         if n is None:
             continue
-        per_run = held[c][(model, surface)]
+        per_run = held[(model, surface)]
         if n in per_run:
             q = per_run[n]
             q[0] += clean
@@ -236,42 +317,47 @@ def _lines(
             q[2] += marks
         else:
             per_run[n] = [clean, counted, marks, row_key]
-        attempts[c] += len(marks)
+        attempts += total
+    lines = []
+    for (model, surface), per_run in sorted(held.items()):
+        timeline = [Point(runs[n], (v[0], v[1]), v[2], v[3]) for n, v in sorted(per_run.items())]
+        counts = [p.clean for p in timeline]
+        clean = (sum(k for k, _ in counts), sum(d for _, d in counts))
+        lines.append(ModelLine(model, surface, [p.run for p in timeline], counts, timeline, clean))
+    return {case: lines}, {case: attempts}
+
+
+def _lines(
+    cases: list[tuple[str, int]], held: dict[str, list[ModelLine]], attempts: dict[str, int]
+) -> list[CaseLine]:
+    """Each case's figures from its model lines, each line's flakiness and first flip."""
     out = []
-    pending: list[tuple[ModelLine, list[Point]]] = []
+    pending: list[tuple[ModelLine, list[int]]] = []
     for case_id, steps in cases:
-        line = CaseLine(case_id, steps, attempts.get(case_id, 0))
+        line = CaseLine(case_id, steps, attempts.get(case_id, 0), by_model=held.get(case_id, []))
         units: list[tuple[int, int]] = []
         per_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        for (model, surface), per_run in sorted(held.get(case_id, {}).items()):
-            timeline = [
-                Point(runs[n], (v[0], v[1]), v[2], v[3])
-                for n, v in sorted(per_run.items(), key=_first)
-            ]
-            counts = [p.clean for p in timeline]
-            k, d = sum(x for x, _ in counts), sum(x for _, x in counts)
-            m = ModelLine(model, surface, timeline, (k, d), stats.case_interval(counts))
+        for m in line.by_model:
+            counts = m.counts
             m.flakiness = stats.flakiness(counts)
             # The split is sought over the runs with a counted attempt, and named by them.
-            pending.append((m, [p for p in timeline if p.clean[1]]))
-            line.by_model.append(m)
+            pending.append((m, [n for n, (_, x) in enumerate(counts) if x]))
             units += counts
-            per_model[model][0] += k
-            per_model[model][1] += d
-        line.clean = (sum(k for k, _ in units), sum(d for _, d in units))
+            per_model[m.model][0] += m.clean[0]
+            per_model[m.model][1] += m.clean[1]
+        line.clean = (
+            sum(m.clean[0] for m in line.by_model),
+            sum(m.clean[1] for m in line.by_model),
+        )
         line.interval = stats.case_interval(units)
         line.separation = stats.discrimination([tuple(v) for v in per_model.values()])
         out.append(line)
-    flips = stats.first_flips([[p.clean for p in counted] for _, counted in pending])
+    flips = stats.first_flips([[m.counts[n] for n in counted] for m, counted in pending])
     for (m, counted), flip in zip(pending, flips, strict=True):
         m.flip = flip
         if flip is not None:
-            m.flip_at, m.before_flip = counted[flip.index], counted[flip.index - 1]
+            m.flip_index, m.before_index = counted[flip.index], counted[flip.index - 1]
     return out
-
-
-def _first(item: tuple[int, list]) -> int:
-    return item[0]
 
 
 def _merge(timeline: list[Point], order: dict[int, int], scorings) -> list[Point]:
@@ -298,7 +384,8 @@ def corpus(choice: Choice) -> Corpus:
         if key
         else []
     )
-    return Corpus(choice, key, runs, _lines(choice, runs, scorings, cases))
+    held = _grouped(choice, runs, scorings, [c for c, _ in cases])
+    return Corpus(choice, key, runs, _lines(cases, *held))
 
 
 def one_case(choice: Choice, case: str) -> tuple[Corpus, CaseLine | None]:
@@ -313,7 +400,7 @@ def one_case(choice: Choice, case: str) -> tuple[Corpus, CaseLine | None]:
     )
     if steps is None:
         return Corpus(choice, key, runs, []), None
-    lines = _lines(choice, runs, scorings, [(case, len(steps or []))], case)
+    lines = _lines([(case, len(steps or []))], *_detailed(choice, runs, scorings, case))
     return Corpus(choice, key, runs, lines), lines[0]
 
 
@@ -360,7 +447,7 @@ def as_json(c: Corpus) -> dict:
         models = []
         for m in line.by_model:
             mlow, mhigh = interval(m.interval)
-            flip = m.flip_at
+            flip = m.flip_run
             models.append(
                 {
                     "model": m.model,
@@ -369,9 +456,10 @@ def as_json(c: Corpus) -> dict:
                     "low": mlow,
                     "high": mhigh,
                     "flaky": m.flaky,
-                    "first_flip": flip.run.run_id if flip else None,
+                    "first_flip": flip.run_id if flip else None,
                     "timeline": [
-                        {"run_id": p.run.run_id, "clean": list(p.clean)} for p in m.timeline
+                        {"run_id": r.run_id, "clean": list(c)}
+                        for r, c in zip(m.runs, m.counts, strict=True)
                     ],
                 }
             )
@@ -465,7 +553,9 @@ def matrix_cells(run: Run, scoring: Scoring, surface: str) -> dict[tuple[str, st
     own = scorings[run.pk].pk
     points: dict[tuple[str, str], list[Point]] = defaultdict(list)
     cells: dict[tuple[str, str], Cell] = {}
-    for scoring_id, case, model, _, row_key, clean, counted, marks in _figures(choice, scorings):
+    for scoring_id, case, model, row_key, clean, counted, marks in _figures(
+        choice, scorings
+    ).values_list("scoring_id", "case", "model", "row_key", "clean", "counted", "marks"):
         if scoring_id not in order:
             continue
         points[(case, model)].append(Point(run_of[scoring_id], (clean, counted), marks, row_key))

@@ -20,7 +20,7 @@ def _fill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("records", "0011_search_index")]
+    dependencies = [("records", "0012_cases_figures_read_by_case_model_surface")]
 
     operations = [
         migrations.CreateModel(
