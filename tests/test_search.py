@@ -9,7 +9,7 @@ from django.core.management import call_command
 from records.models import Run, Scoring, Verdict
 from records.queries.search import Search, SearchQuery
 from records.search import engine
-from tests.builders import FIXTURE_SHARD, encode, ingest_bytes, line
+from tests.builders import encode, ingest_bytes, line
 from tests.searched import refused
 
 pytestmark = pytest.mark.django_db

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from records.queries.compare import rate
 from records.formats.rows import ADDITIVE, TOKENS
+from records.queries.compare import rate
 from records.scorer.score import COUNTED_APART, RATIO_COLUMNS
 
 # The figures an exported row carries besides its ratio columns (which it carries as numerator,
