@@ -38,16 +38,21 @@ def paged_run(key, run_id: str, seed: int, regress: float) -> bytes:
     return buf.getvalue()
 
 
-@pytest.fixture
-def runs():
+def paged_pair(prefix: str) -> tuple[Run, Run]:
+    """A baseline and a regressed candidate over a 400-case corpus, stored with their key."""
     key = widen_key(load_demo_key(), 400)
     report = ingest_bytes(
         ("corpus-key.json", json.dumps(key_to_json(key)).encode()),
-        ("modeleval-a.jsonl", paged_run(key, "run-a", 1, 0.0)),
-        ("modeleval-b.jsonl", paged_run(key, "run-b", 2, 0.6)),
+        ("modeleval-a.jsonl", paged_run(key, f"{prefix}-a", 1, 0.0)),
+        ("modeleval-b.jsonl", paged_run(key, f"{prefix}-b", 2, 0.6)),
     )
     assert report.ok
-    return Run.objects.get(run_id="run-a"), Run.objects.get(run_id="run-b")
+    return Run.objects.get(run_id=f"{prefix}-a"), Run.objects.get(run_id=f"{prefix}-b")
+
+
+@pytest.fixture
+def runs():
+    return paged_pair("run")
 
 
 def _html(html) -> str:

@@ -7,12 +7,12 @@ import csv
 import io
 import json
 import tracemalloc
-from html.parser import HTMLParser
 
 import pytest
 
 from records.models import Attempt, AuditEvent, Call, Run, Turn
 from tests.builders import FIXTURES, encode, ingest_bytes, line
+from tests.isolation import RLO, Unisolated
 
 pytestmark = pytest.mark.django_db
 
@@ -207,31 +207,6 @@ def test_a_turn_without_calls_does_not_drop_the_call_columns_from_the_csv(client
 
 # --- bidi controls in names ----------------------------------------------------------------------
 
-RLO = "\u202e"
-
-
-class _Unisolated(HTMLParser):
-    """Text holding U+202E that no <bdi> or dir="auto" element encloses."""
-
-    VOID = {"br", "img", "input", "meta", "link", "hr", "col", "source", "wbr", "area", "base"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[bool] = []
-        self.found: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag not in self.VOID:
-            self.stack.append(tag == "bdi" or ("dir", "auto") in attrs)
-
-    def handle_endtag(self, tag):
-        if tag not in self.VOID and self.stack:
-            self.stack.pop()
-
-    def handle_data(self, data):
-        if RLO in data and not any(self.stack) and self.lasttag not in ("title", "script"):
-            self.found.append(data.strip()[:80])
-
 
 def _hostile_run():
     # A right-to-left override (written \u202e) inside every text the shard supplies.
@@ -252,7 +227,7 @@ def test_every_text_a_shard_wrote_is_isolated_on_every_page_of_its_run(client, v
         assert r.status_code == 200, url
         html = r.content.decode()
         seen += html.count(RLO)
-        parser = _Unisolated()
+        parser = Unisolated()
         parser.feed(html)
         if parser.found:
             unisolated[url] = parser.found

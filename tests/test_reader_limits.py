@@ -18,15 +18,7 @@ from records.formats.shard import (
 )
 from records.models import Attempt, Run, Turn
 from records.views.exports import export, json_stream, json_text
-from tests.builders import encode, ingest_bytes, line, shard
-
-PRICE = {
-    "input_per_million_usd": 1.0,
-    "output_per_million_usd": 5.0,
-    "cache_write_per_million_usd": 1.25,
-    "cache_read_per_million_usd": 0.1,
-    "retrieved_on": "2026-09-16",
-}
+from tests.builders import PRICE, encode, ingest_bytes, line, shard
 
 
 def priced_run(**price: float) -> dict:

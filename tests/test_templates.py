@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import ast
 import re
-from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import urlencode
 
 import pytest
 from django.template import engines
 from django.template.loader import get_template
+
+from tests.isolation import RLO, Unisolated
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = sorted((ROOT / "templates").rglob("*.html"))
@@ -129,31 +130,6 @@ def test_the_models_table_takes_its_column_titles_from_the_vocabulary():
 
 
 # --- untrusted names isolated on every page family ----------------------------------------------
-
-RLO = "\u202e"
-
-
-class Unisolated(HTMLParser):
-    """Text holding U+202E that no <bdi> or dir="auto" element encloses."""
-
-    VOID = {"br", "img", "input", "meta", "link", "hr", "col", "source", "wbr", "area", "base"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.stack: list[bool] = []
-        self.found: list[str] = []
-
-    def handle_starttag(self, tag, attrs):
-        if tag not in self.VOID:
-            self.stack.append(tag == "bdi" or ("dir", "auto") in attrs)
-
-    def handle_endtag(self, tag):
-        if tag not in self.VOID and self.stack:
-            self.stack.pop()
-
-    def handle_data(self, data):
-        if RLO in data and not any(self.stack) and self.lasttag not in ("title", "script"):
-            self.found.append(data.strip()[:80])
 
 
 def _unisolated(client, urls):

@@ -201,6 +201,17 @@ def _runs(
     return paths, key
 
 
+def _against_floor(shards: int, floor: dict[str, Any], figs: dict[str, Any]) -> dict[str, Any]:
+    """An ingest's figures beside the floor measured around it, and their ratios."""
+    return {
+        "shards": shards,
+        "floor": floor,
+        "evaldash": {k: v for k, v in figs.items() if k != "runs"},
+        "ratio_lines": figs["lines_per_s"] / floor["lines_per_s"],
+        "ratio_mb": figs["mb_per_s"] / floor["mb_per_s"],
+    }
+
+
 def _floored(paths: list[Path], tmp: Path, measured: Callable[[], dict]) -> tuple[dict, dict]:
     """`measured()` (an ingest of `paths`) between two runs of the floor over the same shards,
     the floor counting with the mean of its two times, so a machine that speeds up or slows
@@ -339,13 +350,7 @@ def run(
             f"floor: {floor_figs['lines_per_s']:,.0f} lines/s, {floor_figs['mb_per_s']:.1f} MB/s; "
             f"ingest: {ingest_figs['lines_per_s']:,.0f} lines/s, {ingest_figs['mb_per_s']:.1f} MB/s"
         )
-        report["ingest"] = {
-            "shards": len(paths),
-            "floor": floor_figs,
-            "evaldash": {k: v for k, v in ingest_figs.items() if k != "runs"},
-            "ratio_lines": ingest_figs["lines_per_s"] / floor_figs["lines_per_s"],
-            "ratio_mb": ingest_figs["mb_per_s"] / floor_figs["mb_per_s"],
-        }
+        report["ingest"] = _against_floor(len(paths), floor_figs, ingest_figs)
         seconds = ingest_figs["score_seconds"]
         report["scoring"] = {
             "attempts": ingest_figs["scored_attempts"],
@@ -369,13 +374,7 @@ def run(
         large_paths, _ = _runs(tmp, large, 11, say)
         keyed_floor, keyed = _floored(large_paths, tmp, lambda: ingest_paths(large_paths))
         (base_large, run_large), large_figs = _score_stored(keyed, key)
-        report["ingest_with_key"] = {
-            "shards": len(large_paths),
-            "floor": keyed_floor,
-            "evaldash": {k: v for k, v in keyed.items() if k != "runs"},
-            "ratio_lines": keyed["lines_per_s"] / keyed_floor["lines_per_s"],
-            "ratio_mb": keyed["mb_per_s"] / keyed_floor["mb_per_s"],
-        }
+        report["ingest_with_key"] = _against_floor(len(large_paths), keyed_floor, keyed)
         say(
             f"ingest with the key stored: {keyed['lines_per_s']:,.0f} lines/s = "
             f"{report['ingest_with_key']['ratio_lines']:.2f}x the floor"

@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from records.devtools.synth import load_demo_key, widen_key
-from records.formats.corpus_key import key_to_json
-from records.models import Run
 from tests.browser.conftest import WIDTHS, check_layout, settled
-from tests.builders import ingest_bytes
-from tests.test_compare_paging import paged_run
+from tests.test_compare_paging import paged_pair
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def compared(page):
-    key = widen_key(load_demo_key(), 400)
-    report = ingest_bytes(
-        ("corpus-key.json", json.dumps(key_to_json(key)).encode()),
-        ("modeleval-a.jsonl", paged_run(key, "run-paged-a", 1, 0.0)),
-        ("modeleval-b.jsonl", paged_run(key, "run-paged-b", 2, 0.6)),
-    )
-    assert report.ok
-    a, b = Run.objects.get(run_id="run-paged-a"), Run.objects.get(run_id="run-paged-b")
+    a, b = paged_pair("run-paged")
     return f"/compare/?kind=runs&baseline={a.pk}&candidate={b.pk}"
 
 
