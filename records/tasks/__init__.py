@@ -28,12 +28,24 @@ from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
 from records.tasks.liveness import earlier_try_stopped
-from records.tasks.pending import discard, keep_inputs, pending_bytes, pending_inputs
+from records.tasks.pending import (
+    discard,
+    keep_inputs,
+    no_checkpoint_at_commit,
+    pending_inputs,
+)
 from records.tasks.scoring import enqueue_rescoring, score_run_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["enqueue_upload", "ingest_upload", "queue_upload", "run_upload", "score_run_task"]
+__all__ = [
+    "enqueue_upload",
+    "ingest_upload",
+    "queue_kept",
+    "queue_upload",
+    "run_upload",
+    "score_run_task",
+]
 
 
 def queue_upload(
@@ -44,16 +56,23 @@ def queue_upload(
     transaction (with the immediate backend it has run on return, outside any transaction the
     caller opened). An upload whose task was never written (the process died between the commit
     and the enqueue) is queued by a worker's heartbeat (`records.tasks.workers`)."""
-    with transaction.atomic():
+    with no_checkpoint_at_commit(), transaction.atomic():
         upload.status = Upload.Status.QUEUED
-        upload.allow_digest_mismatch = allow_digest_mismatch
         upload.save()
-        keep_inputs(upload, files)
-        upload.progress = {"bytes_total": pending_bytes(upload)}
-        upload.save(update_fields=["progress"])
-        transaction.on_commit(functools.partial(enqueue_upload, upload))
+        queue_kept(upload, keep_inputs(upload, files), allow_digest_mismatch=allow_digest_mismatch)
     upload.refresh_from_db()
     return upload
+
+
+def queue_kept(upload: Upload, bytes_total: int, *, allow_digest_mismatch: bool) -> None:
+    """Queue the ingest of a saved, queued upload whose bytes the caller's transaction has just
+    kept (`keep_inputs`, or the upload API's handler writing them as they arrived): its task is
+    enqueued once that transaction commits, so it never sees part of an upload."""
+    assert transaction.get_connection().in_atomic_block, "keep and queue in one transaction"
+    upload.allow_digest_mismatch = allow_digest_mismatch
+    upload.progress = {"bytes_total": bytes_total}
+    upload.save(update_fields=["allow_digest_mismatch", "progress"])
+    transaction.on_commit(functools.partial(enqueue_upload, upload))
 
 
 def enqueue_upload(upload: Upload) -> None:

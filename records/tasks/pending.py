@@ -8,10 +8,12 @@ Memory stays bounded both ways: a chunk at a time is written and read.
 
 from __future__ import annotations
 
+import contextlib
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import IO
 
+from django.db import connection
 from django.db.models import Count, Max
 from django.db.models.functions import Length
 
@@ -25,19 +27,72 @@ def keep_inputs(upload: Upload, files: Iterable[tuple[str, IO[bytes]]]) -> int:
     """Write each (name, stream) of an upload as chunks; the bytes kept, in all."""
     total = 0
     for index, (name, stream) in enumerate(files):
-        seq = 0
-        while True:
-            data = stream.read(CHUNK_BYTES)
-            if not data and seq:
-                break
-            PendingChunk.objects.create(
-                upload=upload, file=index, name=name[:500], seq=seq, data=data
-            )
-            total += len(data)
-            seq += 1
-            if len(data) < CHUNK_BYTES:
-                break
+        writer = ChunkWriter(upload, index, name)
+        while data := stream.read(CHUNK_BYTES):
+            writer.write(data)
+        total += writer.close()
     return total
+
+
+class ChunkWriter:
+    """One file of an upload written as its chunks while its bytes arrive (from a request's
+    body, or a stream): a chunk is written as soon as it is full, so at most one chunk is held
+    in memory, and the rows are written in whatever transaction the caller holds, which makes
+    the upload whole or nothing. An empty file is kept as one empty chunk."""
+
+    def __init__(self, upload: Upload, file: int, name: str) -> None:
+        self.upload_id, self.file, self.name = upload.pk, file, name[:500]
+        self.size = 0
+        self._seq = 0
+        self._pieces: list[bytes] = []
+        self._held = 0
+
+    def write(self, data: bytes) -> None:
+        """Take the next bytes; pieces are joined once, when a chunk is full."""
+        self.size += len(data)
+        while data:
+            take = min(len(data), CHUNK_BYTES - self._held)
+            self._pieces.append(data if take == len(data) else data[:take])
+            self._held += take
+            data = data[take:]
+            if self._held == CHUNK_BYTES:
+                self._flush()
+
+    def close(self) -> int:
+        """Write what is left (the last, short chunk); the file's size."""
+        if self._held or not self._seq:
+            self._flush()
+        return self.size
+
+    def _flush(self) -> None:
+        pieces, self._pieces, self._held = self._pieces, [], 0
+        self._row(pieces[0] if len(pieces) == 1 else b"".join(pieces))
+
+    def _row(self, data: bytes) -> None:
+        PendingChunk.objects.create(
+            upload_id=self.upload_id, file=self.file, name=self.name, seq=self._seq, data=data
+        )
+        self._seq += 1
+
+
+@contextlib.contextmanager
+def no_checkpoint_at_commit() -> Iterator[None]:
+    """On SQLite, keep this connection from copying the write-ahead log into the database file
+    when the transaction inside commits (an upload's chunks: as many bytes again, and a sync),
+    so a request that keeps an upload answers once its bytes are in the log; the next commit on
+    another connection (the worker claiming the upload) checkpoints them as usual."""
+    if connection.vendor != "sqlite":
+        yield
+        return
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA wal_autocheckpoint")
+        (before,) = cursor.fetchone()
+        cursor.execute("PRAGMA wal_autocheckpoint = 0")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"PRAGMA wal_autocheckpoint = {int(before)}")
 
 
 def pending_inputs(upload: Upload) -> list[Input]:

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required as admin_staff_required
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import (
     HttpRequest,
     HttpResponse,
@@ -23,6 +24,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaldash.middleware import accepts_uploads
+from evaldash.uploads import ChunkRowsUploadHandler
 from records.ingest import IngestReport, Input
 from records.models import (
     ApiToken,
@@ -30,7 +32,8 @@ from records.models import (
     Upload,
 )
 from records.queries.gate import GateError, gate, resolve
-from records.tasks import queue_upload
+from records.tasks import queue_kept, queue_upload
+from records.tasks.pending import no_checkpoint_at_commit
 from records.views.access import (
     _partial,
     read_access,
@@ -302,17 +305,44 @@ def api_upload(request: HttpRequest, token: ApiToken) -> HttpResponse:
     wait, bad = _wait_seconds(request)
     if bad:
         return bad
-    if not _uploaded_inputs(request):
-        return JsonResponse({"error": "no file: send files as multipart field 'file'"}, status=400)
     slot = waiters() if wait else None
     if slot is not None and not slot.acquire(blocking=False):
-        return _busy()  # before anything is stored
+        return _busy()  # before a byte of the body is read
     try:
-        up = _queue(request, Upload(source=Upload.Source.API, token=token))
+        up = _receive(request, Upload(source=Upload.Source.API, token=token))
+        if up is None:
+            return JsonResponse(
+                {"error": "no file: send files as multipart field 'file'"}, status=400
+            )
         return upload_answer(request, _hold(up, wait), created=True)
     finally:
         if slot is not None:
             slot.release()
+
+
+class _NothingKept(Exception):
+    pass
+
+
+def _receive(request: HttpRequest, up: Upload) -> Upload | None:
+    """Read the request's body straight into the upload's chunk rows and queue its ingest, all
+    in one transaction: a body with no file, or one that ends early (the client went away),
+    keeps nothing, and the ingest is queued only once the whole upload is committed. None when
+    there was no whole file to keep."""
+    try:
+        with no_checkpoint_at_commit(), transaction.atomic():
+            up.status = Upload.Status.QUEUED
+            up.save()
+            handler = ChunkRowsUploadHandler(request, up, ("file", "files"))
+            request.upload_handlers = [handler]
+            files = request.FILES.getlist("file") + request.FILES.getlist("files")
+            if handler.interrupted or not files:
+                raise _NothingKept
+            queue_kept(up, sum(f.size for f in files), allow_digest_mismatch=_override(request))
+    except _NothingKept:
+        return None
+    up.refresh_from_db()
+    return up
 
 
 @csrf_exempt  # token-authenticated, no cookies involved
