@@ -1,18 +1,20 @@
-"""The upload API streams each file of its body into the upload's chunk rows as the bytes arrive
-(no temporary file, no second copy), in one transaction: what is kept reads back byte for byte,
-and a body that fails or ends early keeps nothing and queues nothing. Nothing here is timed."""
+"""The upload page and API parse each file of the body into the uploads storage's own directory as
+the bytes arrive (no database write meanwhile), and the storage takes it by a rename (no second
+copy): what is kept reads back byte for byte through the storage, and a body that fails or ends
+early keeps no file and no row and queues nothing. Nothing here is timed."""
 
 from __future__ import annotations
 
 import io
+import os
 import uuid
 
 import pytest
 
-from evaldash.uploads import ChunkRowsUploadHandler
-from records.models import ApiToken, Upload
-from records.models.intake import PendingChunk
+from evaldash.uploads import IncomingFileUploadHandler
+from records.models import ApiToken, Run, Upload
 from records.tasks import pending
+from tests.conftest import files_under
 from tests.test_tasks import DUMMY, GOOD, _shard
 
 pytestmark = pytest.mark.django_db
@@ -84,78 +86,80 @@ def queued_only(settings):
     settings.TASKS = DUMMY  # nothing ingests: the kept bytes stay to be read
 
 
-def test_files_kept_in_many_chunks_read_back_byte_identical(client, monkeypatch, queued_only):
-    monkeypatch.setattr(pending, "CHUNK_BYTES", 4096)
-    one, two, exact = _shard(1), GOOD, _shard(2)[: 4096 * 3]  # the last fills its chunks exactly
+def test_files_kept_in_the_storage_read_back_byte_identical(client, upload_dir, queued_only):
+    one, two, empty = _shard(1), GOOD, b""
     _, raw = ApiToken.issue("ci")
     body, kind = _body(
         ("file", "modeleval-1.jsonl", one),
         ("files", "modeleval-2.jsonl", two),
-        ("file", "modeleval-3.jsonl", exact),
-        ("file", "empty.jsonl", b""),
+        ("file", "empty.jsonl", empty),
     )
     r = _send(client, raw, body, kind)
     assert r.status_code == 202, r.content
     up = Upload.objects.get(pk=r.json()["upload"])
-    assert up.status == "queued" and up.progress["bytes_total"] == len(one + two + exact)
+    assert up.status == "queued" and up.progress["bytes_total"] == len(one + two)
     assert _read_back(up) == {
         "modeleval-1.jsonl": one,
         "modeleval-2.jsonl": two,
-        "modeleval-3.jsonl": exact,
         "empty.jsonl": b"",
     }
-    sizes = {}
-    for name, size in PendingChunk.objects.values_list("name", "data"):
-        sizes.setdefault(name, []).append(len(size))
-    # Every chunk is whole but a file's last, and a file that fills its chunks has no empty tail.
-    assert sizes["modeleval-3.jsonl"] == [4096, 4096, 4096]
-    assert sizes["empty.jsonl"] == [0]
-    assert all(n == 4096 for n in sizes["modeleval-1.jsonl"][:-1])
-    assert len(sizes["modeleval-1.jsonl"]) == -(-len(one) // 4096)
+    # The row names the stored files; the storage holds them and nothing else (no part left in
+    # its incoming directory).
+    assert [f["size"] for f in up.files] == [len(one), 0, len(two)]  # "file", then "files"
+    assert files_under(upload_dir) == sorted(f["stored"] for f in up.files)
 
 
-def test_the_body_goes_into_chunk_rows_while_it_arrives_and_never_to_a_temporary_file(
-    client, monkeypatch, queued_only
+def test_the_body_is_parsed_into_the_storage_and_moved_into_place_not_copied(
+    client, monkeypatch, upload_dir, queued_only
 ):
-    monkeypatch.setattr(pending, "CHUNK_BYTES", 64 * 1024)
-    monkeypatch.setattr(ChunkRowsUploadHandler, "chunk_size", 32 * 1024)  # reads of the body
-
-    def no_spooling(*args, **kwargs):
-        raise AssertionError("the upload was spooled to a temporary file")
-
-    monkeypatch.setattr("evaldash.uploads.tempfile.TemporaryFile", no_spooling)
+    monkeypatch.setattr(IncomingFileUploadHandler, "chunk_size", 32 * 1024)  # reads of the body
     data = _shard(3, attempts=200)
-    assert len(data) > 8 * 64 * 1024
     _, raw = ApiToken.issue("ci")
     body, kind = _body(("file", "modeleval-3.jsonl", data))
-    seen: list[tuple[int, int]] = []  # (bytes read of the body, chunk rows written by then)
-    stream = _Input(body, after=lambda pos: seen.append((pos, PendingChunk.objects.count())))
-    r = _send(client, raw, body, kind, **{"wsgi.input": stream})
+    incoming = upload_dir / pending.INCOMING
+    seen: list[tuple[int, list[str], int]] = []  # (bytes read, files being written, rows)
+
+    def watch(pos: int) -> None:
+        names = os.listdir(incoming) if incoming.exists() else []
+        seen.append((pos, names, Upload.objects.count()))
+
+    inodes = {}
+    real = pending.keep_files
+
+    def keep(files):
+        inodes.update({f.name: os.stat(f.temporary_file_path()).st_ino for _, f in files})
+        return real(files)
+
+    monkeypatch.setattr("records.views.uploads.keep_files", keep)
+    r = _send(client, raw, body, kind, **{"wsgi.input": _Input(body, after=watch)})
     assert r.status_code == 202, r.content
-    # Half way through the body, chunks are already written: nothing waits for the whole body.
-    half = [rows for pos, rows in seen if pos <= len(body) // 2]
-    assert half and half[-1] >= 2
+    # Half way through the body its file is being written in the storage's own directory, and
+    # nothing is in the database yet.
+    half = [(names, rows) for pos, names, rows in seen if pos <= len(body) // 2]
+    assert half and len(half[-1][0]) == 1 and half[-1][1] == 0
     up = Upload.objects.get(pk=r.json()["upload"])
+    (kept,) = up.files
+    # The stored file is the very file the body was parsed into: renamed, not copied.
+    assert os.stat(upload_dir / kept["stored"]).st_ino == inodes["modeleval-3.jsonl"]
     assert _read_back(up) == {"modeleval-3.jsonl": data}
+    assert os.listdir(incoming) == []
 
 
-def test_a_client_gone_mid_body_leaves_nothing_and_queues_nothing(client, monkeypatch, settings):
-    monkeypatch.setattr(pending, "CHUNK_BYTES", 4096)
+def test_a_client_gone_mid_body_leaves_nothing_and_queues_nothing(client, monkeypatch, upload_dir):
     enqueued = []
     monkeypatch.setattr("records.tasks.enqueue_upload", enqueued.append)
     _, raw = ApiToken.issue("ci")
     body, kind = _body(("file", "modeleval-1.jsonl", _shard(1)), ("file", "b.jsonl", _shard(2)))
-    stream = _Input(body, fail_at=len(body) * 3 // 4)  # in the second file, many chunks in
+    stream = _Input(body, fail_at=len(body) * 3 // 4)  # in the second file, the first one whole
     with pytest.raises(OSError):
         _send(client, raw, body, kind, **{"wsgi.input": stream})
-    assert not Upload.objects.exists() and not PendingChunk.objects.exists()
+    assert not Upload.objects.exists() and files_under(upload_dir) == []
     assert enqueued == []
 
 
 def test_a_body_that_ends_before_its_last_boundary_keeps_not_even_its_whole_files(
-    client, monkeypatch
+    client, monkeypatch, upload_dir
 ):
-    monkeypatch.setattr(pending, "CHUNK_BYTES", 4096)
     enqueued = []
     monkeypatch.setattr("records.tasks.enqueue_upload", enqueued.append)
     _, raw = ApiToken.issue("ci")
@@ -164,41 +168,115 @@ def test_a_body_that_ends_before_its_last_boundary_keeps_not_even_its_whole_file
     cut = body[: len(body) - 5000]
     r = _send(client, raw, cut, kind)
     assert r.status_code == 400 and "file" in r.json()["error"]
-    assert not Upload.objects.exists() and not PendingChunk.objects.exists()
+    assert not Upload.objects.exists() and files_under(upload_dir) == []
     assert enqueued == [] and len(whole) < len(cut)  # the first file had arrived whole
 
 
-def test_a_failure_after_the_bytes_are_written_keeps_nothing(client, monkeypatch):
-    monkeypatch.setattr(pending, "CHUNK_BYTES", 4096)
+def test_a_failure_after_the_files_are_moved_deletes_them_and_keeps_no_row(
+    client, monkeypatch, upload_dir
+):
+    moved = []
+    real = pending.keep_files
 
-    def broken(*args, **kwargs):
-        raise RuntimeError("the queue is unavailable")
+    def keep(files):
+        moved.extend(real(files))
+        return moved
 
-    monkeypatch.setattr("records.views.uploads.queue_kept", broken)
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("the database is unavailable")
+
+    monkeypatch.setattr("records.views.uploads.keep_files", keep)
+    monkeypatch.setattr(Upload, "save", broken)
     _, raw = ApiToken.issue("ci")
-    body, kind = _body(("file", "modeleval-1.jsonl", _shard(1)))
+    body, kind = _body(("file", "modeleval-1.jsonl", _shard(1)), ("file", "b.jsonl", GOOD))
     with pytest.raises(RuntimeError):
         _send(client, raw, body, kind)
-    assert not Upload.objects.exists() and not PendingChunk.objects.exists()
+    assert len(moved) == 2  # both were in the storage before the row failed
+    assert not Upload.objects.exists() and files_under(upload_dir) == []
 
 
-def test_files_under_other_field_names_are_skipped_unread(client, queued_only):
+def test_a_failure_moving_the_second_file_deletes_the_first(client, monkeypatch, upload_dir):
+    storage = pending.upload_storage()
+    real, saved = type(storage).save, []
+
+    def save(self, name, content, *args, **kwargs):
+        if saved:
+            raise OSError("no space left on device")
+        saved.append(real(self, name, content, *args, **kwargs))
+        return saved[-1]
+
+    monkeypatch.setattr(type(storage), "save", save)
     _, raw = ApiToken.issue("ci")
-    body, kind = _body(("attachment", "notes.txt", b"x" * 10_000), ("file", "a.jsonl", GOOD))
+    body, kind = _body(("file", "modeleval-1.jsonl", _shard(1)), ("file", "b.jsonl", GOOD))
+    with pytest.raises(OSError):
+        _send(client, raw, body, kind)
+    assert len(saved) == 1 and not Upload.objects.exists() and files_under(upload_dir) == []
+
+
+def test_files_under_other_field_names_are_skipped_unread(client, upload_dir, queued_only):
+    _, raw = ApiToken.issue("ci")
+    body, kind = _body(
+        ("attachment", "notes.txt", b"x" * 10_000),
+        ("file", "a.jsonl", GOOD),
+        ("attachment", "more.txt", b"y" * 10_000),
+    )
     r = _send(client, raw, body, kind)
     assert r.status_code == 202
     up = Upload.objects.get(pk=r.json()["upload"])
     assert _read_back(up) == {"a.jsonl": GOOD}
+    assert files_under(upload_dir) == [up.files[0]["stored"]]
     body, kind = _body(("attachment", "notes.txt", GOOD))
     r = _send(client, raw, body, kind)
     assert r.status_code == 400 and Upload.objects.count() == 1
 
 
-def test_a_streamed_upload_is_ingested_as_before(client):
+def test_an_upload_is_ingested_from_the_storage_and_its_files_deleted(client, upload_dir):
     _, raw = ApiToken.issue("ci")
     body, kind = _body(("file", "modeleval-1.jsonl", _shard(1)))
     r = _send(client, raw, body, kind)  # the test backend has ingested it on return
     assert r.status_code == 200 and r["Location"] == f"/api/v1/uploads/{r.json()['upload']}"
     r = client.get(r["Location"], headers={"Authorization": f"Bearer {raw}"})
     assert r.json()["status"] == "done" and r.json()["stored"][0]["run_id"] == "task-1"
-    assert not PendingChunk.objects.exists()
+    assert files_under(upload_dir) == []
+
+
+def test_the_upload_page_takes_the_same_path(client, uploader, monkeypatch, upload_dir):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    seen = []
+    real = pending.keep_files
+
+    def keep(files):
+        seen.extend(os.path.dirname(f.temporary_file_path()) for _, f in files)
+        return real(files)
+
+    monkeypatch.setattr("records.views.uploads.keep_files", keep)
+    r = client.post("/upload/", {"file": SimpleUploadedFile("modeleval-a.jsonl", GOOD)})
+    assert r.status_code == 200 and Run.objects.count() == 1
+    assert seen == [str(upload_dir / pending.INCOMING)]
+    assert files_under(upload_dir) == []
+
+
+def test_the_upload_page_still_checks_csrf_and_keeps_nothing_without_it(
+    uploader, upload_dir, django_user_model
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(uploader)
+    r = strict.post("/upload/", {"file": SimpleUploadedFile("modeleval-a.jsonl", GOOD)})
+    assert r.status_code == 403 and not Run.objects.exists()
+    assert files_under(upload_dir) == []
+
+
+def test_a_part_a_killed_server_left_in_the_incoming_directory_is_swept(upload_dir):
+    incoming = upload_dir / pending.INCOMING
+    incoming.mkdir()
+    old, fresh = incoming / "tmpold.upload", incoming / "tmpfresh.upload"
+    old.write_bytes(b"x")
+    fresh.write_bytes(b"y")
+    long_ago = os.stat(old).st_mtime - pending.STALE_INCOMING_SECONDS - 10
+    os.utime(old, (long_ago, long_ago))
+    assert pending.sweep_incoming() == 1
+    assert os.listdir(incoming) == ["tmpfresh.upload"]  # one still being written stays

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -631,10 +632,11 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
 def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """One shard of about `mb` MB sent to `POST /api/v1/uploads` of the production server
     (docs/production.md's gunicorn command, on a loopback port, no worker running): the time
-    until its 202 against the time to write the same bytes to a file beside the database
-    (fsync'd), the server workers' peak resident set meanwhile; then a task worker is started
-    and the upload is timed until done (its pick-up delay and its ingest apart), beside an
-    inline ingest of a second shard of the same size."""
+    until its 202 against the time to write the same bytes to a file in the uploads storage's
+    directory (fsync'd), the server workers' peak resident set meanwhile; then a task worker is
+    started and the upload is timed until done (its pick-up delay and its ingest apart), beside
+    an inline ingest of a second shard of the same size. The storage is a directory of its own
+    beside the database, removed at the end."""
     from records.models import ApiToken
 
     report: dict[str, Any] = {
@@ -655,7 +657,9 @@ def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any
         inline, _, _ = generate(tmp, attempts, run_id="bench-upload-inline", seed=301)
         size = sent.stat().st_size
         _quiet()
-        report["disk_write"] = _disk_write(sent, _database_dir(tmp))
+        store = Path(tempfile.mkdtemp(prefix="bench-uploads-", dir=_database_dir(tmp)))
+        os.environ["EVALDASH_UPLOAD_DIR"] = str(store)  # for the server and the worker
+        report["disk_write"] = _disk_write(sent, store)
         _, raw = ApiToken.issue("bench")
         server, port, log = _serve(tmp)
         try:
@@ -676,11 +680,15 @@ def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any
                 f"({report['disk_write']['seconds']:.2f} s); server worker peak "
                 f"{answer['max_rss_kb'] / 1024:.0f} MB"
             )
+            report["answer"]["kept"] = _kept_files(store)
             report["done"] = _work_off(up, tmp, log)
+            report["done"]["left_in_storage"] = _kept_files(store)
             say("upload done: " + json.dumps(report["done"]))
         finally:
             _stop_process(server)
             log.close()
+            shutil.rmtree(store, ignore_errors=True)
+            os.environ.pop("EVALDASH_UPLOAD_DIR", None)
         _quiet()
         report["inline_ingest"] = {
             k: v for k, v in ingest_paths([inline]).items() if k not in ("runs", "shard_seconds")
@@ -696,9 +704,15 @@ def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any
 
 
 def _database_dir(tmp: Path) -> Path:
+    """Beside the SQLite database, else in the checkout's var/ (where uploads wait by default):
+    on this machine's disk either way, not a memory-backed temporary directory."""
     if connection.vendor == "sqlite":
         return Path(settings.DATABASES["default"]["NAME"]).parent
-    return tmp
+    return Path(settings.BASE_DIR) / "var"
+
+
+def _kept_files(store: Path) -> int:
+    return sum(len(names) for _, _, names in os.walk(store))
 
 
 def _disk_write(path: Path, directory: Path) -> dict[str, float]:

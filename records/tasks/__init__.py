@@ -28,12 +28,7 @@ from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
 from records.tasks.liveness import earlier_try_stopped
-from records.tasks.pending import (
-    discard,
-    keep_inputs,
-    no_checkpoint_at_commit,
-    pending_inputs,
-)
+from records.tasks.pending import discard, forget, keep_files, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
 
 log = logging.getLogger(__name__)
@@ -51,28 +46,36 @@ __all__ = [
 def queue_upload(
     upload: Upload, files: list[tuple[str, IO[bytes]]], *, allow_digest_mismatch: bool
 ) -> Upload:
-    """Keep an upload's bytes in one transaction and queue its ingest once that commits: a
-    worker sees the upload whole or not at all, and the ingest never runs inside the caller's
-    transaction (with the immediate backend it has run on return, outside any transaction the
-    caller opened). An upload whose task was never written (the process died between the commit
-    and the enqueue) is queued by a worker's heartbeat (`records.tasks.workers`)."""
-    with no_checkpoint_at_commit(), transaction.atomic():
-        upload.status = Upload.Status.QUEUED
-        upload.save()
-        queue_kept(upload, keep_inputs(upload, files), allow_digest_mismatch=allow_digest_mismatch)
+    """Keep an upload's files in the uploads storage and queue its ingest (`queue_kept`)."""
+    return queue_kept(upload, keep_files(files), allow_digest_mismatch=allow_digest_mismatch)
+
+
+def queue_kept(
+    upload: Upload, kept: list[dict[str, Any]], *, allow_digest_mismatch: bool
+) -> Upload:
+    """Save an upload naming its files already in the storage (`keep_files`) and queue its
+    ingest once that commits: a worker sees the upload whole or not at all, and the ingest never
+    runs inside the caller's transaction (with the immediate backend it has run on return). If
+    the row is not committed, the kept files are deleted again, so nothing of the upload
+    remains. Called outside any transaction. An upload whose task was never written (the process
+    died between the commit and the enqueue) is queued by a worker's heartbeat
+    (`records.tasks.workers`)."""
+    committed: list[bool] = []
+    try:
+        with transaction.atomic():
+            upload.status = Upload.Status.QUEUED
+            upload.allow_digest_mismatch = allow_digest_mismatch
+            upload.files = kept
+            upload.progress = {"bytes_total": sum(int(f["size"]) for f in kept)}
+            upload.save()
+            transaction.on_commit(functools.partial(committed.append, True))
+            transaction.on_commit(functools.partial(enqueue_upload, upload))
+    except BaseException:
+        if not committed:
+            forget(kept)
+        raise
     upload.refresh_from_db()
     return upload
-
-
-def queue_kept(upload: Upload, bytes_total: int, *, allow_digest_mismatch: bool) -> None:
-    """Queue the ingest of a saved, queued upload whose bytes the caller's transaction has just
-    kept (`keep_inputs`, or the upload API's handler writing them as they arrived): its task is
-    enqueued once that transaction commits, so it never sees part of an upload."""
-    assert transaction.get_connection().in_atomic_block, "keep and queue in one transaction"
-    upload.allow_digest_mismatch = allow_digest_mismatch
-    upload.progress = {"bytes_total": bytes_total}
-    upload.save(update_fields=["allow_digest_mismatch", "progress"])
-    transaction.on_commit(functools.partial(enqueue_upload, upload))
 
 
 def enqueue_upload(upload: Upload) -> None:
