@@ -10,6 +10,7 @@ import os
 import uuid
 
 import pytest
+from django.db import connection
 
 from evaldash.uploads import IncomingFileUploadHandler
 from records.models import ApiToken, Run, Upload
@@ -119,8 +120,13 @@ def test_the_body_is_parsed_into_the_storage_and_moved_into_place_not_copied(
     incoming = upload_dir / pending.INCOMING
     seen: list[tuple[int, list[str], int]] = []  # (bytes read, files being written, rows)
 
+    outer = len(connection.atomic_blocks)  # the test's own transaction
+
     def watch(pos: int) -> None:
         names = os.listdir(incoming) if incoming.exists() else []
+        # No transaction of the request's is open while its body arrives (on SQLite one would
+        # hold the write lock against every other writer for as long as a slow client sends).
+        assert len(connection.atomic_blocks) == outer
         seen.append((pos, names, Upload.objects.count()))
 
     inodes = {}

@@ -647,6 +647,7 @@ def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any
             "answer": "wall time from the first byte sent to the 202's body read, over loopback",
             "disk_write": "the same bytes written to a new file beside the database and fsync'd",
             "memory": "VmHWM of each gunicorn worker process, sampled every 20 ms",
+            "server_cpu": "user and system CPU time the server's processes had during the POST",
         },
     }
     attempts = max(50, int(mb * 1e6 / 6470))  # a generated attempt is about 6.5 KB of shard
@@ -671,6 +672,8 @@ def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any
                 "seconds": answer["seconds"],
                 "bytes": size,
                 "server_worker_max_rss_mb": answer["max_rss_kb"] / 1024,
+                "server_cpu_seconds": answer["server_cpu_seconds"],
+                "load_average": answer["load_average"],
                 "over_disk_write": answer["seconds"] / report["disk_write"]["seconds"],
                 "queued": up.status,
             }
@@ -678,7 +681,8 @@ def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any
                 f"upload of {size / 1e6:.0f} MB: {answer['status']} in {answer['seconds']:.2f} s "
                 f"= {report['answer']['over_disk_write']:.2f}x the disk write "
                 f"({report['disk_write']['seconds']:.2f} s); server worker peak "
-                f"{answer['max_rss_kb'] / 1024:.0f} MB"
+                f"{answer['max_rss_kb'] / 1024:.0f} MB, server CPU "
+                f"{answer['server_cpu_seconds']:.2f} s, load average {answer['load_average']}"
             )
             report["answer"]["kept"] = _kept_files(store)
             report["done"] = _work_off(up, tmp, log)
@@ -809,6 +813,8 @@ def _post_file(port: int, token: str, path: Path, server_pid: int) -> dict[str, 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    cpu_before = _tree_cpu_seconds(server_pid)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     t0 = time.perf_counter()
     conn.request(
         "POST",
@@ -823,6 +829,7 @@ def _post_file(port: int, token: str, path: Path, server_pid: int) -> dict[str, 
     response = conn.getresponse()
     payload = response.read()
     seconds = time.perf_counter() - t0
+    cpu = _tree_cpu_seconds(server_pid) - cpu_before
     sampling.set()
     sampler.join()
     conn.close()
@@ -834,7 +841,28 @@ def _post_file(port: int, token: str, path: Path, server_pid: int) -> dict[str, 
         "seconds": seconds,
         "body": json.loads(payload),
         "max_rss_kb": max(peaks.values(), default=0),
+        "server_cpu_seconds": cpu,
+        "load_average": load,
     }
+
+
+def _tree_cpu_seconds(root: int) -> float:
+    """The CPU time (user and system) a process and its descendants have had so far: what
+    the request cost the server, whatever else shares the machine's cores meanwhile."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def _work_off(up: Upload, tmp: Path, log: Any) -> dict[str, Any]:

@@ -82,10 +82,6 @@ def pending_inputs(upload: Upload) -> list[Input]:
     ]
 
 
-def pending_bytes(upload: Upload) -> int:
-    return sum(int(f.get("size") or 0) for f in upload.files or [])
-
-
 def discard(upload: Upload) -> None:
     """Delete the upload's files from the storage once the caller's transaction commits (at once
     outside one): a rolled-back 'done' keeps them for the try that follows."""
