@@ -286,3 +286,22 @@ def test_a_part_a_killed_server_left_in_the_incoming_directory_is_swept(upload_d
     os.utime(old, (long_ago, long_ago))
     assert pending.sweep_incoming() == 1
     assert os.listdir(incoming) == ["tmpfresh.upload"]  # one still being written stays
+
+
+def test_files_no_unfinished_upload_names_are_swept_once_stale(upload_dir):
+    # A process killed between moving an upload's files into place and committing it leaves
+    # them named by no row; a queued upload's files stay however old they are.
+    queued = Upload.objects.create(source="api", status="queued")
+    queued.files = pending.keep_files([("a.jsonl", io.BytesIO(GOOD))])
+    queued.save()
+    lost = pending.keep_files([("b.jsonl", io.BytesIO(GOOD)), ("c.jsonl", io.BytesIO(b"x"))])
+    fresh = pending.keep_files([("d.jsonl", io.BytesIO(GOOD))])
+    later = os.stat(upload_dir / lost[0]["stored"]).st_mtime + pending.STALE_INCOMING_SECONDS + 10
+    for kept in (lost, queued.files):
+        where = upload_dir / kept[0]["stored"].partition("/")[0]
+        old = later - pending.STALE_INCOMING_SECONDS - 20
+        os.utime(where, (old, old))
+    fresh_dir = upload_dir / fresh[0]["stored"].partition("/")[0]
+    os.utime(fresh_dir, (later, later))
+    assert pending.sweep_storage(now=later) == 2
+    assert files_under(upload_dir) == sorted(f["stored"] for f in queued.files + fresh)

@@ -131,6 +131,41 @@ def sweep_incoming(now: float | None = None) -> int:
     return gone
 
 
+def sweep_storage(now: float | None = None) -> int:
+    """What a worker's heartbeat clears from a directory storage: parts a killed server left in
+    the incoming directory, and files no unfinished upload names (a process killed between
+    moving them into place and committing their upload), once untouched for
+    STALE_INCOMING_SECONDS; how many."""
+    storage = upload_storage()
+    if not isinstance(storage, FileSystemStorage):
+        return 0
+    now = time.time() if now is None else now
+    gone = sweep_incoming(now)
+    waiting = Upload.objects.filter(status__in=[Upload.Status.QUEUED, Upload.Status.RUNNING])
+    named = {
+        f["stored"].partition("/")[0]
+        for files in waiting.values_list("files", flat=True)
+        for f in files or []
+    }
+    try:
+        entries = list(os.scandir(storage.location))
+    except FileNotFoundError:
+        return gone
+    for entry in entries:
+        if not entry.is_dir() or entry.name == INCOMING or entry.name in named:
+            continue
+        try:
+            if now - entry.stat().st_mtime <= STALE_INCOMING_SECONDS:
+                continue
+            for name in os.listdir(entry.path):
+                os.unlink(os.path.join(entry.path, name))
+                gone += 1
+            os.rmdir(entry.path)
+        except OSError:
+            log.warning("upload files under %s not swept", entry.path, exc_info=True)
+    return gone
+
+
 def _opener(storage: Storage, name: str):
     def open_() -> IO[bytes]:
         return storage.open(name, "rb")
