@@ -263,6 +263,25 @@ def test_the_upload_page_takes_the_same_path(client, uploader, monkeypatch, uplo
     assert files_under(upload_dir) == []
 
 
+def test_the_upload_page_with_its_csrf_check_enforced_takes_the_same_path(uploader, upload_dir):
+    # As a browser sends it: the CSRF check reads the body, so the page sets its handler first.
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(uploader)
+    strict.get("/upload/")
+    token = strict.cookies["csrftoken"].value
+    r = strict.post(
+        "/upload/",
+        {"file": SimpleUploadedFile("modeleval-a.jsonl", GOOD), "csrfmiddlewaretoken": token},
+    )
+    assert r.status_code == 200 and Run.objects.count() == 1
+    up = Upload.objects.get()
+    assert up.source == "web" and up.files[0]["name"] == "modeleval-a.jsonl"
+    assert files_under(upload_dir) == []
+
+
 def test_the_upload_page_still_checks_csrf_and_keeps_nothing_without_it(
     uploader, upload_dir, django_user_model
 ):

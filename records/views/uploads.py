@@ -49,14 +49,24 @@ def _request_files(request: HttpRequest) -> list[Any]:
     return request.FILES.getlist("file") + request.FILES.getlist("files")
 
 
+def expect_files(request: HttpRequest) -> IncomingFileUploadHandler:
+    """The handler that parses the request's files into the uploads storage's own directory;
+    set here before anything reads the body (the CSRF check reads it too), or found if set."""
+    for handler in request.upload_handlers:
+        if isinstance(handler, IncomingFileUploadHandler):
+            return handler
+    handler = IncomingFileUploadHandler(request, incoming_dir(), UPLOAD_FIELDS)
+    request.upload_handlers = [handler]
+    return handler
+
+
 def receive(request: HttpRequest, upload: Upload) -> Upload | None:
     """Parse the request's files into the uploads storage's own directory as the body arrives
     (no database write meanwhile), move each into the storage by a rename, then save the upload
     naming them and queue its ingest. Whole or nothing: a body that breaks off or ends early, or
     any failure before the upload is committed, leaves no file and no row. None when the body
-    held no whole file. The upload handler must be set before anything reads the body."""
-    handler = IncomingFileUploadHandler(request, incoming_dir(), UPLOAD_FIELDS)
-    request.upload_handlers = [handler]
+    held no whole file."""
+    handler = expect_files(request)
     try:
         files = _request_files(request)
         if handler.interrupted or not files:
@@ -91,7 +101,13 @@ def _override(request: HttpRequest) -> bool:
 @require_http_methods(["GET", "POST"])
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
-    return upload_page(request)
+    if request.method != "POST":
+        return upload_page(request)
+    handler = expect_files(request)
+    try:
+        return upload_page(request)
+    finally:
+        handler.close_files()  # also when the CSRF check or the permission refused it
 
 
 @csrf_protect
