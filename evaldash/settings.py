@@ -264,8 +264,18 @@ STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 # htmx comes with django-htmx, plotly.js's basic bundle with the project (static/vendor): no CDN.
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Where an upload's files wait for a task worker, by their stored names (the Upload row keeps
+# them): a directory here, or anything Django's STORAGES can name (a shared volume, an object
+# store through django-storages). The request parses its body into `.incoming/` inside that
+# directory and moves each file into place by a rename; the worker reads them with
+# storage.open() and deletes them once the upload is done or has failed for good.
+EVALDASH_UPLOAD_DIR = Path(os.environ.get("EVALDASH_UPLOAD_DIR") or BASE_DIR / "var" / "uploads")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "uploads": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(EVALDASH_UPLOAD_DIR)},
+    },
     # Hashed, compressed names for what `collectstatic` has written; plain names (served from the
     # finders) for the rest, so a fresh checkout works without a build step.
     "staticfiles": {"BACKEND": "evaldash.storage.HashedStatic"},

@@ -3,6 +3,8 @@ runs with their key, and the searched store."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.contrib.auth.models import Permission
 
@@ -81,3 +83,40 @@ def commit_hooks_run_as_in_production(monkeypatch):
 
     monkeypatch.setattr(BaseDatabaseWrapper, "on_commit", on_commit)
     monkeypatch.setattr(transaction.Atomic, "__exit__", exit_)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def uploads_storage_in_a_temporary_directory(tmp_path_factory):
+    """Uploads wait in a directory of the test run's own (also for the servers and workers the
+    tests start, through EVALDASH_UPLOAD_DIR), never in the checkout's var/."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    where = tmp_path_factory.mktemp("uploads")
+    os.environ["EVALDASH_UPLOAD_DIR"] = str(where)
+    storages = {
+        **settings.STORAGES,
+        "uploads": {**settings.STORAGES["uploads"], "OPTIONS": {"location": str(where)}},
+    }
+    with override_settings(STORAGES=storages, EVALDASH_UPLOAD_DIR=where):
+        yield where
+
+
+@pytest.fixture
+def upload_dir(settings, tmp_path, monkeypatch):
+    """A fresh, empty uploads storage directory for one test, for tests that look into it."""
+    where = tmp_path / "uploads-storage"
+    where.mkdir()
+    monkeypatch.setenv("EVALDASH_UPLOAD_DIR", str(where))
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "uploads": {**settings.STORAGES["uploads"], "OPTIONS": {"location": str(where)}},
+    }
+    return where
+
+
+def files_under(path) -> list[str]:
+    """Every file below `path`, relative to it (directories that are empty do not count)."""
+    return sorted(
+        os.path.relpath(os.path.join(d, f), path) for d, _, names in os.walk(path) for f in names
+    )

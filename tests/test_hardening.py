@@ -58,26 +58,30 @@ def test_an_upload_page_takes_a_body_larger_than_other_pages_do(client, settings
     assert r.status_code == 200 and Run.objects.count() == 1
 
 
-def test_a_spooled_upload_has_no_name_in_the_temporary_directory(
-    client, settings, uploader, tmp_path, monkeypatch
+def test_an_uploaded_file_is_parsed_into_the_storage_and_leaves_nothing_behind(
+    client, settings, uploader, tmp_path, monkeypatch, upload_dir
 ):
-    # A request that dies, or a server killed mid-upload, then leaves nothing behind.
+    # Nothing goes to the temporary directory; the file waits in the storage's own incoming
+    # directory only while the request has it (a part a killed server left there is swept by
+    # the workers, tests/test_upload_speed.py), and is gone once the upload is done.
     from records.views import uploads as views
 
-    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
-    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024  # the shard goes to a temporary file
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path / "temporary")
+    os.mkdir(settings.FILE_UPLOAD_TEMP_DIR)
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 1024
     seen: list[list[str]] = []
-    real = views.queue_upload
+    real = views.keep_files
 
-    def looking(inputs, *args, **kwargs):
-        seen.append(os.listdir(tmp_path))
-        return real(inputs, *args, **kwargs)
+    def looking(files, *args, **kwargs):
+        seen.append(os.listdir(upload_dir / ".incoming"))
+        return real(files, *args, **kwargs)
 
-    monkeypatch.setattr(views, "queue_upload", looking)
+    monkeypatch.setattr(views, "keep_files", looking)
     r = client.post("/upload/", {"file": SimpleUploadedFile("modeleval-a.jsonl", GOOD)})
     assert r.status_code == 200 and Run.objects.count() == 1
-    assert seen == [[]]
-    assert os.listdir(tmp_path) == []
+    assert len(seen) == 1 and len(seen[0]) == 1  # the one file, while the request had it
+    assert os.listdir(settings.FILE_UPLOAD_TEMP_DIR) == []
+    assert [f for _, _, names in os.walk(upload_dir) for f in names] == []
 
 
 # --- NUL characters: refused by name on both databases ------------------------------------------

@@ -1,4 +1,4 @@
-"""Uploads as tasks: the API contract, the bytes kept in the database, retries and giving up, and
+"""Uploads as tasks: the API contract, the bytes kept in the uploads storage, retries and giving up, and
 real `db_worker` processes (a killed one, two at once, a queue that outlives its workers)."""
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ from records import tasks
 from records.devtools.servers import stop
 from records.devtools.synth import load_demo_key, widen_key, write_run
 from records.models import ApiToken, Run, ShardFile, Upload
-from records.models.intake import PendingChunk, WorkerBeat
-from records.tasks import pending, run_upload
+from records.models.intake import WorkerBeat
+from records.tasks import run_upload
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.workers import queue_unqueued_uploads, requeue_orphans
+from tests.conftest import files_under
 from tests.servers import real_worker, until
 
 GOOD = (Path(__file__).parent / "fixtures" / "modelrecord" / "modeleval-dynamic.jsonl").read_bytes()
@@ -34,7 +35,7 @@ DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
 DUMMY = {"default": {"BACKEND": "django.tasks.backends.dummy.DummyBackend"}}
 
 
-def _shard(seed: int, attempts: int = 40) -> bytes:
+def task_shard(seed: int, attempts: int = 40) -> bytes:
     buf = io.BytesIO()
     write_run(
         buf,
@@ -110,13 +111,13 @@ class TestApiContract:
         assert not Upload.objects.exists()
 
     def test_waiters_beyond_the_bound_get_503_with_retry_after_before_anything_is_kept(
-        self, client, settings
+        self, client, settings, upload_dir
     ):
         settings.EVALDASH_API_WAITERS = 0
         _, raw = ApiToken.issue("ci")
         r = _post(client, raw, ("modeleval-1.jsonl", GOOD), query="?wait=5")
         assert r.status_code == 503 and r["Retry-After"] and "waiting" in r.json()["error"]
-        assert not Upload.objects.exists() and not PendingChunk.objects.exists()
+        assert not Upload.objects.exists() and files_under(upload_dir) == []
 
     def test_a_wait_on_a_queued_upload_answers_its_state_when_the_time_is_up(
         self, client, settings
@@ -129,28 +130,31 @@ class TestApiContract:
 
 @pytest.mark.django_db
 class TestKeptBytes:
-    def test_an_archive_kept_in_many_chunks_is_read_back_whole(self, client, monkeypatch):
-        monkeypatch.setattr(pending, "CHUNK_BYTES", 4096)
-        shards = {f"modeleval-{i}.jsonl": _shard(i) for i in range(3)}
+    def test_an_archive_kept_in_the_storage_is_read_back_whole_and_then_deleted(
+        self, client, upload_dir
+    ):
+        shards = {f"modeleval-{i}.jsonl": task_shard(i) for i in range(3)}
         _, raw = ApiToken.issue("ci")
         body = _post(client, raw, ("artifact.zip", _zip(shards))).json()
         assert sorted(s["run_id"] for s in body["stored"]) == ["task-0", "task-1", "task-2"]
         # The bytes are gone once the upload is done.
-        assert not PendingChunk.objects.exists()
+        assert Upload.objects.get().files and files_under(upload_dir) == []
 
-    def test_the_command_enqueues_what_a_worker_ingests_from_the_database(self, tmp_path):
+    def test_the_command_enqueues_what_a_worker_ingests_from_the_storage(
+        self, tmp_path, upload_dir
+    ):
         path = tmp_path / "modeleval-1.jsonl"
         path.write_bytes(GOOD)
         call_command("ingest", str(path), "--enqueue")
         up = Upload.objects.get()
         assert (up.source, up.status) == ("cli", "done") and Run.objects.count() == 1
-        assert not PendingChunk.objects.exists()
+        assert path.read_bytes() == GOOD and files_under(upload_dir) == []
 
 
 @pytest.mark.django_db
 class TestFaults:
     def test_a_task_that_keeps_failing_stops_after_its_tries_and_shows_its_error(
-        self, client, monkeypatch, settings
+        self, client, monkeypatch, settings, upload_dir
     ):
         settings.EVALDASH_TASK_MAX_TRIES = 3
         calls = []
@@ -165,7 +169,7 @@ class TestFaults:
         assert r.status_code == 500 and r.json()["status"] == "failed"
         assert "OSError: the disk went away" in r.json()["error"]
         up = Upload.objects.get()
-        assert len(calls) == 3 and up.tries == 3 and not PendingChunk.objects.exists()
+        assert len(calls) == 3 and up.tries == 3 and files_under(upload_dir) == []
 
     def test_a_shard_an_earlier_try_stored_is_reported_as_stored_by_the_repeat(self, settings):
         settings.TASKS = DUMMY
@@ -179,8 +183,10 @@ class TestFaults:
         assert run_upload(up.pk) == "done"
         # The worker died before marking its task done: the task runs again, put back by
         # requeue_orphans with that worker judged gone.
-        Upload.objects.filter(pk=up.pk).update(status="running")
-        PendingChunk.objects.create(upload=up, file=0, name="modeleval-1.jsonl", seq=0, data=GOOD)
+        from records.tasks.pending import keep_files
+
+        again = keep_files([("modeleval-1.jsonl", io.BytesIO(GOOD))])  # its bytes, still there
+        Upload.objects.filter(pk=up.pk).update(status="running", files=again)
         assert run_upload(up.pk) == "running"  # not a reclaim: the running try is left alone
         assert run_upload(up.pk, reclaim=True) == "done"
         up.refresh_from_db()
@@ -353,7 +359,7 @@ def _queue_api(settings, *files: tuple[str, bytes]) -> Upload:
 @pytest.mark.django_db(transaction=True)
 class TestRealWorkers:
     def test_what_was_queued_with_no_worker_running_is_ingested_by_one_started_later(
-        self, settings
+        self, settings, upload_dir
     ):
         up = _queue_api(settings, ("modeleval-1.jsonl", GOOD))
         assert Upload.objects.get(pk=up.pk).status == "queued"
@@ -365,10 +371,10 @@ class TestRealWorkers:
         up.refresh_from_db()
         assert up.status == "done" and up.summary["stored"][0]["run_id"] == "run-fixture-dynamic"
         assert DBTaskResult.objects.get().status == "SUCCESSFUL"
-        assert not PendingChunk.objects.exists()
+        assert files_under(upload_dir) == []  # the worker deleted them from the storage
 
     def test_a_worker_killed_mid_ingest_leaves_the_upload_to_the_next_exactly_once(self, settings):
-        shards = {f"modeleval-{i:02}.jsonl": _shard(i, attempts=300) for i in range(16)}
+        shards = {f"modeleval-{i:02}.jsonl": task_shard(i, attempts=300) for i in range(16)}
         up = _queue_api(settings, ("artifact.zip", _zip(shards)))
         first = real_worker()
         try:
@@ -404,7 +410,7 @@ class TestRealWorkers:
         assert task.status == "SUCCESSFUL" and len(task.worker_ids) == 2
 
     def test_two_workers_share_the_queue_and_no_upload_is_ingested_twice(self, settings):
-        uploads = [_queue_api(settings, (f"modeleval-{i}.jsonl", _shard(i))) for i in range(8)]
+        uploads = [_queue_api(settings, (f"modeleval-{i}.jsonl", task_shard(i))) for i in range(8)]
         workers = [real_worker(), real_worker()]
         try:
             until(

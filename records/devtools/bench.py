@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -671,3 +672,284 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
         }
     out.write_text(json.dumps(report, indent=2))
     return report
+
+
+# The upload API's own target: a large POST answers (202) within a second, and the upload is
+# done within its ingest time plus the worker's pick-up delay.
+def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """One shard of about `mb` MB sent to `POST /api/v1/uploads` of the production server
+    (docs/production.md's gunicorn command, on a loopback port, no worker running): the time
+    until its 202 against the time to write the same bytes to a file in the uploads storage's
+    directory (fsync'd), the server workers' peak resident set meanwhile; then a task worker is
+    started and the upload is timed until done (its pick-up delay and its ingest apart), beside
+    an inline ingest of a second shard of the same size. The storage is a directory of its own
+    beside the database, removed at the end."""
+    from records.models import ApiToken
+
+    report: dict[str, Any] = {
+        "database": connection.vendor,
+        "sizes": {"upload_mb": mb},
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "method": {
+            "answer": "wall time from the first byte sent to the 202's body read, over loopback",
+            "disk_write": "the same bytes written to a new file beside the database and fsync'd",
+            "memory": "VmHWM of each gunicorn worker process, sampled every 20 ms",
+            "server_cpu": "user and system CPU time the server's processes had during the POST",
+        },
+    }
+    attempts = max(50, int(mb * 1e6 / 6470))  # a generated attempt is about 6.5 KB of shard
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        say(f"generating two shards of about {mb:g} MB")
+        sent, _, _ = generate(tmp, attempts, run_id="bench-upload", seed=300)
+        inline, _, _ = generate(tmp, attempts, run_id="bench-upload-inline", seed=301)
+        size = sent.stat().st_size
+        _quiet()
+        store = Path(tempfile.mkdtemp(prefix="bench-uploads-", dir=_database_dir(tmp)))
+        os.environ["EVALDASH_UPLOAD_DIR"] = str(store)  # for the server and the worker
+        report["disk_write"] = _disk_write(sent, store)
+        _, raw = ApiToken.issue("bench")
+        server, port, log = _serve(tmp)
+        try:
+            _quiet()
+            answer = _post_file(port, raw, sent, server.pid)
+            up = Upload.objects.get(pk=answer["body"]["upload"])
+            report["answer"] = {
+                "status": answer["status"],
+                "seconds": answer["seconds"],
+                "bytes": size,
+                "server_worker_max_rss_mb": answer["max_rss_kb"] / 1024,
+                "server_cpu_seconds": answer["server_cpu_seconds"],
+                "load_average": answer["load_average"],
+                "over_disk_write": answer["seconds"] / report["disk_write"]["seconds"],
+                "queued": up.status,
+            }
+            say(
+                f"upload of {size / 1e6:.0f} MB: {answer['status']} in {answer['seconds']:.2f} s "
+                f"= {report['answer']['over_disk_write']:.2f}x the disk write "
+                f"({report['disk_write']['seconds']:.2f} s); server worker peak "
+                f"{answer['max_rss_kb'] / 1024:.0f} MB, server CPU "
+                f"{answer['server_cpu_seconds']:.2f} s, load average {answer['load_average']}"
+            )
+            report["answer"]["kept"] = _kept_files(store)
+            report["done"] = _work_off(up, tmp, log)
+            report["done"]["left_in_storage"] = _kept_files(store)
+            say("upload done: " + json.dumps(report["done"]))
+        finally:
+            _stop_process(server)
+            log.close()
+            shutil.rmtree(store, ignore_errors=True)
+            os.environ.pop("EVALDASH_UPLOAD_DIR", None)
+        _quiet()
+        report["inline_ingest"] = {
+            k: v for k, v in ingest_paths([inline]).items() if k not in ("runs", "shard_seconds")
+        }
+        ingest_s = report["inline_ingest"]["seconds"]
+        done = report["done"]
+        report["done"]["over_inline_ingest_plus_pickup"] = done["seconds_after_answer"] / (
+            ingest_s + done["pickup_seconds"]
+        )
+        say(f"inline ingest of the same size: {ingest_s:.1f} s")
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _database_dir(tmp: Path) -> Path:
+    """Beside the SQLite database, else in the checkout's var/ (where uploads wait by default):
+    on this machine's disk either way, not a memory-backed temporary directory."""
+    if connection.vendor == "sqlite":
+        return Path(settings.DATABASES["default"]["NAME"]).parent
+    return Path(settings.BASE_DIR) / "var"
+
+
+def _kept_files(store: Path) -> int:
+    return sum(len(names) for _, _, names in os.walk(store))
+
+
+def _disk_write(path: Path, directory: Path) -> dict[str, float]:
+    data = path.read_bytes()
+    target = directory / "bench-disk-write.bin"
+    t0 = time.perf_counter()
+    with open(target, "wb") as fh:
+        for i in range(0, len(data), 8 * 1024 * 1024):
+            fh.write(data[i : i + 8 * 1024 * 1024])
+        fh.flush()
+        os.fsync(fh.fileno())
+    seconds = time.perf_counter() - t0
+    target.unlink()
+    return {"seconds": seconds, "bytes": len(data), "mb_per_s": len(data) / 1e6 / seconds}
+
+
+def _serve(tmp: Path) -> tuple[subprocess.Popen, int, Any]:
+    import re
+    import socket
+    import urllib.request
+
+    text = (Path(settings.BASE_DIR) / "docs" / "production.md").read_text()
+    found = re.search(r"```sh\n(gunicorn [^`]+?)\n(?=python manage.py db_worker)", text)
+    if not found:
+        raise RuntimeError("docs/production.md shows no gunicorn command")
+    args = found.group(1).replace("\\\n", " ").split()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args[args.index("--bind") + 1] = f"127.0.0.1:{port}"
+    log = open(tmp / "server.log", "w")  # noqa: SIM115
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / args[0]), *args[1:]],
+        cwd=settings.BASE_DIR,
+        env=_server_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=5).close()
+            return server, port, log
+        except OSError as exc:
+            if server.poll() is not None or time.monotonic() > deadline:
+                log_text = (tmp / "server.log").read_text()
+                raise RuntimeError(f"the server did not start: {log_text}") from exc
+            time.sleep(0.2)
+
+
+def _server_env() -> dict[str, str]:
+    return {
+        **{k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"},
+        "DATABASE_URL": _database_url(),
+        "EVALDASH_TASK_BACKEND": "database",
+        "EVALDASH_INSECURE_DEV_KEY": "1",
+        "EVALDASH_SECURE_COOKIES": "0",
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "127.0.0.1",
+    }
+
+
+def _post_file(port: int, token: str, path: Path, server_pid: int) -> dict[str, Any]:
+    """POST one file as multipart field `file`, streamed from disk, sampling the server's
+    worker processes' peak resident set meanwhile."""
+    import http.client
+    import threading
+    import uuid
+
+    boundary = uuid.uuid4().hex
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+        f'filename="{path.name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
+    ).encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    length = len(head) + path.stat().st_size + len(tail)
+
+    def body():
+        yield head
+        with open(path, "rb") as fh:
+            while piece := fh.read(1024 * 1024):
+                yield piece
+        yield tail
+
+    peaks: dict[int, int] = {}
+    sampling = threading.Event()
+
+    def sample() -> None:
+        while not sampling.wait(0.02):
+            tree = _tree_memory_kb(server_pid)
+            if tree:
+                peaks.update(tree[1])
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    cpu_before = _tree_cpu_seconds(server_pid)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    t0 = time.perf_counter()
+    conn.request(
+        "POST",
+        "/api/v1/uploads",
+        body=body(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(length),
+        },
+    )
+    response = conn.getresponse()
+    payload = response.read()
+    seconds = time.perf_counter() - t0
+    cpu = _tree_cpu_seconds(server_pid) - cpu_before
+    sampling.set()
+    sampler.join()
+    conn.close()
+    if response.status != 202:
+        raise RuntimeError(f"the upload answered {response.status}: {payload[:500]!r}")
+    peaks.pop(server_pid, None)  # the master only forks the workers
+    return {
+        "status": response.status,
+        "seconds": seconds,
+        "body": json.loads(payload),
+        "max_rss_kb": max(peaks.values(), default=0),
+        "server_cpu_seconds": cpu,
+        "load_average": load,
+    }
+
+
+def _tree_cpu_seconds(root: int) -> float:
+    """The CPU time (user and system) a process and its descendants have had so far: what
+    the request cost the server, whatever else shares the machine's cores meanwhile."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
+def _work_off(up: Upload, tmp: Path, log: Any) -> dict[str, Any]:
+    """Start a task worker and wait for the upload to be done."""
+    answered = time.perf_counter()
+    worker = subprocess.Popen(
+        [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "db_worker"]
+        + ["--no-startup-delay", "--no-reload", "--verbosity", "0"],
+        cwd=settings.BASE_DIR,
+        env=_server_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        while not up.finished:
+            if worker.poll() is not None:
+                raise RuntimeError("the task worker stopped")
+            time.sleep(0.1)
+            up.refresh_from_db()
+    finally:
+        _stop_process(worker)
+    seconds = time.perf_counter() - answered
+    if up.status != Upload.Status.DONE:
+        raise RuntimeError(f"the upload failed: {up.error}")
+    worked = (up.finished_at - up.started_at).total_seconds()
+    return {
+        "seconds_after_answer": seconds,
+        "worker_seconds": worked,
+        "pickup_seconds": seconds - worked,
+        "stored": len(up.summary.get("stored", [])),
+    }
+
+
+def _stop_process(proc: subprocess.Popen) -> None:
+    import signal
+
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -46,6 +46,10 @@ class Upload(HasPage, models.Model):
     error = models.TextField(blank=True)
     tries = models.IntegerField(default=0)
     allow_digest_mismatch = models.BooleanField(default=False)
+    # The files it brought while they wait for a worker, in the uploads storage
+    # (STORAGES["uploads"]): each {"name": as sent, "stored": its name there, "size": bytes}.
+    # They are deleted from the storage once the upload is done or has failed for good.
+    files = models.JSONField(default=list, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -55,26 +59,6 @@ class Upload(HasPage, models.Model):
     @property
     def finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED)
-
-
-class PendingChunk(models.Model):
-    """A piece of an upload's bytes waiting in the database for a worker, which may be on
-    another machine; an upload's chunks are written in the request's one transaction and deleted
-    once it is done."""
-
-    upload = models.ForeignKey(Upload, on_delete=models.CASCADE, related_name="pending")
-    file = models.IntegerField()  # the input's position in the upload
-    name = models.CharField(max_length=500)
-    seq = models.IntegerField()
-    data = models.BinaryField()
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["upload", "file", "seq"], name="pending_chunk_once")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.name} chunk {self.seq} (upload {self.upload_id})"
 
 
 class WorkerBeat(models.Model):

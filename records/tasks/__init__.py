@@ -28,30 +28,52 @@ from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
 from records.tasks.liveness import earlier_try_stopped
-from records.tasks.pending import discard, keep_inputs, pending_bytes, pending_inputs
+from records.tasks.pending import discard, forget, keep_files, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["enqueue_upload", "ingest_upload", "queue_upload", "run_upload", "score_run_task"]
+__all__ = [
+    "enqueue_upload",
+    "ingest_upload",
+    "queue_kept",
+    "queue_upload",
+    "run_upload",
+    "score_run_task",
+]
 
 
 def queue_upload(
     upload: Upload, files: list[tuple[str, IO[bytes]]], *, allow_digest_mismatch: bool
 ) -> Upload:
-    """Keep an upload's bytes in one transaction and queue its ingest once that commits: a
-    worker sees the upload whole or not at all, and the ingest never runs inside the caller's
-    transaction (with the immediate backend it has run on return, outside any transaction the
-    caller opened). An upload whose task was never written (the process died between the commit
-    and the enqueue) is queued by a worker's heartbeat (`records.tasks.workers`)."""
-    with transaction.atomic():
-        upload.status = Upload.Status.QUEUED
-        upload.allow_digest_mismatch = allow_digest_mismatch
-        upload.save()
-        keep_inputs(upload, files)
-        upload.progress = {"bytes_total": pending_bytes(upload)}
-        upload.save(update_fields=["progress"])
-        transaction.on_commit(functools.partial(enqueue_upload, upload))
+    """Keep an upload's files in the uploads storage and queue its ingest (`queue_kept`)."""
+    return queue_kept(upload, keep_files(files), allow_digest_mismatch=allow_digest_mismatch)
+
+
+def queue_kept(
+    upload: Upload, kept: list[dict[str, Any]], *, allow_digest_mismatch: bool
+) -> Upload:
+    """Save an upload naming its files already in the storage (`keep_files`) and queue its
+    ingest once that commits: a worker sees the upload whole or not at all, and the ingest never
+    runs inside the caller's transaction (with the immediate backend it has run on return). If
+    the row is not committed, the kept files are deleted again, so nothing of the upload
+    remains. Called outside any transaction. An upload whose task was never written (the process
+    died between the commit and the enqueue) is queued by a worker's heartbeat
+    (`records.tasks.workers`)."""
+    committed: list[bool] = []
+    try:
+        with transaction.atomic():
+            upload.status = Upload.Status.QUEUED
+            upload.allow_digest_mismatch = allow_digest_mismatch
+            upload.files = kept
+            upload.progress = {"bytes_total": sum(int(f["size"]) for f in kept)}
+            upload.save()
+            transaction.on_commit(functools.partial(committed.append, True))
+            transaction.on_commit(functools.partial(enqueue_upload, upload))
+    except BaseException:
+        if not committed:
+            forget(kept)
+        raise
     upload.refresh_from_db()
     return upload
 

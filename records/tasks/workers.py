@@ -27,6 +27,7 @@ from django_tasks_db.models import DBTaskResult
 
 from records.models.intake import Upload, WorkerBeat
 from records.tasks.liveness import alive_workers
+from records.tasks.pending import sweep_storage
 from records.tasks.scoring import Sweeper
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class Heart:
                 beat(self.worker_id)
                 requeue_orphans()
                 queue_unqueued_uploads()
+                sweep_storage()
                 self.sweeper.maybe_enqueue()
             except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)
                 log.warning("worker %s: heartbeat failed", self.worker_id, exc_info=True)

@@ -18,17 +18,19 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
-from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from evaldash.middleware import accepts_uploads
-from records.ingest import IngestReport, Input
+from evaldash.uploads import IncomingFileUploadHandler
+from records.ingest import IngestReport
 from records.models import (
     ApiToken,
     AuditEvent,
     Upload,
 )
-from records.tasks import queue_upload
+from records.tasks import queue_kept
+from records.tasks.pending import incoming_dir, keep_files
 from records.views.access import (
     api_token_of,
     is_partial,
@@ -41,21 +43,39 @@ from records.views.access import (
 staff_member_required = admin_staff_required(login_url="login")
 
 
-def _uploaded_inputs(request: HttpRequest) -> list[Input]:
-    files = request.FILES.getlist("file") + request.FILES.getlist("files")
-    out = []
-    for f in files:
-        out.append(Input(f.name, _opener(f), f.size))
-    return out
+UPLOAD_FIELDS = ("file", "files")
 
 
-def _queue(request: HttpRequest, upload: Upload) -> Upload:
-    """Keep the request's files with the upload and queue its ingest."""
-    files = []
-    for f in request.FILES.getlist("file") + request.FILES.getlist("files"):
-        f.seek(0)
-        files.append((f.name, f))
-    return queue_upload(upload, files, allow_digest_mismatch=_override(request))
+def _request_files(request: HttpRequest) -> list[Any]:
+    return request.FILES.getlist("file") + request.FILES.getlist("files")
+
+
+def expect_files(request: HttpRequest) -> IncomingFileUploadHandler:
+    """The handler that parses the request's files into the uploads storage's own directory;
+    set here before anything reads the body (the CSRF check reads it too), or found if set."""
+    for handler in request.upload_handlers:
+        if isinstance(handler, IncomingFileUploadHandler):
+            return handler
+    handler = IncomingFileUploadHandler(request, incoming_dir(), UPLOAD_FIELDS)
+    request.upload_handlers = [handler]
+    return handler
+
+
+def receive(request: HttpRequest, upload: Upload) -> Upload | None:
+    """Parse the request's files into the uploads storage's own directory as the body arrives
+    (no database write meanwhile), move each into the storage by a rename, then save the upload
+    naming them and queue its ingest. Whole or nothing: a body that breaks off or ends early, or
+    any failure before the upload is committed, leaves no file and no row. None when the body
+    held no whole file."""
+    handler = expect_files(request)
+    try:
+        files = _request_files(request)
+        if handler.interrupted or not files:
+            return None
+        kept = keep_files([(f.name, f) for f in files])
+        return queue_kept(upload, kept, allow_digest_mismatch=_override(request))
+    finally:
+        handler.close_files()  # what was not moved into the storage
 
 
 def report_of(upload: Upload) -> IngestReport:
@@ -72,53 +92,37 @@ def report_of(upload: Upload) -> IngestReport:
     )
 
 
-def _opener(f: Any) -> Callable[[], Any]:
-    def open_() -> Any:
-        f.seek(0)
-        return _NoClose(f)
-
-    return open_
-
-
-class _NoClose:
-    """Hands an uploaded file to the ingest as a stream without letting it close the upload."""
-
-    def __init__(self, f: Any) -> None:
-        self.f = f
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.f, name)
-
-    def __enter__(self) -> _NoClose:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.f.seek(0)
-
-    def close(self) -> None:
-        pass
-
-
 def _override(request: HttpRequest) -> bool:
     """The operator's explicit override for a corpus key whose declared digest differs."""
     return request.POST.get("allow_digest_mismatch") in ("1", "true", "on", "yes")
 
 
 @accepts_uploads
+@csrf_exempt  # the body is parsed into the uploads storage first; `upload_page` checks CSRF
 @require_http_methods(["GET", "POST"])
 @login_required
 def upload(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return upload_page(request)
+    handler = expect_files(request)
+    try:
+        return upload_page(request)
+    finally:
+        handler.close_files()  # also when the CSRF check or the permission refused it
+
+
+@csrf_protect
+def upload_page(request: HttpRequest) -> HttpResponse:
     context = upload_page_context(request)
     template, status = "records/uploads/upload.html", 200
     if request.method == "POST":
         if not context["can_upload"]:
             return HttpResponse("You do not have the upload permission.", status=403)
-        inputs = _uploaded_inputs(request)
-        if not inputs:
+        up = receive(request, Upload(source=Upload.Source.WEB, user=request.user))
+        if up is None:
             context["error"] = "Choose at least one file to upload."
             status = 400
         else:
-            up = _queue(request, Upload(source=Upload.Source.WEB, user=request.user))
             context["upload"] = up
             if up.status == Upload.Status.DONE:
                 context["report"] = report_of(up)
@@ -286,13 +290,15 @@ def api_upload(request: HttpRequest, token: ApiToken) -> HttpResponse:
     wait, bad = _wait_seconds(request)
     if bad:
         return bad
-    if not _uploaded_inputs(request):
-        return JsonResponse({"error": "no file: send files as multipart field 'file'"}, status=400)
     slot = waiters() if wait else None
     if slot is not None and not slot.acquire(blocking=False):
-        return _busy()  # before anything is stored
+        return _busy()  # before a byte of the body is read
     try:
-        up = _queue(request, Upload(source=Upload.Source.API, token=token))
+        up = receive(request, Upload(source=Upload.Source.API, token=token))
+        if up is None:
+            return JsonResponse(
+                {"error": "no file: send files as multipart field 'file'"}, status=400
+            )
         return upload_answer(request, _hold(up, wait), created=True)
     finally:
         if slot is not None:

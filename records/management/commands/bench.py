@@ -31,6 +31,12 @@ class Command(BaseCommand):
         parser.add_argument(
             "--search", action="store_true", help="measure the search's targets instead"
         )
+        parser.add_argument(
+            "--upload",
+            action="store_true",
+            help="time a POST of --upload-mb MB to the upload API of the production server",
+        )
+        parser.add_argument("--upload-mb", type=float, default=200, help="MB the upload sends")
         parser.add_argument("--runs", type=int, default=10, help="runs in the search's store")
         parser.add_argument(
             "--attempts", type=int, default=20_000, help="attempts per run in the search's store"
@@ -51,6 +57,8 @@ class Command(BaseCommand):
         search: bool,
         runs: int,
         attempts: int,
+        upload: bool,
+        upload_mb: float,
         **options,
     ) -> None:
         # Imported when the benchmark runs, not when `manage.py help` loads every command.
@@ -65,6 +73,9 @@ class Command(BaseCommand):
         old_name = settings.DATABASES["default"]["NAME"]
         connection.creation.create_test_db(verbosity=0, autoclobber=True)
         try:
+            if upload:
+                self._upload(bench, upload_mb, Path(out))
+                return
             if search:
                 self._search(bench, runs, attempts, Path(out))
                 return
@@ -117,4 +128,15 @@ class Command(BaseCommand):
             f"{report['ingest']['ratio_lines']:.2f}x the floor; slowest {slowest[0]} "
             f"{slowest[1]['median_ms']:.0f} ms; store {size['bytes'] / 1e6:,.0f} MB, index "
             f"{(size['index_bytes'] or 0) / 1e6:,.0f} MB; report in {out}"
+        )
+
+    def _upload(self, bench, mb: float, out: Path) -> None:
+        report = bench.upload(mb=mb, out=out, say=lambda s: self.stderr.write(s))
+        a, d = report["answer"], report["done"]
+        self.stdout.write(
+            f"bench upload ({report['database']}, {a['bytes'] / 1e6:.0f} MB): {a['status']} in "
+            f"{a['seconds']:.2f} s = {a['over_disk_write']:.2f}x the disk write; server worker "
+            f"peak {a['server_worker_max_rss_mb']:.0f} MB; done {d['seconds_after_answer']:.1f} s "
+            f"later = {d['over_inline_ingest_plus_pickup']:.2f}x (inline ingest + pick-up); "
+            f"report in {out}"
         )
