@@ -251,8 +251,14 @@ class Search:
 
     def every_call(self) -> QuerySet:
         """Every call (`SearchCall`) of the attempts the attempt conditions select: one join
-        to the attempt, never a subquery of attempts."""
-        return SearchCall.objects.filter(self.attempt_condition("attempt__"))
+        to the attempt, or, when a condition reads the attempt's verdict or turns, the calls of
+        the attempts selected first, so that condition is tested once an attempt, not once a
+        call."""
+        q = self.query
+        if q.verdict_condition() is None and not q.turn_status:
+            return SearchCall.objects.filter(self.attempt_condition("attempt__"))
+        attempts = Attempt.objects.filter(self.attempt_condition()).values("pk")
+        return SearchCall.objects.filter(attempt__in=attempts)
 
     def ordered(self) -> QuerySet:
         """The attempts in the list's order."""
