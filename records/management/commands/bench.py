@@ -6,41 +6,44 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 
+# The command's options: flag, type (bool for a switch), default, and what it sets.
+OPTIONS = (
+    ("--small", int, 10_000, "attempts in the small run"),
+    ("--large", int, 100_000, "attempts in the large run"),
+    ("--artifact-mb", float, 200, "MB of shards to zip"),
+    ("--out", str, "bench-report.json", "where to write the JSON"),
+    ("--keep-db", bool, False, "keep the bench database"),
+    ("--db-name", str, "evaldash_bench", "the PostgreSQL database to make and drop"),
+    (
+        "--corpus-only",
+        bool,
+        False,
+        "only the corpus and case pages over --corpus-runs runs of --corpus-attempts",
+    ),
+    ("--corpus-runs", int, 50, "runs for the corpus pages"),
+    ("--corpus-attempts", int, 20_000, "attempts per corpus-page run"),
+    ("--search", bool, False, "measure the search's targets instead"),
+    (
+        "--upload",
+        bool,
+        False,
+        "time a POST of --upload-mb MB to the upload API of the production server",
+    ),
+    ("--upload-mb", float, 200, "MB the upload sends"),
+    ("--runs", int, 10, "runs in the search's store"),
+    ("--attempts", int, 20_000, "attempts per run in the search's store"),
+)
+
 
 class Command(BaseCommand):
     help = "Measure ingest against its floor, peak memory, scoring and page times on fresh data."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--small", type=int, default=10_000, help="attempts in the small run")
-        parser.add_argument("--large", type=int, default=100_000, help="attempts in the large run")
-        parser.add_argument("--artifact-mb", type=float, default=200, help="MB of shards to zip")
-        parser.add_argument("--out", default="bench-report.json", help="where to write the JSON")
-        parser.add_argument("--keep-db", action="store_true", help="keep the bench database")
-        parser.add_argument(
-            "--db-name", default="evaldash_bench", help="the PostgreSQL database to make and drop"
-        )
-        parser.add_argument(
-            "--corpus-only",
-            action="store_true",
-            help="only the corpus and case pages over --corpus-runs runs of --corpus-attempts",
-        )
-        parser.add_argument("--corpus-runs", type=int, default=50, help="runs for the corpus pages")
-        parser.add_argument(
-            "--corpus-attempts", type=int, default=20_000, help="attempts per corpus-page run"
-        )
-        parser.add_argument(
-            "--search", action="store_true", help="measure the search's targets instead"
-        )
-        parser.add_argument(
-            "--upload",
-            action="store_true",
-            help="time a POST of --upload-mb MB to the upload API of the production server",
-        )
-        parser.add_argument("--upload-mb", type=float, default=200, help="MB the upload sends")
-        parser.add_argument("--runs", type=int, default=10, help="runs in the search's store")
-        parser.add_argument(
-            "--attempts", type=int, default=20_000, help="attempts per run in the search's store"
-        )
+        for flag, kind, default, text in OPTIONS:
+            if kind is bool:
+                parser.add_argument(flag, action="store_true", help=text)
+            else:
+                parser.add_argument(flag, type=kind, default=default, help=text)
 
     def handle(
         self,
