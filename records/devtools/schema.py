@@ -81,7 +81,12 @@ def _table(model: type[models.Model]) -> list[str]:
         lines[-1] += f" {description}"
     lines += ["", "| column | type (PostgreSQL / SQLite) | null | references | key |"]
     lines.append("| --- | --- | --- | --- | --- |")
-    for field in meta.local_concrete_fields:
+    # The primary key first, then references, then the rest as declared (a table whose columns
+    # come from a row layout declares its own references after them).
+    fields = sorted(
+        meta.local_concrete_fields, key=lambda f: (not f.primary_key, not f.is_relation)
+    )
+    for field in fields:
         lines.append(
             f"| `{field.column}` | {_column_type(field)} | {'yes' if field.null else 'no'} "
             f"| {_reference(field)} | {_keys(field)} |"

@@ -173,15 +173,25 @@ def per_case_of(scoring: type[Scoring], related_name: str) -> models.ForeignKey:
     )
 
 
-class ScoreCase(models.Model):
+class CaseOfRow(models.Model):
+    """What a table kept per case of a scoring's rows holds of each: the case, its score row
+    (what links to a comparison of two runs join on), how many of its attempts counted and how
+    many there were."""
+
+    case = models.TextField()
+    row_key = models.TextField()
+    counted = models.IntegerField()
+    total = models.IntegerField()
+
+    class Meta:
+        abstract = True
+
+
+class ScoreCase(CaseOfRow):
     """One case of one row of a scoring: what comparisons join on, written once per scoring."""
 
     scoring = per_case_of(Scoring, "cases")
-    row_key = models.TextField()
-    case = models.TextField()
     completed = models.IntegerField()
-    counted = models.IntegerField()
-    total = models.IntegerField()
 
     class Meta:
         indexes = [models.Index(fields=["scoring", "row_key", "case"])]
@@ -223,19 +233,15 @@ class CaseFigureQuerySet(models.QuerySet):
         return len(figures)
 
 
-class CaseFigure(models.Model):
+class CaseFigure(CaseOfRow):
     """One case of one score row of a scoring (a model on a surface): its Clean attempts over its counted
     ones, and each repeat's mark in repeat order (`1` clean, `0` counted and not clean, `-`
     counted apart), written once when the scoring is stored."""
 
     scoring = per_case_of(Scoring, "case_figures")
-    case = models.TextField()
-    row_key = models.TextField()  # the score row, for links to a comparison of two runs
     model = models.TextField()
     surface = models.TextField()
     clean = models.IntegerField()
-    counted = models.IntegerField()
-    total = models.IntegerField()
     marks = models.TextField()
 
     objects = CaseFigureQuerySet.as_manager()

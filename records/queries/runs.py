@@ -9,16 +9,17 @@ from django.db.models import F, OuterRef, QuerySet, Subquery
 from records.models import Attempt, Run, ScoreRow, Scoring, SurfaceSummary, Verdict
 from records.scoring.tables import figure_sums, ratio_of, summed
 
-# The runs list's orders, by the name the query string gives them.
+# The runs list's orders, by the name the query string gives them: each column both ways,
+# ties broken by the run id in the same direction; the commit alone.
 RUN_SORTS = {
-    "-started": ("-started_at", "-id"),
-    "started": ("started_at", "id"),
-    "-attempts": ("-attempt_count", "-id"),
-    "attempts": ("attempt_count", "id"),
-    "-tokens": ("-token_total", "-id"),
-    "tokens": ("token_total", "id"),
-    "commit": ("commit", "-id"),
-}
+    f"{way}{name}": (f"{way}{column}", f"{way}id")
+    for name, column in (
+        ("started", "started_at"),
+        ("attempts", "attempt_count"),
+        ("tokens", "token_total"),
+    )
+    for way in ("-", "")
+} | {"commit": ("commit", "-id")}
 
 
 def runs_for_list() -> QuerySet[Run]:

@@ -12,7 +12,11 @@ store; it is written and removed with the index.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from django.db import models
+
+from records.models.fields import row_columns
 
 
 class SearchEntry(models.Model):
@@ -30,22 +34,30 @@ class SearchEntry(models.Model):
         return f"search entry {self.id}"
 
 
-class SearchCall(models.Model):
-    """One call as the search filters it: its id is the call's, `outcome_kind` is `refused`
-    for every `refused:<reason>` and the outcome itself otherwise, `truncated` is whether its
-    result or its text was cut."""
+class SearchCallRow(NamedTuple):
+    """What the search keeps of a call beside its id and attempt: its names as stored, the
+    kind of its outcome (`refused` for every `refused:<reason>`, the outcome itself otherwise),
+    whether its dispatch was observed and whether its result or its text was cut."""
+
+    tool: str
+    requested_action: str
+    dispatched_action: str
+    outcome: str
+    outcome_kind: str
+    observed: bool
+    truncated: bool
+
+
+class SearchCall(row_columns("SearchCallColumns", SearchCallRow, required=SearchCallRow._fields)):
+    """One call as the search filters it; its id is the call's.
+
+    Columns: the fields of `SearchCallRow` (above) and the attempt; `records_searchcall` in
+    `docs/schema.md` lists them all."""
 
     id = models.BigIntegerField(primary_key=True)
     attempt = models.ForeignKey(
         "records.Attempt", models.DO_NOTHING, db_constraint=False, related_name="+"
     )
-    tool = models.TextField()
-    requested_action = models.TextField()
-    dispatched_action = models.TextField()
-    outcome = models.TextField()
-    outcome_kind = models.TextField()
-    observed = models.BooleanField()
-    truncated = models.BooleanField()
 
     class Meta:
         app_label = "records"

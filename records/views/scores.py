@@ -23,6 +23,7 @@ from records.models import (
 )
 from records.queries.cases import matrix_cases, matrix_cells
 from records.queries.scores import flip_summary, score_export_rows
+from records.scorer.score import OUTCOMES
 from records.scoring.changes import verdict_changes
 from records.scoring.markdown import markdown
 from records.scoring.run import score_run
@@ -69,17 +70,14 @@ def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     return export(fmt, f"run-{run.pk}-scores", score_export_rows(scoring, groups))
 
 
-# Each outcome's mark in a matrix cell and its words in the legend, written once so that the
+# Each outcome but completed has a mark in a matrix cell (its first four letters) and words in
+# the legend (its name spelled out, but for two), built from the scorer's outcomes so that the
 # legend names every mark a cell can show.
+LEGEND_WORDS = {"gitlab_refused": "GitLab refused", "malformed": "malformed output"}
 MATRIX_MARKS = {
-    "failed": ("fail", "failed"),
-    "gitlab_refused": ("gitl", "GitLab refused"),
-    "over_budget": ("over", "over budget"),
-    "malformed": ("malf", "malformed output"),
-    "provider_error": ("prov", "provider error"),
-    "harness_error": ("harn", "harness error"),
-    "skipped": ("skip", "skipped"),
-    "unobserved": ("unob", "unobserved"),
+    outcome: (outcome[:4], LEGEND_WORDS.get(outcome, outcome.replace("_", " ")))
+    for outcome in OUTCOMES
+    if outcome != "completed"
 }
 
 
