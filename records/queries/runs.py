@@ -1,10 +1,10 @@
-"""What the runs list and a run's attempt list read: filtered, sorted, one page at a time."""
+"""What the runs list reads: runs sorted, their previous comparable runs, their headlines."""
 
 from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from django.db.models import F, OuterRef, QuerySet, Subquery
+from django.db.models import F, QuerySet
 
 from records.models import Attempt, Run, ScoreRow, Scoring, SurfaceSummary, Verdict
 from records.scoring.tables import figure_sums, ratio_of, summed
@@ -30,18 +30,6 @@ def runs_for_list() -> QuerySet[Run]:
         + F("cache_created_tokens")
         + F("cache_read_tokens")
     )
-
-
-def attempts_for_list(run: Run, scoring: Any = None) -> QuerySet[Attempt]:
-    """A run's attempts in file order, with their verdict's outcome and clean when scored."""
-    qs = Attempt.objects.filter(run=run)
-    if scoring is not None:
-        verdicts = Verdict.objects.filter(scoring=scoring, attempt=OuterRef("pk"))
-        qs = qs.annotate(
-            outcome=Subquery(verdicts.values("outcome")[:1]),
-            clean=Subquery(verdicts.values("clean")[:1]),
-        )
-    return qs.order_by("line").defer("stimulus", "facts")
 
 
 def previous_runs(runs: list[Run]) -> dict[int, int]:
