@@ -33,7 +33,7 @@ from records.devtools.servers import (  # noqa: E402 (the checkout is put on the
 
 def _pages() -> dict[str, str]:
     """Page name -> path, looked up in the demo data."""
-    from records.models import Attempt, Run
+    from records.models import Attempt, CaseFigure, Run
 
     runs = list(Run.objects.order_by("started_at"))
     first, regressed = runs[0], runs[1]
@@ -55,7 +55,12 @@ def _pages() -> dict[str, str]:
             "&model=openai:gpt-5.4-nano&surface=meta&column=Completion"
         ),
         "upload": "/upload/",
+        "search": "/search/?outcome=refused",
+        "cases": f"/cases/?digest={regressed.corpus_digest}&sort=-discrimination",
     }
+    case = CaseFigure.objects.filter(scoring__run=regressed).order_by("case").first()
+    if case:
+        pages["case"] = f"/cases/case/?digest={regressed.corpus_digest}&case={case.case}"
     if failed:
         pages["attempt"] = f"/attempts/{failed.pk}/"
     from urllib.parse import urlencode
