@@ -15,7 +15,8 @@ from functools import cached_property
 from urllib.parse import urlencode
 
 import numpy as np
-from django.db.models import CharField, Exists, OuterRef, StringAgg, Sum, Value
+from django.db.models import CharField, Exists, OuterRef, StringAgg, Sum
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from records import stats
@@ -274,8 +275,10 @@ def _figures(choice: Choice, scorings: dict[int, Scoring], case: str | None = No
 
 def _joined(name: str) -> StringAgg:
     """A column's values over a group, as text ("3 0 2"): in one query every aggregate of a
-    group is fed its rows in the same order, so the n-th value of each names the same row."""
-    return StringAgg(Cast(name, output_field=CharField()), delimiter=Value(" "))
+    group is fed its rows in the same order, so the n-th value of each names the same row. The
+    space is written into the query: SQLite reads a bound delimiter again for every row, which
+    costs it a third of the query."""
+    return StringAgg(Cast(name, output_field=CharField()), delimiter=RawSQL("' '", ()))
 
 
 def _grouped(
