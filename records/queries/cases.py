@@ -7,6 +7,7 @@ Scorings stored before those figures were kept get theirs the first time a page 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -50,6 +51,22 @@ class Point:
     @property
     def interval(self) -> stats.Interval | None:
         return stats.wilson(*self.clean)
+
+    @property
+    def repeats(self) -> tuple[tuple[str, str, str], ...]:
+        """Each repeat's mark as a page shows it: its kind, in words, and its sign."""
+        return repeats(self.marks)
+
+
+REPEAT_MARKS = {"1": ("clean", "Clean", "✓"), "0": ("unclean", "not Clean", "✗")}
+APART_MARK = ("apart", "counted apart", "·")
+
+
+@functools.lru_cache(maxsize=1024)
+def repeats(marks: str) -> tuple[tuple[str, str, str], ...]:
+    """`Point.repeats` of a run's marks (kept per marks: a page's runs repeat a case alike, and
+    share a few hundred strings of marks at most)."""
+    return tuple(REPEAT_MARKS.get(mark, APART_MARK) for mark in marks)
 
 
 @dataclass(eq=False)
