@@ -12,9 +12,8 @@ between loads.
 from __future__ import annotations
 
 import functools
-import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -65,7 +64,20 @@ def case_interval(per_case: Sequence[tuple[int, int]]) -> Interval | None:
         return None
     n = np.array([p[0] for p in pairs], dtype=np.float64)
     d = np.array([p[1] for p in pairs], dtype=np.float64)
-    cases, attempts = len(pairs), float(d.sum())
+    return _case_interval(n, d)
+
+
+def case_interval_of(n: np.ndarray, d: np.ndarray) -> Interval | None:
+    """`case_interval` of per-case figures given as two arrays, numerators and denominators in
+    the same order (the cases without a denominator are left out here)."""
+    kept = d != 0
+    if not kept.any():
+        return None
+    return _case_interval(n[kept].astype(np.float64), d[kept].astype(np.float64))
+
+
+def _case_interval(n: np.ndarray, d: np.ndarray) -> Interval:
+    cases, attempts = len(d), float(d.sum())
     rate = float(n.sum()) / attempts
     most = attempts / cases  # the design effect when each case is one trial
     binomial = rate * (1 - rate) / attempts
@@ -233,6 +245,28 @@ def flakiness(runs: Sequence[tuple[int, int]]) -> Flakiness:
     return Flakiness(len(repeats), disagree, _slipping_tail(repeats, disagree))
 
 
+def flakiness_of_rows(clean: np.ndarray, counted: np.ndarray) -> list[Flakiness]:
+    """`flakiness` of each row of two matrices of whole numbers, a run's Clean and counted
+    attempts in each column (a run that does not hold the row counts 0 of 0, which the test
+    passes over as it passes over any run without repeats)."""
+    repeated = counted >= 2
+    disagreeing = repeated & (clean > 0) & (clean < counted)
+    out: list[Flakiness] = []
+    steady: dict[tuple[int, int], Flakiness] = {}
+    for row, (runs, disagree) in enumerate(
+        zip(repeated.sum(axis=1).tolist(), disagreeing.sum(axis=1).tolist(), strict=True)
+    ):
+        if disagree < FLAKY_RUNS:
+            # The figures are frozen: rows that read alike share one.
+            if (runs, disagree) not in steady:
+                steady[(runs, disagree)] = Flakiness(runs, disagree, 1.0)
+            out.append(steady[(runs, disagree)])
+        else:
+            repeats = tuple(counted[row][repeated[row]].tolist())
+            out.append(Flakiness(runs, disagree, _slipping_tail(repeats, disagree)))
+    return out
+
+
 @functools.lru_cache(maxsize=1024)
 def _slipping_tail(repeats: tuple[int, ...], at_least: int) -> float:
     """The flaky p for runs of these repeat counts, at least `at_least` of them disagreeing.
@@ -271,76 +305,89 @@ def first_flip(runs: Sequence[tuple[int, int]]) -> Flip | None:
 
 
 def first_flips(timelines: Sequence[Sequence[tuple[int, int]]]) -> list[Flip | None]:
-    """`first_flip` of each timeline, with every split of every timeline tested in one call
-    of SciPy's (a call costs far more than a split, and a corpus page holds thousands of
-    timelines). A timeline that never changes (every attempt Clean, or none) has no split
-    to test."""
-    out: list[Flip | None] = [None] * len(timelines)
-    tested: list[tuple[int, int, int, list[int], list[int], int, int]] = []
-    before_ks: list[int] = []
-    before_ds: list[int] = []
-    totals_k: list[int] = []
-    totals_d: list[int] = []
-    oks: list[bool] = []
-    for i, runs in enumerate(timelines):
-        splits = len(runs) - 1
-        if splits < 1:
-            continue
-        total_k = sum(n for n, _ in runs)
-        total_d = sum(d for _, d in runs)
-        if total_k in (0, total_d):
-            continue
-        before_k = list(itertools.accumulate(n for n, _ in runs[:-1]))
-        before_d = list(itertools.accumulate(d for _, d in runs[:-1]))
-        ok = [0 < b < total_d for b in before_d]
-        if not any(ok):
-            continue
-        tested.append((i, len(before_ks), splits, before_k, before_d, total_k, total_d))
-        before_ks += before_k
-        before_ds += before_d
-        totals_k += [total_k] * splits
-        totals_d += [total_d] * splits
-        oks += ok
-    if not tested:
-        return out
-    from scipy.stats import hypergeom
+    """`first_flip` of each timeline, with every split of every timeline tested at once (see
+    `first_flips_of`)."""
+    clean = np.array([n for runs in timelines for n, _ in runs], dtype=np.int64)
+    counted = np.array([d for runs in timelines for _, d in runs], dtype=np.int64)
+    return first_flips_of(clean, counted, [len(runs) for runs in timelines])
 
-    bk = np.array(before_ks, dtype=np.int64)
-    bd = np.array(before_ds, dtype=np.int64)
-    tk = np.array(totals_k, dtype=np.int64)
-    td = np.array(totals_d, dtype=np.int64)
-    threshold = np.repeat([ALPHA / t[2] for t in tested], [t[2] for t in tested])
+
+def first_flips_of(
+    clean: np.ndarray, counted: np.ndarray, lengths: Sequence[int] | np.ndarray
+) -> list[Flip | None]:
+    """`first_flip` of each of several timelines laid end to end: `clean` and `counted` hold
+    each run's figures, the first `lengths[0]` of them the first timeline's, and so on. Every
+    split of every timeline is tested in one call of SciPy's (a call costs far more than a
+    split, and a corpus page holds thousands of timelines), and only the splits that can be a
+    flip: a timeline that never changes (every attempt Clean, or none) has none to test, nor
+    has a split whose own table is too likely."""
+    sizes = np.asarray(lengths, dtype=np.int64)
+    out: list[Flip | None] = [None] * len(sizes)
+    if not len(sizes):
+        return out
+    k = np.asarray(clean, dtype=np.int64)
+    d = np.asarray(counted, dtype=np.int64)
+    # Running sums from 0, so that a stretch's sum is the difference of two of them.
+    sum_k = np.concatenate(([0], np.cumsum(k)))
+    sum_d = np.concatenate(([0], np.cumsum(d)))
+    ends = np.cumsum(sizes)
+    starts = ends - sizes
+    total_k, total_d = sum_k[ends] - sum_k[starts], sum_d[ends] - sum_d[starts]
+    changing = np.flatnonzero((sizes >= 2) & (total_k > 0) & (total_k < total_d))
+    if not len(changing):
+        return out
+    # One entry per split of a changing timeline: the runs before split t are its first t.
+    splits = sizes[changing] - 1
+    line = np.repeat(np.arange(len(changing)), splits)
+    first = np.cumsum(splits) - splits  # each timeline's first split
+    before_end = starts[changing][line] + np.arange(len(line)) - first[line] + 1
+    bk = sum_k[before_end] - sum_k[starts[changing]][line]
+    bd = sum_d[before_end] - sum_d[starts[changing]][line]
+    tk, td = total_k[changing][line], total_d[changing][line]
+    ok = (bd > 0) & (bd < td)
+    threshold = (ALPHA / splits)[line]
     # Both tails hold the split's own table, so its p is at least twice that table's
     # probability: a split whose table alone is too likely cannot be a flip, and is not tested
     # (with a margin far wider than the rounding of the log-gamma sums).
-    table = np.exp(_log_choose(tk, bk) + _log_choose(td - tk, bd - bk) - _log_choose(td, bd))
-    wanted = np.array(oks) & (2 * table < threshold * 1.001)
+    log_choose = _log_choose_table(int(td.max()))
+    table = np.exp(log_choose(tk, bk) + log_choose(td - tk, bd - bk) - log_choose(td, bd))
+    wanted = ok & (2 * table < threshold * 1.001)
+    at = np.flatnonzero(wanted)
+    if not len(at):
+        return out
+    from scipy.stats import hypergeom
+
     p = np.ones(len(bk))
-    if wanted.any():
-        at = np.flatnonzero(wanted)
-        low = hypergeom.cdf(bk[at], td[at], tk[at], bd[at])
-        high = hypergeom.sf(bk[at] - 1, td[at], tk[at], bd[at])
-        p[at] = np.minimum(1.0, 2 * np.minimum(low, high))
-    for i, start, splits, before_k, before_d, total_k, total_d in tested:
-        if not wanted[start : start + splits].any():
-            continue
-        split_p = p[start : start + splits]
+    low = hypergeom.cdf(bk[at], td[at], tk[at], bd[at])
+    high = hypergeom.sf(bk[at] - 1, td[at], tk[at], bd[at])
+    p[at] = np.minimum(1.0, 2 * np.minimum(low, high))
+    for n in np.unique(line[at]).tolist():
+        start, count = int(first[n]), int(splits[n])
+        split_p = p[start : start + count]
         best = int(np.argmin(split_p))  # the earliest of equal p
-        if split_p[best] >= ALPHA / splits:
+        if split_p[best] >= ALPHA / count:
             continue
-        out[i] = Flip(
+        b = start + best
+        out[int(changing[n])] = Flip(
             best + 1,
-            (before_k[best], before_d[best]),
-            (total_k - before_k[best], total_d - before_d[best]),
+            (int(bk[b]), int(bd[b])),
+            (int(tk[b] - bk[b]), int(td[b] - bd[b])),
             float(split_p[best]),
         )
     return out
 
 
-def _log_choose(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+def _log_choose_table(most: int) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """log(n choose k) for whole numbers up to `most`, each log-gamma read from one table of
+    them (the same values SciPy's `gammaln` gives each number, computed once a number)."""
     from scipy.special import gammaln
 
-    return gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1)
+    log_factorial = gammaln(np.arange(most + 2, dtype=np.float64))
+
+    def log_choose(n: np.ndarray, k: np.ndarray) -> np.ndarray:
+        return log_factorial[n + 1] - log_factorial[k + 1] - log_factorial[n - k + 1]
+
+    return log_choose
 
 
 @dataclass(frozen=True)
@@ -357,17 +404,32 @@ def discrimination(per_model: Sequence[tuple[int, int]]) -> Discrimination:
     chi-square test of equal rates across models. V needs no ranking of the models and is
     bounded, so cases with different numbers of attempts compare; a case every model always
     (or never) passes has V = 0 and p = 1."""
-    rows = [(k, d - k) for k, d in per_model if d > 0]
-    if len(rows) < 2:
-        return Discrimination(0.0, 1.0, len(rows))
-    table = np.array(rows, dtype=np.float64)
-    n = table.sum()
-    col = table.sum(axis=0)
-    if (col == 0).any():
-        return Discrimination(0.0, 1.0, len(rows))
-    expected = np.outer(table.sum(axis=1), col) / n
-    chi2 = float(((table - expected) ** 2 / expected).sum())
-    from scipy.stats import chi2 as chi2_dist
+    return discriminations([per_model])[0]
 
-    p = float(chi2_dist.sf(chi2, len(rows) - 1))
-    return Discrimination(float(min(1.0, math.sqrt(chi2 / n))), p, len(rows))
+
+def discriminations(cases: Sequence[Sequence[tuple[int, int]]]) -> list[Discrimination]:
+    """`discrimination` of each case, every chi-square p read in one call of SciPy's."""
+    out: list[Discrimination | None] = []
+    tested: list[tuple[int, float, float, int]] = []  # (at, chi-square, attempts, models)
+    for per_model in cases:
+        rows = [(k, d - k) for k, d in per_model if d > 0]
+        if len(rows) < 2:
+            out.append(Discrimination(0.0, 1.0, len(rows)))
+            continue
+        table = np.array(rows, dtype=np.float64)
+        n = table.sum()
+        col = table.sum(axis=0)
+        if (col == 0).any():
+            out.append(Discrimination(0.0, 1.0, len(rows)))
+            continue
+        expected = np.outer(table.sum(axis=1), col) / n
+        chi2 = float(((table - expected) ** 2 / expected).sum())
+        tested.append((len(out), chi2, float(n), len(rows)))
+        out.append(None)
+    if tested:
+        from scipy.stats import chi2 as chi2_dist
+
+        ps = chi2_dist.sf([t[1] for t in tested], [t[3] - 1 for t in tested]).tolist()
+        for (at, chi2, n, models), p in zip(tested, ps, strict=True):
+            out[at] = Discrimination(float(min(1.0, math.sqrt(chi2 / n))), float(p), models)
+    return [d for d in out if d is not None]

@@ -7,6 +7,7 @@ Scorings stored before those figures were kept get theirs the first time a page 
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,7 +16,8 @@ from functools import cached_property
 from urllib.parse import urlencode
 
 import numpy as np
-from django.db.models import CharField, Exists, OuterRef, StringAgg, Sum, Value
+from django.db.models import CharField, Exists, OuterRef, StringAgg, Sum
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from records import stats
@@ -50,17 +52,33 @@ class Point:
     def interval(self) -> stats.Interval | None:
         return stats.wilson(*self.clean)
 
+    @property
+    def repeats(self) -> tuple[tuple[str, str, str], ...]:
+        """Each repeat's mark as a page shows it: its kind, in words, and its sign."""
+        return repeats(self.marks)
+
+
+REPEAT_MARKS = {"1": ("clean", "Clean", "✓"), "0": ("unclean", "not Clean", "✗")}
+APART_MARK = ("apart", "counted apart", "·")
+
+
+@functools.lru_cache(maxsize=1024)
+def repeats(marks: str) -> tuple[tuple[str, str, str], ...]:
+    """`Point.repeats` of a run's marks (kept per marks: a page's runs repeat a case alike, and
+    share a few hundred strings of marks at most)."""
+    return tuple(REPEAT_MARKS.get(mark, APART_MARK) for mark in marks)
+
 
 @dataclass(eq=False)
 class ModelLine:
     """A case for one model on one surface, over the runs chosen: the runs holding it, in
-    order, each with its Clean attempts over its counted ones; on a case's page also each
-    run's repeats (`timeline`)."""
+    order, each with its Clean attempts over its counted ones (`figures`, as two arrays, and
+    `counts`, as pairs); on a case's page also each run's repeats (`timeline`)."""
 
     model: str
     surface: str
     runs: list[Run]
-    counts: list[tuple[int, int]]
+    figures: tuple[np.ndarray, np.ndarray]
     timeline: list[Point] = field(default_factory=list)
     clean: tuple[int, int] = (0, 0)
     flakiness: stats.Flakiness | None = None
@@ -69,8 +87,13 @@ class ModelLine:
     before_index: int | None = None  # the run before it with a counted attempt
 
     @cached_property
+    def counts(self) -> list[tuple[int, int]]:
+        clean, counted = self.figures
+        return list(zip(clean.tolist(), counted.tolist(), strict=True))
+
+    @cached_property
     def interval(self) -> stats.Interval | None:
-        return stats.case_interval(self.counts)
+        return stats.case_interval_of(*self.figures)
 
     @property
     def flaky(self) -> bool:
@@ -87,6 +110,42 @@ class ModelLine:
     @property
     def before_flip(self) -> Point | None:
         return self.timeline[self.before_index] if self.timeline and self.flip else None
+
+
+@dataclass
+class Grid:
+    """A page's model lines over the runs chosen as matrices, a row per line (case, model and
+    surface, in that order) and a column per run: the line's Clean and counted attempts in the
+    run, and whether the run holds the line at all (a run holding it in two rows, as two
+    modes, has them summed); and each line's attempts over every run."""
+
+    lines: list[tuple[str, str, str]]
+    attempts: list[int]
+    clean: np.ndarray
+    counted: np.ndarray
+    held: np.ndarray
+
+    @classmethod
+    def of(
+        cls,
+        lines: list[tuple[str, str, str]],
+        attempts: list[int],
+        runs: int,
+        cell: np.ndarray,
+        clean: np.ndarray,
+        counted: np.ndarray,
+    ) -> Grid:
+        """The grid of figures each given with its cell (row times `runs` plus column)."""
+        shape = (len(lines), runs)
+        size = shape[0] * shape[1]
+        times = np.bincount(cell, minlength=size)
+        if len(cell) and times.max() > 1:
+            k = np.bincount(cell, weights=clean, minlength=size).round().astype(np.int64)
+            d = np.bincount(cell, weights=counted, minlength=size).round().astype(np.int64)
+        else:  # the usual grid: one figure a cell, placed rather than summed
+            k, d = np.zeros(size, dtype=np.int64), np.zeros(size, dtype=np.int64)
+            k[cell], d[cell] = clean, counted
+        return cls(lines, attempts, k.reshape(shape), d.reshape(shape), times.reshape(shape) > 0)
 
 
 @dataclass
@@ -233,16 +292,18 @@ def _figures(choice: Choice, scorings: dict[int, Scoring], case: str | None = No
 
 def _joined(name: str) -> StringAgg:
     """A column's values over a group, as text ("3 0 2"): in one query every aggregate of a
-    group is fed its rows in the same order, so the n-th value of each names the same row."""
-    return StringAgg(Cast(name, output_field=CharField()), delimiter=Value(" "))
+    group is fed its rows in the same order, so the n-th value of each names the same row. The
+    space is written into the query: SQLite reads a bound delimiter again for every row, which
+    costs it a third of the query."""
+    return StringAgg(Cast(name, output_field=CharField()), delimiter=RawSQL("' '", ()))
 
 
 def _grouped(
     choice: Choice, runs: list[Run], scorings: dict[int, Scoring], cases: list[str]
-) -> tuple[dict[str, list[ModelLine]], dict[str, int]]:
-    """Per case, its model lines without repeats, and its attempts: one query, grouped by
-    case, model and surface in the order of their index (named by the corpus's cases, so the
-    database reads the index in that order rather than sorting the chosen runs' figures)."""
+) -> Grid:
+    """Every case's model lines without repeats: one query, grouped by case, model and surface
+    in the order of their index (named by the corpus's cases, so the database reads the index
+    in that order rather than sorting the chosen runs' figures)."""
     rows = sorted(
         _figures(choice, scorings)
         .filter(case__in=cases)
@@ -256,10 +317,8 @@ def _grouped(
         .values_list("case", "model", "surface", "scoring_ids", "clean", "counted", "attempts")
         .order_by()
     )
-    lines: dict[str, list[ModelLine]] = defaultdict(list)
-    attempts: dict[str, int] = defaultdict(int)
     if not rows:
-        return lines, attempts
+        return Grid.of([], [], len(runs), *(np.zeros(0, dtype=np.int64) for _ in range(3)))
     # Every number of every timeline parsed in one NumPy call per column.
     scoring, clean, counted = (
         np.fromstring(" ".join(r[i] for r in rows), dtype=np.int64, sep=" ") for i in (3, 4, 5)
@@ -271,36 +330,26 @@ def _grouped(
     at = order[np.searchsorted(ids, scoring)]
     line = np.repeat(np.arange(len(rows)), sizes)
     kept = at >= 0
-    # A run holding the pair in two rows (as two modes) has them summed.
-    shape = (len(rows), len(runs))
-    k, d, held = (np.zeros(shape, dtype=np.int64) for _ in range(3))
-    np.add.at(k, (line[kept], at[kept]), clean[kept])
-    np.add.at(d, (line[kept], at[kept]), counted[kept])
-    np.add.at(held, (line[kept], at[kept]), 1)
-    full = held.all(axis=1).tolist()
-    totals = zip(k.sum(axis=1).tolist(), d.sum(axis=1).tolist(), strict=True)
-    for (case, model, surface, *_, total), ks, ds, hs, every, sums in zip(
-        rows, k.tolist(), d.tolist(), held.tolist(), full, totals, strict=True
-    ):
-        if every:  # the usual line: held by every run chosen
-            on, counts = runs, list(zip(ks, ds, strict=True))
-        else:
-            where = [n for n, h in enumerate(hs) if h]
-            on, counts = [runs[n] for n in where], [(ks[n], ds[n]) for n in where]
-        lines[case].append(ModelLine(model, surface, on, counts, clean=sums))
-        attempts[case] += total
-    return lines, attempts
+    return Grid.of(
+        [r[:3] for r in rows],
+        [r[6] for r in rows],
+        len(runs),
+        line[kept] * len(runs) + at[kept],
+        clean[kept],
+        counted[kept],
+    )
 
 
 def _detailed(
     choice: Choice, runs: list[Run], scorings: dict[int, Scoring], case: str
-) -> tuple[dict[str, list[ModelLine]], dict[str, int]]:
-    """One case's model lines with each run's repeats and score row: one query."""
+) -> tuple[Grid, list[list[Point]]]:
+    """One case's model lines, and each line's runs with their repeats and score row: one
+    query."""
     order = {scorings[r.pk].pk: n for n, r in enumerate(runs)}
     # Per (model, surface), per run in order: [clean, counted, marks, row_key], a run holding
-    # the pair in two rows (as two modes) summed, the first row's key kept.
+    # the pair in two rows (as two modes) summed, the first row's key kept; and its attempts.
     held: dict[tuple[str, str], dict[int, list]] = defaultdict(dict)
-    attempts = 0
+    attempts: dict[tuple[str, str], int] = defaultdict(int)
     for scoring_id, model, surface, row_key, clean, counted, total, marks in _figures(
         choice, scorings, case
     ).values_list(
@@ -317,46 +366,79 @@ def _detailed(
             q[2] += marks
         else:
             per_run[n] = [clean, counted, marks, row_key]
-        attempts += total
-    lines = []
-    for (model, surface), per_run in sorted(held.items()):
-        timeline = [Point(runs[n], (v[0], v[1]), v[2], v[3]) for n, v in sorted(per_run.items())]
-        counts = [p.clean for p in timeline]
-        clean = (sum(k for k, _ in counts), sum(d for _, d in counts))
-        lines.append(ModelLine(model, surface, [p.run for p in timeline], counts, timeline, clean))
-    return {case: lines}, {case: attempts}
+        attempts[(model, surface)] += total
+    pairs = sorted(held)
+    timelines = [
+        [Point(runs[n], (v[0], v[1]), v[2], v[3]) for n, v in sorted(held[pair].items())]
+        for pair in pairs
+    ]
+    cells = [
+        (row * len(runs) + n, v[0], v[1]) for row, p in enumerate(pairs) for n, v in held[p].items()
+    ]
+    cell, clean, counted = (np.array([c[i] for c in cells], dtype=np.int64) for i in range(3))
+    grid = Grid.of(
+        [(case, *p) for p in pairs], [attempts[p] for p in pairs], len(runs), cell, clean, counted
+    )
+    return grid, timelines
 
 
 def _lines(
-    cases: list[tuple[str, int]], held: dict[str, list[ModelLine]], attempts: dict[str, int]
+    cases: list[tuple[str, int]],
+    grid: Grid,
+    runs: list[Run],
+    timelines: list[list[Point]] | None = None,
 ) -> list[CaseLine]:
-    """Each case's figures from its model lines, each line's flakiness and first flip."""
+    """Each case's figures from its model lines, each line's flakiness and first flip, every
+    line tested at once."""
+    flakiness = stats.flakiness_of_rows(grid.clean, grid.counted)
+    # The split is sought over the runs with a counted attempt, and named by them.
+    counted = grid.counted > 0
+    flips = stats.first_flips_of(grid.clean[counted], grid.counted[counted], counted.sum(axis=1))
+    every = grid.held.all(axis=1).tolist()
+    sums = zip(grid.clean.sum(axis=1).tolist(), grid.counted.sum(axis=1).tolist(), strict=True)
+    by_case: dict[str, list[ModelLine]] = defaultdict(list)
+    rows: dict[str, list[int]] = {}
+    attempts: dict[str, int] = defaultdict(int)
+    for row, ((case, model, surface), total, full, clean, flaky, flip) in enumerate(
+        zip(grid.lines, grid.attempts, every, sums, flakiness, flips, strict=True)
+    ):
+        if full:  # the usual line: held by every run chosen
+            on, figures = runs, (grid.clean[row], grid.counted[row])
+        else:
+            where = np.flatnonzero(grid.held[row])
+            on = [runs[n] for n in where.tolist()]
+            figures = (grid.clean[row][where], grid.counted[row][where])
+        m = ModelLine(model, surface, on, figures, timelines[row] if timelines else [], clean)
+        m.flakiness, m.flip = flaky, flip
+        if flip is not None:
+            at, before = np.flatnonzero(counted[row])[[flip.index, flip.index - 1]].tolist()
+            if not full:  # named by their place among the runs holding the line
+                at, before = (int(grid.held[row][:n].sum()) for n in (at, before))
+            m.flip_index, m.before_index = at, before
+        by_case[case].append(m)
+        rows.setdefault(case, [row, row])[1] = row + 1
+        attempts[case] += total
     out = []
-    pending: list[tuple[ModelLine, list[int]]] = []
+    tables = []
     for case_id, steps in cases:
-        line = CaseLine(case_id, steps, attempts.get(case_id, 0), by_model=held.get(case_id, []))
-        units: list[tuple[int, int]] = []
+        line = CaseLine(case_id, steps, attempts.get(case_id, 0), by_model=by_case.get(case_id, []))
         per_model: dict[str, list[int]] = defaultdict(lambda: [0, 0])
         for m in line.by_model:
-            counts = m.counts
-            m.flakiness = stats.flakiness(counts)
-            # The split is sought over the runs with a counted attempt, and named by them.
-            pending.append((m, [n for n, (_, x) in enumerate(counts) if x]))
-            units += counts
             per_model[m.model][0] += m.clean[0]
             per_model[m.model][1] += m.clean[1]
         line.clean = (
             sum(m.clean[0] for m in line.by_model),
             sum(m.clean[1] for m in line.by_model),
         )
-        line.interval = stats.case_interval(units)
-        line.separation = stats.discrimination([tuple(v) for v in per_model.values()])
+        # Every run of every line of the case, in order, as the units of its interval.
+        start, end = rows.get(case_id, (0, 0))
+        line.interval = stats.case_interval_of(
+            grid.clean[start:end].ravel(), grid.counted[start:end].ravel()
+        )
+        tables.append([tuple(v) for v in per_model.values()])
         out.append(line)
-    flips = stats.first_flips([[m.counts[n] for n in counted] for m, counted in pending])
-    for (m, counted), flip in zip(pending, flips, strict=True):
-        m.flip = flip
-        if flip is not None:
-            m.flip_index, m.before_index = counted[flip.index], counted[flip.index - 1]
+    for line, separation in zip(out, stats.discriminations(tables), strict=True):
+        line.separation = separation
     return out
 
 
@@ -384,8 +466,8 @@ def corpus(choice: Choice) -> Corpus:
         if key
         else []
     )
-    held = _grouped(choice, runs, scorings, [c for c, _ in cases])
-    return Corpus(choice, key, runs, _lines(cases, *held))
+    grid = _grouped(choice, runs, scorings, [c for c, _ in cases])
+    return Corpus(choice, key, runs, _lines(cases, grid, runs))
 
 
 def one_case(choice: Choice, case: str) -> tuple[Corpus, CaseLine | None]:
@@ -400,7 +482,8 @@ def one_case(choice: Choice, case: str) -> tuple[Corpus, CaseLine | None]:
     )
     if steps is None:
         return Corpus(choice, key, runs, []), None
-    lines = _lines([(case, len(steps or []))], *_detailed(choice, runs, scorings, case))
+    grid, timelines = _detailed(choice, runs, scorings, case)
+    lines = _lines([(case, len(steps or []))], grid, runs, timelines)
     return Corpus(choice, key, runs, lines), lines[0]
 
 

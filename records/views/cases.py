@@ -8,6 +8,7 @@ from django import forms
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import get_template
 from django.views.decorators.http import require_GET
 
 from records.queries import cases as q
@@ -110,12 +111,14 @@ def case_page(request: HttpRequest, form: CaseForm) -> HttpResponse:
     corpus, line = q.one_case(choice, form.cleaned_data["case"])
     if line is None:
         raise Http404("the corpus has no such case")
+    rows = TimelineRows()
     timelines = [
         (
             m,
             timeline_chart(m),
             f"timeline-{n}",
             q.search_link(choice, corpus.runs, case=line.case, model=m.model, surface=m.surface),
+            rows.of(m),
         )
         for n, m in enumerate(line.by_model)
     ]
@@ -131,6 +134,31 @@ def case_page(request: HttpRequest, form: CaseForm) -> HttpResponse:
             "links": links(corpus, line),
         },
     )
+
+
+class TimelineRows:
+    """The rows of a case's timelines: each point, whether it is its line's first flip, its
+    run's cells and its repeats. A case's page shows every run once per model and surface and
+    the same few strings of marks over and over, so each run's cells and each string of
+    marks are rendered once, from their templates."""
+
+    def __init__(self) -> None:
+        self.run_cells = get_template("records/cases/_run_cells.html")
+        self.repeats = get_template("records/cases/_repeats.html")
+        self.runs: dict[tuple[int, bool], str] = {}
+        self.marks: dict[str, str] = {}
+
+    def of(self, m: q.ModelLine) -> list[tuple[q.Point, bool, str, str]]:
+        flip_at = m.flip_at
+        return [(p, p is flip_at, *self.cells(p, p is flip_at)) for p in m.timeline]
+
+    def cells(self, p: q.Point, flip: bool) -> tuple[str, str]:
+        run = (p.run.pk, flip)
+        if run not in self.runs:
+            self.runs[run] = self.run_cells.render({"run": p.run, "flip": flip})
+        if p.marks not in self.marks:
+            self.marks[p.marks] = self.repeats.render({"repeats": p.repeats})
+        return self.runs[run], self.marks[p.marks]
 
 
 def timeline_chart(m: q.ModelLine) -> dict[str, Any]:
