@@ -145,13 +145,19 @@ LOOKUPS = (
 )
 
 
-def latest_scorings() -> QuerySet:
-    """Each run's latest scoring that holds verdicts, as a subquery (never read into Python)."""
+def latest_scorings(query: SearchQuery | None = None) -> QuerySet:
+    """Each run's latest scoring that holds verdicts, as a subquery (never read into Python);
+    only those of the runs `query` names, when it names some."""
     newer = Scoring.objects.filter(run=OuterRef("run"), verdict_count__gt=0).filter(
         Q(created_at__gt=OuterRef("created_at"))
         | Q(created_at=OuterRef("created_at"), id__gt=OuterRef("id"))
     )
-    return Scoring.objects.filter(verdict_count__gt=0).exclude(Exists(newer)).values("id")
+    scorings = Scoring.objects.filter(verdict_count__gt=0)
+    if query is not None and query.run_pk is not None:
+        scorings = scorings.filter(run=query.run_pk)
+    if query is not None and query.runs:
+        scorings = scorings.filter(run__run_id__in=query.runs)
+    return scorings.exclude(Exists(newer)).values("id")
 
 
 class Search:
@@ -165,7 +171,7 @@ class Search:
     def __init__(self, query: SearchQuery) -> None:
         self.query = query
         self.words = query.words
-        self.scorings = latest_scorings()
+        self.scorings = latest_scorings(query)
         self.attempts = self._attempts()
         self.calls = self._calls()
 
@@ -187,7 +193,10 @@ class Search:
         outer = "attempt" if prefix else "pk"
         verdict = q.verdict_condition()
         if verdict is not None:
-            condition &= Exists(self.verdicts(outer).filter(verdict))
+            # The attempts behind the latest scorings' verdicts that meet it, read once through
+            # the verdicts' (scoring, ...) index, not probed attempt by attempt.
+            chosen = Verdict.objects.filter(scoring__in=self.scorings).filter(verdict)
+            condition &= Q(**{f"{outer}__in": chosen.values("attempt")})
         if q.turn_status:
             condition &= Exists(Turn.objects.filter(attempt=OuterRef(outer), status=q.turn_status))
         return condition
