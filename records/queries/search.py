@@ -374,16 +374,21 @@ class Search:
         verdict's `outcome` and `clean` (None unscored), `matched` (its matching calls, each
         with `pieces`, the snippet of its text that matched) and `pieces` of its own text."""
         start = (number - 1) * per_page
-        verdicts = self.verdicts()
+        # The page's attempts are chosen by key first, so that what is read of each (its
+        # verdict, the head of its stimulus) is read for the page alone, not for every match
+        # before the sort. An attempt has one verdict in its run's latest scoring.
+        chosen = self.ordered().values("pk")[start : start + per_page]
+        verdicts = self.verdicts().order_by()
         attempts = list(
-            self.ordered()
+            Attempt.objects.filter(pk__in=chosen)
+            .order_by(*self.query.order())
             .select_related("run")
             .only(*ATTEMPT_FIELDS, "run__run_id", "run__commit", "run__started_at")
             .annotate(
                 outcome=verdicts.values("outcome")[:1],
                 clean=verdicts.values("clean")[:1],
                 stimulus_part=Substr("stimulus", 1, SNIPPET_SOURCE),
-            )[start : start + per_page]
+            )
         )
         self._attach(attempts)
         return attempts
