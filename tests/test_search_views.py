@@ -112,7 +112,7 @@ def test_the_page_reads_the_same_number_of_queries_for_one_run_and_for_all(
     client, django_assert_num_queries
 ):
     client.get("/search/", {"q": "project"})  # warm: sessions, content types
-    with django_assert_num_queries(14) as everything:
+    with django_assert_num_queries(3) as everything:
         client.get("/search/", {"q": "project", "outcome": "ok"})
     with django_assert_num_queries(len(everything.captured_queries)):
         client.get("/search/", {"q": "project", "outcome": "ok", "run": "run-2026-11-23-f00dfa"})

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, TextField
+from django.db import connection
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
@@ -58,6 +59,22 @@ SORTS = {
 }
 
 FACET_LIMIT = 30  # values per facet, the commonest first
+# The facets, in the order pages show them: each one's name, what it counts (m: the attempts
+# that match; v: their verdicts in the latest scorings; c: the calls that match, or every call
+# of those attempts when the query asks nothing of calls) and the column it reads there.
+FACETS = (
+    ("run", "m", "run__run_id"),
+    ("model", "m", "model"),
+    ("surface", "m", "effective_surface"),
+    ("case", "m", "case"),
+    ("ended_by", "m", "ended_by"),
+    ("verdict", "v", "outcome"),
+    ("tool", "c", "tool"),
+    ("requested", "c", "requested_action"),
+    ("dispatched", "c", "dispatched_action"),
+    ("outcome", "c", "outcome"),
+)
+COUNT, CALL_COUNT = "count", "call_count"  # the summary's totals beside the facets
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
 
 
@@ -145,13 +162,19 @@ LOOKUPS = (
 )
 
 
-def latest_scorings() -> QuerySet:
-    """Each run's latest scoring that holds verdicts, as a subquery (never read into Python)."""
+def latest_scorings(query: SearchQuery | None = None) -> QuerySet:
+    """Each run's latest scoring that holds verdicts, as a subquery (never read into Python);
+    only those of the runs `query` names, when it names some."""
     newer = Scoring.objects.filter(run=OuterRef("run"), verdict_count__gt=0).filter(
         Q(created_at__gt=OuterRef("created_at"))
         | Q(created_at=OuterRef("created_at"), id__gt=OuterRef("id"))
     )
-    return Scoring.objects.filter(verdict_count__gt=0).exclude(Exists(newer)).values("id")
+    scorings = Scoring.objects.filter(verdict_count__gt=0)
+    if query is not None and query.run_pk is not None:
+        scorings = scorings.filter(run=query.run_pk)
+    if query is not None and query.runs:
+        scorings = scorings.filter(run__run_id__in=query.runs)
+    return scorings.exclude(Exists(newer)).values("id")
 
 
 class Search:
@@ -165,9 +188,10 @@ class Search:
     def __init__(self, query: SearchQuery) -> None:
         self.query = query
         self.words = query.words
-        self.scorings = latest_scorings()
+        self.scorings = latest_scorings(query)
         self.attempts = self._attempts()
         self.calls = self._calls()
+        self._summary: dict[str, Any] | None = None
 
     def verdicts(self, outer: str = "pk") -> QuerySet:
         """The verdicts of the attempt `outer` names, in its run's latest scoring."""
@@ -187,7 +211,10 @@ class Search:
         outer = "attempt" if prefix else "pk"
         verdict = q.verdict_condition()
         if verdict is not None:
-            condition &= Exists(self.verdicts(outer).filter(verdict))
+            # The attempts behind the latest scorings' verdicts that meet it, read once through
+            # the verdicts' (scoring, ...) index, not probed attempt by attempt.
+            chosen = Verdict.objects.filter(scoring__in=self.scorings).filter(verdict)
+            condition &= Q(**{f"{outer}__in": chosen.values("attempt")})
         if q.turn_status:
             condition &= Exists(Turn.objects.filter(attempt=OuterRef(outer), status=q.turn_status))
         return condition
@@ -233,21 +260,24 @@ class Search:
     def _calls(self) -> QuerySet | None:
         """The calls that match (`SearchCall`s), of the attempts listed; None when the query
         asks nothing of calls (no call condition, no words)."""
+        if self.call_condition() is None and not self.words:
+            return None
+        return self.matching(self.every_call())
+
+    def matching(self, calls: QuerySet) -> QuerySet:
+        """Those of `calls` (`SearchCall`s) that the call conditions and the words select."""
         condition = self.call_condition()
         words = self.words
-        if condition is None and not words:
-            return None
-        qs = self.every_call()
         if condition is not None:
-            qs = qs.filter(condition)
+            calls = calls.filter(condition)
             if words:
-                qs = qs.filter(
+                calls = calls.filter(
                     Q(pk__in=_hits(engine.CALL, words))
                     | Q(attempt__in=_hits(engine.ATTEMPT, words))
                 )
-        else:
-            qs = qs.filter(pk__in=_hits(engine.CALL, words))
-        return qs
+        elif words:
+            calls = calls.filter(pk__in=_hits(engine.CALL, words))
+        return calls
 
     def every_call(self) -> QuerySet:
         """Every call (`SearchCall`) of the attempts the attempt conditions select: one join
@@ -269,37 +299,74 @@ class Search:
         past the run (no page counts a whole run's attempts)."""
         if known is not None and not self.query.narrowed():
             return known
-        return self.attempts.count()
+        return self.summary()[COUNT]
 
     def call_count(self) -> int:
-        return self.calls.count() if self.calls is not None else 0
+        return self.summary()[CALL_COUNT] if self.calls is not None else 0
 
     def facets(self) -> dict[str, dict[str, int]]:
         """Counts by value for the current query: attempts by run, model, surface, case,
         ending and verdict; calls (those that match, or every call of the attempts listed when
         the query asks nothing of calls) by tool, requested and dispatched action, outcome."""
-        out: dict[str, dict[str, int]] = {}
-        attempts = self.attempts.order_by()
-        for name, column in (
-            ("run", "run__run_id"),
-            ("model", "model"),
-            ("surface", "effective_surface"),
-            ("case", "case"),
-            ("ended_by", "ended_by"),
-        ):
-            out[name] = _counted(attempts.values(column), column)
-        verdicts = Verdict.objects.filter(
-            scoring__in=self.scorings, attempt__in=attempts.values("pk")
+        summary = self.summary()
+        return {name: summary[name] for name, _, _ in FACETS}
+
+    def summary(self) -> dict[str, Any]:
+        """The facets (each the commonest values first), the count of attempts and the count
+        of calls, in one statement read once: the attempts that match are selected once into
+        a table of their faceted columns, their calls once into another, and each facet
+        counts that table rather than selecting the attempts again."""
+        if self._summary is None:
+            self._summary = self._summarised()
+        return self._summary
+
+    def _summarised(self) -> dict[str, Any]:
+        qn = connection.ops.quote_name
+        attempts = self.attempts.order_by().values("pk", *(c for n, t, c in FACETS if t == "m"))
+        within = RawSQL("SELECT id FROM m", [])  # noqa: S611 (the statement's own table)
+        verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt__in=within)
+        calls = SearchCall.objects.filter(attempt__in=within)
+        if self.calls is not None:
+            calls = self.matching(calls)
+        tables = (
+            ("m", ("id", *(n for n, t, _ in FACETS if t == "m")), attempts),
+            ("v", ("verdict",), verdicts.order_by().values("outcome")),
+            (
+                "c",
+                tuple(n for n, t, _ in FACETS if t == "c"),
+                calls.order_by().values(*(c for n, t, c in FACETS if t == "c")),
+            ),
         )
-        out["verdict"] = _counted(verdicts.values("outcome"), "outcome")
-        calls = self.calls if self.calls is not None else self.every_call()
-        for name, column in (
-            ("tool", "tool"),
-            ("requested", "requested_action"),
-            ("dispatched", "dispatched_action"),
-            ("outcome", "outcome"),
-        ):
-            out[name] = _counted(calls.order_by().values(column), column)
+        parts, params = [], []
+        for name, columns, qs in tables:
+            sql, more = qs.query.sql_with_params()
+            listed = ", ".join(qn(c) for c in columns)
+            # Read more than once (m by v and c and its facets; c by its facets): materialized.
+            hint = "" if name == "v" else "MATERIALIZED "
+            parts.append(f"{name} ({listed}) AS {hint}({sql})")
+            params.extend(more)
+        branches = [
+            f"SELECT * FROM (SELECT {i} AS facet, {qn(name)} AS value, COUNT(*) AS n,"
+            f" ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC, {qn(name)}) AS rank FROM {table}"
+            f" GROUP BY {qn(name)} ORDER BY n DESC, {qn(name)} LIMIT {FACET_LIMIT}) AS f{i}"
+            for i, (name, table, _) in enumerate(FACETS)
+        ]
+        totals = len(FACETS)
+        branches += [
+            f"SELECT {totals} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM m",
+            f"SELECT {totals + 1} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM c",
+        ]
+        sql = f"WITH {', '.join(parts)} " + " UNION ALL ".join(branches)
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            rows = sorted(cursor.fetchall(), key=lambda r: (r[0], r[3]))
+        out: dict[str, Any] = {name: {} for name, _, _ in FACETS}
+        out[COUNT] = out[CALL_COUNT] = 0
+        for facet, value, n, _ in rows:
+            if facet < totals:
+                out[FACETS[facet][0]][str(value)] = n
+            else:
+                out[COUNT if facet == totals else CALL_COUNT] = n
         return out
 
     def page(self, number: int, per_page: int) -> list[Attempt]:
@@ -307,16 +374,21 @@ class Search:
         verdict's `outcome` and `clean` (None unscored), `matched` (its matching calls, each
         with `pieces`, the snippet of its text that matched) and `pieces` of its own text."""
         start = (number - 1) * per_page
-        verdicts = self.verdicts()
+        # The page's attempts are chosen by key first, so that what is read of each (its
+        # verdict, the head of its stimulus) is read for the page alone, not for every match
+        # before the sort. An attempt has one verdict in its run's latest scoring.
+        chosen = self.ordered().values("pk")[start : start + per_page]
+        verdicts = self.verdicts().order_by()
         attempts = list(
-            self.ordered()
+            Attempt.objects.filter(pk__in=chosen)
+            .order_by(*self.query.order())
             .select_related("run")
             .only(*ATTEMPT_FIELDS, "run__run_id", "run__commit", "run__started_at")
             .annotate(
                 outcome=verdicts.values("outcome")[:1],
                 clean=verdicts.values("clean")[:1],
                 stimulus_part=Substr("stimulus", 1, SNIPPET_SOURCE),
-            )[start : start + per_page]
+            )
         )
         self._attach(attempts)
         return attempts
@@ -432,8 +504,3 @@ def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool
         if pieces:
             return pieces
     return []
-
-
-def _counted(qs: QuerySet, column: str) -> dict[str, int]:
-    rows = qs.annotate(n=Count("*")).order_by("-n", column)[:FACET_LIMIT]
-    return {str(r[column]): r["n"] for r in rows}
