@@ -14,28 +14,39 @@ from records.bulk.processes import pack, pack_object
 from records.bulk.readahead import PipeReader
 from records.formats.shard import ShardError
 from records.formats.shard_rows import messages
+from records.search.vectors import call_vectors
+
+# The first byte of a shard's head: its batches carry their calls' index vectors, or not.
+WITH_VECTORS, PLAIN = b"v", b"n"
+
+
+def with_vectors(msg: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A "batch" message with its calls' index vectors after it (`records.search.vectors`)."""
+    return (*msg, call_vectors(msg[2])) if msg[0] == "batch" else msg
 
 
 def parse_worker(source: Any, sink: Any) -> None:
-    """The parser process: shard after shard, each its name then its bytes in from `source`
-    (an empty message ends the bytes), and its packed messages out to `sink`. The process
-    ends on an empty message in place of a name, or after a shard's error (the writer then
-    starts another for the next shard)."""
+    """The parser process: shard after shard, each its head (`WITH_VECTORS` or `PLAIN`, then
+    its name) then its bytes in from `source` (an empty message ends the bytes), and its packed
+    messages out to `sink`. The process ends on an empty message in place of a head, or after
+    a shard's error (the writer then starts another for the next shard)."""
     # What this process builds holds no reference cycles, and a forked parser shares the
     # writer's memory: collecting would only walk (and copy) pages nobody frees.
     gc.disable()
     try:
         while True:
             try:
-                head = source.recv_bytes()  # b"n" + the shard's name; empty: no more shards
+                head = source.recv_bytes()  # its mark and the shard's name; empty: no more shards
             except EOFError:
                 return
             if not head:
                 return
-            name = head[1:].decode()
+            name, vectors = head[1:].decode(), head[:1] == WITH_VECTORS
             stream = io.BufferedReader(PipeReader(source), buffer_size=1 << 20)
             try:
                 for msg in messages(stream, name):
+                    if vectors:
+                        msg = with_vectors(msg)
                     sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
             except ShardError as exc:
                 sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))

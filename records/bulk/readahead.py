@@ -41,8 +41,10 @@ class Parser:
     shard and ends with the call; a shard's error ends it too, as does the writer giving up on
     a shard the process is still reading, and the next large shard starts another."""
 
-    def __init__(self, worker: Callable[..., None], what: str) -> None:
-        self.worker, self.what = worker, what
+    def __init__(self, worker: Callable[..., None], what: str, mark: bytes = b"n") -> None:
+        """`mark`: the first byte of each input's head (before its name), for the worker to read
+        as it likes."""
+        self.worker, self.what, self.mark = worker, what, mark
         self.proc: processes.Beside | None = None
         self.feeding: Feed | None = None  # the last shard whose bytes went in
 
@@ -103,7 +105,7 @@ class Feed:
         self.thread.start()
 
     def _send(self, stream: IO[bytes], name: str) -> None:
-        if not self.proc.send(b"n" + name.encode()):
+        if not self.proc.send(self.parser.mark + name.encode()):
             return
         sent = 0
         while chunk := stream.read(CHUNK):

@@ -56,7 +56,9 @@ class Table:
     """A plain `INSERT ... VALUES` for executemany: the ORM's per-object cost is the bottleneck.
     On PostgreSQL, a binary COPY: no value is written out as text for the server to parse."""
 
-    def __init__(self, model: type, columns: list[str]) -> None:
+    def __init__(self, model: type, columns: list[str], *, binary: bool = True) -> None:
+        """`binary=False`: the server reads each value from its text (for a column whose type
+        Django does not know, such as a `tsvector`)."""
         qn = connection.ops.quote_name
         fields = [model._meta.get_field(c) for c in columns]
         cols = ", ".join(qn(f.column) for f in fields)
@@ -66,7 +68,7 @@ class Table:
         self.columns = columns
         self.copy_types: list[str] | None = None
         self.int4: list[tuple[int, bool]] = []  # (position, nullable) of the int4 columns
-        if connection.vendor == "postgresql":
+        if connection.vendor == "postgresql" and binary:
             types = [_BINARY_COPY.get(f.db_type(connection) or "") for f in fields]
             if all(types):
                 self.copy_types = types  # type: ignore[assignment]
@@ -105,7 +107,7 @@ class Table:
             # COPY is PostgreSQL's bulk path; executemany sends a statement per row. The driver's
             # own cursor bypasses Django's error translation, so it is applied here: a value
             # the database refuses is a DatabaseError like any other.
-            binary = self._binary()
+            binary = self.copy_types is not None and self._binary()
             sql = self.copy_sql + (" (FORMAT BINARY)" if binary else "")
             try:
                 with connection.wrap_database_errors, cursor.cursor.copy(sql) as copy:

@@ -27,7 +27,8 @@ from records.ingest.shards import (
 from records.models import (
     Upload,
 )
-from records.parser import parse_worker
+from records.parser import PLAIN, WITH_VECTORS, parse_worker
+from records.search.engine import vectors_wanted
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def ingest(
     digest differs from the recomputed one (the key is then marked "digest not verified").
     """
     report = IngestReport()
-    parser = Parser(parse_worker, "the shard parser")
+    parser = Parser(parse_worker, "the shard parser", WITH_VECTORS if vectors_wanted() else PLAIN)
     units = Units(_units(inputs, report), parser)
     try:
         for unit in units:

@@ -50,7 +50,10 @@ from records.models import (
     Verify,
 )
 from records.scoring.run import score_if_unscored
+from records.search.engine import vectors_wanted
 from records.search.index import index_run
+from records.search.models import SearchEntry
+from records.search.vectors import call_vectors
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -82,12 +85,21 @@ class _Writer:
 
     Attempt ids are reserved ahead of the rows that name them (the parser numbers attempts in
     file order), so turn, call and verify rows carry their attempt's id when they are written.
+
+    Where the database would cut the calls' words slowly (`engine.vectors_wanted`), the calls'
+    ids are reserved too, and each call's index document goes in with it, made by the parser
+    (`records.search.vectors`); `calls_left` lists the calls whose document is left to the
+    index statement.
     """
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
         self.turns = Table(Turn, TURN_COLUMNS)
-        self.calls = Table(Call, CALL_COLUMNS)
+        self.vectors = vectors_wanted()
+        self.calls = Table(Call, [*CALL_COLUMNS, "id"] if self.vectors else CALL_COLUMNS)
+        self.entries = Table(SearchEntry, ["id", "body"], binary=False)
+        self.calls_left: list[int] | None = [] if self.vectors else None
+        self.call_ids_above = 0
         self.verifies = Table(Verify, VERIFY_COLUMNS)
         self.attempts = Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
         self.kinds = {
@@ -113,10 +125,17 @@ class _Writer:
             self.ids += reserve_ids(Attempt, max(n - len(self.ids), 1000), above=above)
 
     def children(
-        self, turns: list[list], calls: list[list], verifies: list[list], seen: int
+        self,
+        turns: list[list],
+        calls: list[list],
+        verifies: list[list],
+        seen: int,
+        vectors: list[str | None] | None = None,
     ) -> None:
         self._reserve(seen)
         ids = self.ids
+        if self.vectors and calls:
+            self._documents(calls, call_vectors(calls) if vectors is None else vectors)
         with connection.cursor() as cursor:
             for table, rows in (
                 (self.turns, turns),
@@ -127,6 +146,20 @@ class _Writer:
                     r[0] = ids[r[0]]
                 table.rows = rows
                 table.flush(cursor)
+            self.entries.flush(cursor)
+
+    def _documents(self, calls: list[list], vectors: list[str | None]) -> None:
+        """Each call its id (last), and its index document, or its place in `calls_left`."""
+        call_ids = reserve_ids(Call, len(calls), above=self.call_ids_above)
+        self.call_ids_above = call_ids[-1]
+        left, entries = self.calls_left, self.entries.rows
+        assert left is not None
+        for r, call_id, vector in zip(calls, call_ids, vectors, strict=True):
+            r.append(call_id)
+            if vector is None:
+                left.append(call_id)
+            else:
+                entries.append((2 * call_id + 1, vector))
 
     def write_attempts(self, rows: list[tuple], session_ids: dict[str, int]) -> None:
         self._reserve(rows[-1][0] + 1 if rows else 0)
@@ -320,7 +353,7 @@ def ingest_shard(
             for msg in feed.messages() if feed else messages(stream, name):
                 kind = msg[0]
                 if kind == "batch":
-                    writer.children(*msg[1:5])
+                    writer.children(*msg[1:5], *msg[6:7])
                     if progress and msg[5] >= next_report:
                         progress(name, msg[5], size)
                         next_report = msg[5] + CHUNK * 8
@@ -334,7 +367,7 @@ def ingest_shard(
                     sha = shard_row.sha256 = msg[1]
                     shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
-            index_run(run)  # searchable exactly when stored
+            index_run(run, writer.calls_left)  # searchable exactly when stored
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:
         report.refused.append(exc.as_dict())

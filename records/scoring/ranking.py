@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from records import stats
+from records.bulk.blas import one_thread
 from records.models import ScoreRow, Scoring
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.tables import TableRow, case_figures, ratio_of, score_groups, score_rows
@@ -136,12 +137,15 @@ def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
 def store_row_statistics(scoring: Scoring) -> None:
     """Keep with each score row its pair tests against the other rows of its group (under the
     row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
-    the case as the unit. One read of every case, at scoring time."""
+    the case as the unit. One read of every case, at scoring time. The tests' bootstraps are
+    small matrix products, on one thread (`records.bulk.blas`)."""
     per_case = case_figures(scoring)
-    rows = score_rows(scoring, live=True, per_case=per_case)
-    groups = score_groups(scoring, rows)
+    with one_thread():
+        rows = score_rows(scoring, live=True, per_case=per_case)
+        groups = score_groups(scoring, rows)
+        tests = pair_tests(groups, per_case)
     kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
-    for (a, b), columns in pair_tests(groups, per_case).items():
+    for (a, b), columns in tests.items():
         kept[a]["pairs"][b] = {
             column: [
                 t.cases,

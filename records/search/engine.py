@@ -23,14 +23,14 @@ import re
 
 from django.db import connection
 
+from records.search.vectors import INDEXED_CHARS
+
 # A document's id in the index: 2 x the attempt's id, or 2 x the call's id + 1.
 ATTEMPT, CALL = 0, 1
 
 # The words of a query: runs of letters and digits, as FTS5's unicode61 tokenizer cuts them.
 WORD = re.compile(r"[^\W_]+")
 MAX_WORDS = 16
-# What is indexed of one document (an attempt's own text, or one call's): its first characters.
-INDEXED_CHARS = 100_000
 
 
 def words(text: str) -> list[str]:
@@ -79,6 +79,17 @@ def _pg_vector(text: str) -> str:
     )
 
 
+_PG_CALL_DOCUMENTS = (
+    "INSERT INTO records_searchentry (id, body) SELECT 2 * c.id + 1, "
+    + _pg_vector(
+        "concat_ws(' ', "
+        + _PG_JSON_VALUES.format(col="c.arguments")
+        + ", "
+        + _PG_JSON_VALUES.format(col="c.result")
+        + ", c.text)"
+    )
+)
+
 _PG = {
     ATTEMPT: (
         "INSERT INTO records_searchentry (id, body) SELECT 2 * a.id, "
@@ -90,18 +101,13 @@ _PG = {
         )
         + " FROM records_attempt a WHERE a.run_id = %s"
     ),
-    CALL: (
-        "INSERT INTO records_searchentry (id, body) SELECT 2 * c.id + 1, "
-        + _pg_vector(
-            "concat_ws(' ', "
-            + _PG_JSON_VALUES.format(col="c.arguments")
-            + ", "
-            + _PG_JSON_VALUES.format(col="c.result")
-            + ", c.text)"
-        )
-        + " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
-    ),
+    CALL: _PG_CALL_DOCUMENTS
+    + " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s",
 }
+
+
+# The documents of the calls named, by id: those the writer left to the database.
+_PG_CALLS_AMONG = _PG_CALL_DOCUMENTS + " FROM records_call c WHERE c.id = ANY(%s)"
 
 
 # Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both.
@@ -125,13 +131,25 @@ def _key() -> str:
     return "id" if connection.vendor == "postgresql" else "rowid"
 
 
-def index_run(run_pk: int) -> None:
-    """Add a stored run's attempts and calls to the index (in the caller's transaction)."""
+def index_run(run_pk: int, calls_left: list[int] | None = None) -> None:
+    """Add a stored run's attempts and calls to the index (in the caller's transaction).
+
+    `calls_left`, on PostgreSQL: the writer has already written the documents of the run's
+    calls but these (`records.search.vectors`), which the statement makes here."""
     statements = _PG if connection.vendor == "postgresql" else _SQLITE
     with connection.cursor() as cursor:
-        for kind in (ATTEMPT, CALL):
-            cursor.execute(statements[kind], [run_pk])
+        cursor.execute(statements[ATTEMPT], [run_pk])
+        if calls_left is None:
+            cursor.execute(statements[CALL], [run_pk])
+        elif calls_left:
+            cursor.execute(_PG_CALLS_AMONG, [calls_left])
         cursor.execute(_CALLS, [run_pk])
+
+
+def vectors_wanted() -> bool:
+    """Whether the writer makes the calls' documents (`records.search.vectors`) for this
+    database: PostgreSQL's own cutting of the words is most of a load; FTS5's costs little."""
+    return connection.vendor == "postgresql"
 
 
 def forget_run(run_pk: int) -> None:

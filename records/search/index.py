@@ -13,9 +13,10 @@ from records.models import Run
 from records.search import engine
 
 
-def index_run(run: Run | int) -> None:
-    """Index a run just stored, in the caller's transaction (the shard's)."""
-    engine.index_run(run if isinstance(run, int) else run.pk)
+def index_run(run: Run | int, calls_left: list[int] | None = None) -> None:
+    """Index a run just stored, in the caller's transaction (the shard's); `calls_left` as
+    `engine.index_run` takes it."""
+    engine.index_run(run if isinstance(run, int) else run.pk, calls_left)
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")

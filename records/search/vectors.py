@@ -1,0 +1,78 @@
+"""A call's document as PostgreSQL's index holds it (a `tsvector` of its words), made in Python
+where that gives the very same vector, so the database's regular expressions (most of a
+PostgreSQL ingest's time) cut only what Python cannot vouch for. Pure Python: the parser
+process makes them beside the writer.
+
+The statement in `records.search.engine` joins a call's JSON values (strings and numbers as
+`jsonb` prints them, not the keys), its arguments' then its result's, and its text; lower-cases
+its first `INDEXED_CHARS` characters and keeps each run of letters and digits shorter than
+2 kB. A document of ASCII text well under that length gives the same words here, whatever the
+order its values are joined in: the vector is the set of its words. Anything else (a letter
+outside ASCII, whose case and class the database's locale decides; a NUL, which `jsonb`
+refuses; a document near the length where the head is cut) is left to the database (None).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import msgspec
+import orjson
+
+from records.formats.rows import CallRow, position
+
+# What is indexed of one document (an attempt's own text, or one call's): its first characters.
+INDEXED_CHARS = 100_000
+# A document this long or longer is left to the database: its head is, or may be, cut there.
+WHOLE_BELOW = INDEXED_CHARS - 1000
+LONGEST_WORD = 2047  # bytes: a longer word is left out, as the database leaves it out
+
+# ASCII letters lower-cased and digits kept, every other byte a separator.
+_WORDS = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256)
+)
+_encode_float = msgspec.json.Encoder().encode
+
+_ARGUMENTS, _RESULT, _TEXT = (position(CallRow, f) for f in ("arguments", "result", "text"))
+
+
+def _values(value: Any, out: list[str]) -> None:
+    """The strings and numbers in a JSON value, as the database prints them."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _values(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _values(v, out)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int):
+        out.append(str(value))
+    else:
+        # The float as the parser wrote it into the column, then in `numeric`'s plain notation
+        # (`1e-7` reads 0.0000001 there), which is what `jsonb` prints.
+        out.append(format(Decimal(_encode_float(value).decode()), "f"))
+
+
+def call_vector(arguments: str | None, result: str | None, text: str) -> str | None:
+    """The `tsvector` text of a call's document, or None when only the database can say. The
+    JSON columns are as the parser writes them (`records.formats.shard_rows`): a float there
+    is the text its encoder gives it, which is what this reads it back into."""
+    out: list[str] = []
+    for column in (arguments, result):
+        if column is not None:
+            _values(orjson.loads(column), out)
+    out.append(text)
+    doc = " ".join(out)
+    if len(doc) >= WHOLE_BELOW or not doc.isascii() or "\x00" in doc:
+        return None
+    words = set(doc.encode().translate(_WORDS).split())
+    return b" ".join(b"'" + w + b"'" for w in sorted(words) if len(w) <= LONGEST_WORD).decode()
+
+
+def call_vectors(calls: list[Any]) -> list[str | None]:
+    """`call_vector` of each call row (`CallRow`'s layout), in order."""
+    return [call_vector(r[_ARGUMENTS], r[_RESULT], r[_TEXT]) for r in calls]
