@@ -101,3 +101,18 @@ def test_a_call_deep_in_a_long_turn_is_linked_to_the_part_that_shows_it(client, 
     assert windows == {101: (turn.pk, 100), 150: (turn.pk, 100)}
     part = client.get(f"/attempts/{attempt.pk}/turns/{turn.pk}/items/?start=100").content.decode()
     assert 'id="call-101"' in part and 'id="call-150"' in part
+
+
+def test_a_short_attempt_shows_every_call_and_a_long_turn_stays_bounded_whatever_its_count_says(
+    client, viewer
+):
+    short = attempt_with_one_turn(ITEMS_PER_TURN)
+    html = client.get(f"/attempts/{short.pk}/").content.decode()
+    assert [int(n) for n in CALL_ROW.findall(html)] == list(range(1, ITEMS_PER_TURN + 1))
+    assert not MORE.search(html)
+    # The attempt's call count decides only how its calls are read, never what is shown.
+    long = attempt_with_one_turn(200)
+    Attempt.objects.filter(pk=long.pk).update(call_count=1)
+    html = client.get(f"/attempts/{long.pk}/").content.decode()
+    assert [int(n) for n in CALL_ROW.findall(html)] == list(range(1, ITEMS_PER_TURN + 1))
+    assert "150 more" in html and _follow(client, html) == list(range(1, 201))
