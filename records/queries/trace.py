@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Window
+from django.db.models import Count, F, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from records.models import Attempt, Call, Turn
@@ -279,19 +279,15 @@ def call_pages(
         return {}, {}
     turn_of = dict(attempt.calls.filter(index__in=wanted).values_list("index", "turn"))
     answered = answered_tries(attempt, turn_of.values())
-    # Each answered try's position in the trace: the turn lines before it, counted with it.
-    ahead = turn_rows(attempt).filter(
-        Q(index__lt=OuterRef("index")) | Q(index=OuterRef("index"), line__lt=OuterRef("line"))
-    )
-    tries = attempt.turns.filter(pk__in=set(answered.values())).annotate(
-        position=Subquery(ahead.order_by().values("attempt").annotate(n=Count("*")).values("n"))
-    )
-    position = dict(tries.values_list("pk", "position"))
-    pages = {
-        index: (position[answered[turn]] or 0) // TURNS_PER_PAGE + 1
-        for index, turn in turn_of.items()
-        if turn in answered
-    }
+    rows = turn_rows(attempt)
+    pages = {}
+    for index, turn in turn_of.items():
+        pk = answered.get(turn)
+        if pk is None:
+            continue
+        line = rows.values_list("line", flat=True).get(pk=pk)
+        position = rows.filter(Q(index__lt=turn) | Q(index=turn, line__lt=line)).count()
+        pages[index] = position // TURNS_PER_PAGE + 1
     return pages, _call_windows(attempt, turn_of, answered)
 
 
