@@ -101,3 +101,39 @@ def test_a_call_deep_in_a_long_turn_is_linked_to_the_part_that_shows_it(client, 
     assert windows == {101: (turn.pk, 100), 150: (turn.pk, 100)}
     part = client.get(f"/attempts/{attempt.pk}/turns/{turn.pk}/items/?start=100").content.decode()
     assert 'id="call-101"' in part and 'id="call-150"' in part
+
+
+def test_a_short_attempt_shows_every_call_and_a_long_turn_stays_bounded_whatever_its_count_says(
+    client, viewer
+):
+    short = attempt_with_one_turn(ITEMS_PER_TURN)
+    html = client.get(f"/attempts/{short.pk}/").content.decode()
+    assert [int(n) for n in CALL_ROW.findall(html)] == list(range(1, ITEMS_PER_TURN + 1))
+    assert not MORE.search(html)
+    # The attempt's call count decides only how its calls are read, never what is shown.
+    long = attempt_with_one_turn(200)
+    Attempt.objects.filter(pk=long.pk).update(call_count=1)
+    html = client.get(f"/attempts/{long.pk}/").content.decode()
+    assert [int(n) for n in CALL_ROW.findall(html)] == list(range(1, ITEMS_PER_TURN + 1))
+    assert "150 more" in html and _follow(client, html) == list(range(1, 201))
+
+
+def test_each_reached_call_is_on_the_trace_page_of_its_answered_try():
+    from records.queries.trace import TURNS_PER_PAGE, call_pages
+
+    # Turns 1 to 30, each with one call; turns 3 and 19 retried: a failed try, then the answer.
+    lines = [line("attempt")]
+    for i in range(1, 31):
+        if i in (3, 19):
+            lines.append(line("turn", index=i, status="server_error"))
+            lines.append(line("turn", index=i, **{"try": 2}))
+        else:
+            lines.append(line("turn", index=i))
+        lines.append(line("call", turn=i, index=i, tool="t", outcome="ok"))
+    lines += [line("verify"), line("session"), line("run")]
+    report = ingest_bytes(("modeleval-tries.jsonl", encode(lines)))
+    assert not report.refused and TURNS_PER_PAGE == 20
+    attempt = Attempt.objects.get(run=report.stored[0]["run"])
+    pages, windows = call_pages(attempt, [1, 3, 17, 18, 19, 30])
+    # Turn 18 is the 19th line after turn 3's retry; turn 19's answer the 21st.
+    assert pages == {1: 1, 3: 1, 17: 1, 18: 1, 19: 2, 30: 2} and windows == {}

@@ -158,16 +158,27 @@ def _call_counts(attempt: Attempt, indices: Iterable[int]) -> dict[int, int]:
     return dict(rows.order_by())
 
 
-def _first_calls(attempt: Attempt, indices: set[int], limit: int) -> dict[int, list[TraceCall]]:
-    """The first `limit` calls of each turn index, in call order: one query, however many calls
-    a turn holds."""
-    ranked = attempt.calls.filter(turn__in=indices).annotate(
-        position=Window(RowNumber(), partition_by=F("turn"), order_by=[F("index"), F("line")])
-    )
+def _first_calls(
+    attempt: Attempt, indices: set[int], limit: int
+) -> tuple[dict[int, list[TraceCall]], dict[int, int]]:
+    """The first `limit` calls of each turn index, in call order, and how many calls each turn
+    holds: one query, however many calls a turn holds. An attempt of at most `limit` calls has
+    no turn to cut short, so its calls are read plainly; a longer one's are ranked and counted
+    in the database, which reads only the ones shown."""
+    calls = attempt.calls.filter(turn__in=indices)
+    if attempt.call_count > limit:
+        by_turn = {"partition_by": F("turn")}
+        calls = calls.annotate(
+            position=Window(RowNumber(), order_by=[F("index"), F("line")], **by_turn),
+            turn_calls=Window(Count("id"), **by_turn),
+        ).filter(position__lte=limit)
     out: dict[int, list[TraceCall]] = defaultdict(list)
-    for c in ranked.filter(position__lte=limit).order_by("turn", "index", "line").iterator(8):
-        out[c.turn].append(trace_call(c))
-    return out
+    counts: dict[int, int] = {}
+    for c in calls.order_by("index", "line").iterator(8):
+        counts[c.turn] = getattr(c, "turn_calls", counts.get(c.turn, 0) + 1)
+        if len(out[c.turn]) < limit:
+            out[c.turn].append(trace_call(c))
+    return out, counts
 
 
 def _turn_items(
@@ -229,8 +240,7 @@ def trace(
     rows = turn_rows(attempt)[start:stop]
     indices = set(rows.values_list("index", flat=True))
     answered = answered_tries(attempt, indices)
-    counts = _call_counts(attempt, indices)
-    calls_by_turn = _first_calls(attempt, indices, items)
+    calls_by_turn, counts = _first_calls(attempt, indices, items)
     out = []
     for t in rows.iterator(chunk_size=4):
         ours = answered.get(t.index) == t.pk
@@ -284,6 +294,8 @@ def call_pages(
 def _call_windows(
     attempt: Attempt, turn_of: dict[int, int], answered: dict[int, int]
 ) -> dict[int, tuple[int, int]]:
+    if attempt.call_count <= ITEMS_PER_TURN:  # no turn is long enough to be cut short
+        return {}
     counts = _call_counts(attempt, turn_of.values())
     out = {}
     for index, turn in turn_of.items():

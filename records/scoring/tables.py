@@ -24,7 +24,7 @@ from records.models import (
     Verdict,
 )
 from records.models import ScoreRow as StoredRow
-from records.scorer.score import OUTCOMES
+from records.scorer.score import COUNTED_APART, OUTCOMES
 from records.scoring.refusals import refusal
 from records.scoring.vocabulary import caption, caption_parts, coverage_caption
 
@@ -245,6 +245,18 @@ class TableRow:
         if self.case_intervals is not None:
             return self.case_intervals.get(column)
         return stats.wilson(*dict(self.columns)[column])
+
+    @property
+    def counted_apart(self) -> list[tuple[str, int | None]]:
+        """Each outcome kept out of the ratios, with its count (the scorer's order)."""
+        f = self.figures
+        return [(outcome, f.get(outcome)) for outcome in COUNTED_APART]
+
+    @property
+    def token_counts(self) -> list[int | None]:
+        """The four token counts, in the order of `TOKENS`."""
+        f = self.figures
+        return [f.get(t) for t in TOKENS]
 
     @property
     def interval_method(self) -> str:

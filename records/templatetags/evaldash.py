@@ -9,12 +9,10 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from records.formats.rows import TOKENS
 from records.queries.compare import parse_row_key
-from records.queries.cost import COST_PARTS, usd
+from records.queries.cost import usd
 from records.queries.trace import shown_json as shown
-from records.scorer.score import COUNTED_APART, DISCOVERY_TOOL
-from records.scoring.vocabulary import COLUMN_TITLES
+from records.scorer.score import DISCOVERY_TOOL
 
 register = template.Library()
 
@@ -79,7 +77,8 @@ def get(mapping: Any, key: str) -> Any:
 
 # --- what the table rows of a run's page need ---------------------------------------------------
 # The rows themselves are templates (`records/runs/_*_rows.html`); these tags give them their
-# links, the one cell whose links are built from the scorer's vocabulary, and the vocabulary.
+# links, a score row's ratio cells, and the one cell whose links are built from the scorer's
+# vocabulary (the rows walk the rest of it from the row: `TableRow.counted_apart`).
 
 
 def _q(value: Any) -> str:
@@ -110,39 +109,46 @@ def history_link(r: Any) -> str:
     return reverse("records:history") + "?" + urlencode(query)
 
 
+# A ratio cell: N / D linked to the attempts behind N, the rate, the interval, and (when N
+# falls short of D) what it lacks linked to the attempts that missed it.
+HITS = (
+    '<td class="num"><a class="hits" href="{drill}yes" title="The attempts behind {shown}">'
+    '{shown}</a> <span class="rate">{rate}</span><span class="ci" title="95% interval ({method})">'
+    "{points}</span>"
+)
+MISSES = '<a class="misses" href="{drill}no" title="The attempts that missed">{missed} missed</a>'
+SCORE_CELL = {False: HITS + "</td>", True: HITS + MISSES + "</td>"}
+
+
 @register.simple_tag
-def score_cell(link: str, name: str, pair: Any, ci: Any, method: str) -> SafeString:
-    """One ratio cell of a score table: N / D linked to the attempts behind N, the rate, the
-    interval, and what N lacks of D linked to the attempts that missed it.
+def score_cells(link: str, r: Any) -> SafeString:
+    """The ratio cells of a score row, one per column, in the columns' order.
 
     Written in Python rather than in the row's template: the score table has a cell per
-    column per row, and as template markup these cells made the run's scores tab (the largest
-    of the run pages in `manage.py bench`) more than 20% slower."""
+    column per row, and as template markup (a cell tag in a loop over the columns) these cells
+    made the run's scores tab (the largest of the run pages in `manage.py bench`) more than 20%
+    slower; a cell tag in a loop still cost it 4%, so a row asks for its cells at once."""
+    method = r.interval_method
+    return format_html_join(
+        "", "{}", ((score_cell(link, *cell, method),) for cell in r.columns_with_intervals)
+    )
+
+
+def score_cell(link: str, name: str, pair: Any, ci: Any, method: str) -> SafeString:
+    """One ratio cell of a score table (`SCORE_CELL`)."""
     n, d = pair
     if not d:
         return format_html('<td class="num">{}</td>', "-")
-    shown = ratio(pair)
     # Percent-encoded (`attempts_link`), so it goes into the attribute as it is.
     drill = mark_safe(f"{link}&column={name}&hit=")  # noqa: S308
-    misses = (
-        format_html(
-            '<a class="misses" href="{}no" title="The attempts that missed">{} missed</a>',
-            drill,
-            intcomma(d - n),
-        )
-        if d - n
-        else ""
-    )
     return format_html(
-        '<td class="num"><a class="hits" href="{}yes" title="The attempts behind {}">{}</a> '
-        '<span class="rate">{}</span><span class="ci" title="95% interval ({})">{}</span>{}</td>',
-        drill,
-        shown,
-        shown,
-        rate(pair),
-        method,
-        ci.points() if ci else "-",
-        misses,
+        SCORE_CELL[n != d],
+        drill=drill,
+        shown=ratio(pair),
+        rate=rate(pair),
+        method=method,
+        points=ci.points() if ci else "-",
+        missed=intcomma(d - n),
     )
 
 
@@ -172,18 +178,6 @@ def overhead_cell(link: str, r: Any) -> SafeString:
         f["steps"],
         *parts,
     )
-
-
-@register.simple_tag
-def row_vocabulary() -> dict[str, Any]:
-    """The names a row template walks: the outcomes counted apart, the token counts, the cost
-    parts and the ratio columns' titles, as the scorer and the score tables spell them."""
-    return {
-        "counted_apart": COUNTED_APART,
-        "tokens": TOKENS,
-        "cost_parts": COST_PARTS,
-        "column_titles": COLUMN_TITLES,
-    }
 
 
 @register.filter
@@ -267,19 +261,30 @@ def sort_header(
 ) -> SafeString:
     """A column header that sorts its table through the address: a click sorts by the column
     (`high_first`: highest first), a second click the other way; the list is swapped in place
-    where htmx is at hand."""
-    request = context["request"]
+    where htmx is at hand.
+
+    A page of several tables gives each the same headers: each is written once a render."""
+    base = context.get("sort_base", context["request"].path)
+    swap = context.get("sort_target", "")
+    written = context.render_context.setdefault(sort_header, {})
+    header = (title, key, numeric, high_first, base, swap)
+    if header not in written:
+        written[header] = _sort_header(context["request"], *header)
+    return written[header]
+
+
+def _sort_header(
+    request: Any, title: str, key: str, numeric: bool, high_first: bool, base: str, swap: str
+) -> SafeString:
     current = request.GET.get("sort", "")
     first, second = (f"-{key}", key) if high_first else (key, f"-{key}")
     target = second if current == first else first
     query = request.GET.copy()
     query["sort"] = target
     query.pop("page", None)
-    base = context.get("sort_base", request.path)
     href = f"{base}?{query.urlencode()}"
     arrow = {key: " ▲", f"-{key}": " ▼"}.get(current, "")
     aria = {key: "ascending", f"-{key}": "descending"}.get(current, "none")
-    swap = context.get("sort_target", "")
     hx = (
         format_html(
             ' hx-get="{}" hx-target="{}" hx-swap="outerHTML" hx-push-url="true"', href, swap

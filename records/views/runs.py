@@ -233,14 +233,16 @@ def run_scores(request: HttpRequest, pk: int, form: SortForm, tab: str = "scores
     context, usable = _run_page(run, tab)
     groups = score_groups(usable) if usable else []
     sort_rows(groups, form.cleaned_data.get("sort") or "")
+    # The keys to score against are read for the form only, which only those who may score see.
+    can_score = request.user.has_perm("records.add_scoring")
     context.update(
         groups=groups,
         sortable_columns=TITLED_COLUMNS,
-        matching_key=run.key(),
-        keys=list(CorpusKey.objects.defer("document")[:50]),
+        matching_key=run.key() if can_score else None,
+        keys=list(CorpusKey.objects.defer("document")[:50]) if can_score else [],
         legend=LEGEND,
         scoring_count=run.scorings.count(),
-        can_score=request.user.has_perm("records.add_scoring"),
+        can_score=can_score,
     )
     return _render_tab(request, context)
 
