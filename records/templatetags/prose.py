@@ -33,14 +33,14 @@ def inline_code(text: Any) -> SafeString:
     )
 
 
-# What an upload's summary lists, by kind, as the pages name each.
-STORED_KINDS = (
-    ("stored", "shard", "shards"),
-    ("keys", "corpus key", "corpus keys"),
-    ("replays", "sealed replay document", "sealed replay documents"),
-    ("suites", "conformance suite", "conformance suites"),
-    ("conformance_runs", "conformance run", "conformance runs"),
-)
+# What an upload's summary lists, by kind, as the pages name one of each (more take an "s").
+STORED_KINDS = {
+    "stored": "shard",
+    "keys": "corpus key",
+    "replays": "sealed replay document",
+    "suites": "conformance suite",
+    "conformance_runs": "conformance run",
+}
 
 
 @register.filter
@@ -50,10 +50,10 @@ def stored_words(summary: Any) -> str:
     if not isinstance(summary, dict):
         return "nothing"
     parts = []
-    for kind, one, many in STORED_KINDS:
+    for kind, one in STORED_KINDS.items():
         n = len(summary.get(kind) or [])
         if n:
-            parts.append(f"{n:,} {one if n == 1 else many}")
+            parts.append(f"{n:,} {one}{'' if n == 1 else 's'}")
     return ", ".join(parts) or "nothing"
 
 
