@@ -37,6 +37,13 @@ def test_what_only_the_database_can_say_is_left_to_it(arguments, text):
     assert call_vector(arguments, None, text) is None
 
 
+def test_a_value_nested_past_any_recursion_limit_is_read_or_left_to_the_database():
+    # A shard may nest arguments as deep as it likes: the walk does not recurse, and what
+    # orjson will not read (past 1,024 levels) is the statement's to index.
+    assert call_vector("[" * 1000 + '"deep"' + "]" * 1000, None, "x") == "'deep' 'x'"
+    assert call_vector("[" * 5000 + "]" * 5000, None, "x") is None
+
+
 def _synth() -> bytes:
     buf = io.BytesIO()
     write_run(

@@ -38,23 +38,26 @@ _ARGUMENTS, _RESULT, _TEXT = (position(CallRow, f) for f in ("arguments", "resul
 
 
 def _values(value: Any, out: list[str]) -> None:
-    """The strings and numbers in a JSON value, as the database prints them."""
-    if isinstance(value, str):
-        out.append(value)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _values(v, out)
-    elif isinstance(value, list):
-        for v in value:
-            _values(v, out)
-    elif isinstance(value, bool) or value is None:
-        return
-    elif isinstance(value, int):
-        out.append(str(value))
-    else:
-        # The float as the parser wrote it into the column, then in `numeric`'s plain notation
-        # (`1e-7` reads 0.0000001 there), which is what `jsonb` prints.
-        out.append(format(Decimal(_encode_float(value).decode()), "f"))
+    """The strings and numbers in a JSON value, as the database prints them (in no particular
+    order: the vector is a set). Walked with a list, not by recursion, so that no depth of
+    nesting a shard may hold stops it."""
+    pending = [value]
+    while pending:
+        v = pending.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            pending.extend(v.values())
+        elif isinstance(v, list):
+            pending.extend(v)
+        elif isinstance(v, bool) or v is None:
+            continue
+        elif isinstance(v, int):
+            out.append(str(v))
+        else:
+            # The float as the parser wrote it into the column, then in `numeric`'s plain
+            # notation (`1e-7` reads 0.0000001 there), which is what `jsonb` prints.
+            out.append(format(Decimal(_encode_float(v).decode()), "f"))
 
 
 def call_vector(arguments: str | None, result: str | None, text: str) -> str | None:
@@ -64,7 +67,10 @@ def call_vector(arguments: str | None, result: str | None, text: str) -> str | N
     out: list[str] = []
     for column in (arguments, result):
         if column is not None:
-            _values(orjson.loads(column), out)
+            try:
+                _values(orjson.loads(column), out)
+            except orjson.JSONDecodeError:
+                return None  # nested deeper than orjson reads: the database reads it
     out.append(text)
     doc = " ".join(out)
     if len(doc) >= WHOLE_BELOW or not doc.isascii() or "\x00" in doc:
