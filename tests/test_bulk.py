@@ -77,7 +77,9 @@ def _through(way: str, settings, monkeypatch) -> list[str]:
     methods actually used are collected in the list returned."""
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12 if way == "in line" else 0
     if way == "forkserver":
-        monkeypatch.setattr(threading, "active_count", lambda: 2)
+        # As if another thread were running (a web server's): workers come from the forkserver.
+        real, other = threading.enumerate, threading.Thread()
+        monkeypatch.setattr(threading, "enumerate", lambda: [*real(), other])
     return _starts(monkeypatch)
 
 
@@ -787,3 +789,25 @@ def test_matrix_products_run_on_one_thread_within_and_as_before_after():
     if threads:
         assert threads[1]() == before
     assert inside == outside
+
+
+def test_a_worker_start_waits_for_background_work_only_where_it_forks(monkeypatch):
+    # A large shard's checkpoint runs in the background; the scoring's workers start meanwhile.
+    release, finished = threading.Event(), threading.Event()
+
+    def checkpoint():
+        release.wait(30)
+        finished.set()
+
+    # Another thread running (the ingest's parser receiver, a server's): from the forkserver,
+    # at once, the checkpoint still under way.
+    beside.in_background(checkpoint)
+    real, other = threading.enumerate, threading.Thread()
+    monkeypatch.setattr(threading, "enumerate", lambda: [*real(), other])
+    assert beside._context("records.parser").get_start_method() == "forkserver"
+    assert not finished.is_set()
+    monkeypatch.undo()
+    # No other thread: it forks, once the checkpoint has ended (no thread in the child).
+    release.set()
+    assert beside._context("records.parser").get_start_method() == "fork"
+    assert finished.is_set()

@@ -66,8 +66,8 @@ def _run(target: Callable[..., None], source: Any, sink: Any, *args: Any) -> Non
 
 
 def in_background(target: Callable[[], None]) -> None:
-    """Run `target` in a thread of its own; the next worker start waits for it first, so that
-    workers still fork from a process with no other thread."""
+    """Run `target` in a thread of its own; a worker forked from this process waits for it
+    first, so that it still forks from a process with no other thread."""
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     _background.append(thread)
@@ -81,10 +81,13 @@ def settle() -> None:
 
 def _context(preload: str) -> Any:
     """A process with no other thread forks (instant, and no lock can be held by a thread
-    that does not exist in the child); a threaded one (a web server) has its workers forked
-    by a clean single-threaded server process instead, started once."""
-    settle()
-    if threading.active_count() == 1:
+    that does not exist in the child); a threaded one (a web server, or an ingest whose parser
+    process is running) has its workers forked by a clean single-threaded server process
+    instead, started once. Only where forking is possible is the work `in_background` waited
+    for (a checkpoint of a large shard can take a second): a server process does not need it."""
+    others = {t for t in threading.enumerate() if t is not threading.current_thread()}
+    if others <= set(_background):
+        settle()
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([preload])
