@@ -13,7 +13,7 @@ from typing import Any
 from records.bulk.processes import pack, pack_object
 from records.bulk.readahead import PipeReader
 from records.formats.shard import ShardError
-from records.formats.shard_rows import messages
+from records.formats.shard_rows import Batch, messages
 from records.search.vectors import call_vectors
 
 # The first byte of a shard's head: its batches carry their calls' index vectors, or not.
@@ -21,8 +21,11 @@ WITH_VECTORS, PLAIN = b"v", b"n"
 
 
 def with_vectors(msg: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A "batch" message with its calls' index vectors after it (`records.search.vectors`)."""
-    return (*msg, call_vectors(msg[2])) if msg[0] == "batch" else msg
+    """A "batch" message with its calls' index vectors (`records.search.vectors`)."""
+    if msg[0] != "batch":
+        return msg
+    batch = Batch(*msg[1:])
+    return ("batch", *batch._replace(vectors=call_vectors(batch.calls)))
 
 
 def parse_worker(source: Any, sink: Any) -> None:

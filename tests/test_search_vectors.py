@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from records.devtools.synth import MODELS, load_demo_key, write_run
-from records.models import Run
+from records.models import Call, Run
 from records.search import engine
 from records.search.vectors import INDEXED_CHARS, call_vector
 from tests.builders import encode, ingest_bytes, line
@@ -91,3 +91,37 @@ def test_the_vectors_written_with_the_calls_are_those_the_index_statement_makes(
         engine.index_run(run.pk)  # every document made by the statement
     assert vectors() == written
     assert len(written) > len(CALLS) + 60
+
+
+def _index() -> tuple[dict[int, str], list[tuple]]:
+    """The index as stored: each document's text, and each call's filtered columns."""
+    key = "id" if connection.vendor == "postgresql" else "rowid"
+    body = "body::text" if connection.vendor == "postgresql" else "body"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {key}, {body} FROM records_searchentry ORDER BY {key}")
+        documents = dict(cursor.fetchall())
+        cursor.execute("SELECT * FROM records_searchcall ORDER BY id")
+        calls = cursor.fetchall()
+    return documents, calls
+
+
+@pytest.mark.parametrize("parsed", ["in line", "in the parser process"])
+@pytest.mark.django_db(transaction=True)
+def test_the_calls_indexed_batch_by_batch_are_indexed_as_a_rebuild_indexes_them(
+    parsed, settings, monkeypatch
+):
+    # Small batches: each shard's calls are indexed in many statements as they are written.
+    monkeypatch.setattr("records.formats.shard_rows.BATCH_LINES", 7)
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 1 if parsed != "in line" else 1 << 40
+    crafted = [
+        line("call", index=i + 1, tool="gitlab_find_action", **call) for i, call in enumerate(CALLS)
+    ]
+    shard = encode([line("attempt"), line("turn"), *crafted, line("session"), line("run")])
+    report = ingest_bytes(("modeleval-batches.jsonl", shard), ("modeleval-synth.jsonl", _synth()))
+    assert report.ok and len(report.stored) == 2
+    documents, calls = _index()
+    assert len(calls) == Call.objects.count() > 60  # every call, in many batches
+    for run in Run.objects.all():
+        engine.forget_run(run.pk)
+        engine.index_run(run.pk)  # every document and call by the run's statements
+    assert _index() == (documents, calls)

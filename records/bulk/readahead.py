@@ -141,7 +141,7 @@ class Feed:
                 self.parser.ended()
                 raise WorkerError(msg[1])
             if kind == "batch":
-                self._took(msg[5])
+                self._took(msg[-1])
             elif kind == "shard":
                 self.read = True
                 self._took(float("inf"))

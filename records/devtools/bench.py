@@ -620,7 +620,7 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
     time the search's queries on the first two runs and on all of them, and size the store."""
     from unittest import mock
 
-    from records.search.index import index_run
+    from records.search import index
 
     report: dict[str, Any] = {
         "database": connection.vendor,
@@ -647,16 +647,23 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
         floor_figs = floor(paths, tmp / "floor.sqlite3")
         stages = {"first two runs": paths[:2], "every run": paths[2:]}
         ingested: list[dict[str, Any]] = []
-        indexing: list[float] = []  # seconds spent writing the index, shard by shard
+        indexing: list[float] = []  # seconds spent writing the index, call by call
 
-        def timed_index(run: Any) -> None:
-            started = time.perf_counter()
-            index_run(run)
-            indexing.append(time.perf_counter() - started)
+        def timed(fn: Callable[..., None]) -> Callable[..., None]:
+            def run(*args: Any, **kwargs: Any) -> None:
+                started = time.perf_counter()
+                fn(*args, **kwargs)
+                indexing.append(time.perf_counter() - started)
+
+            return run
 
         for stage, some in stages.items():
             _quiet()
-            with mock.patch("records.ingest.shards.index_run", timed_index):
+            # The index is written batch by batch (its calls) and at the shard's end.
+            with (
+                mock.patch("records.ingest.shards.index_run", timed(index.index_run)),
+                mock.patch("records.ingest.shards.index_calls", timed(index.index_calls)),
+            ):
                 figs = ingest_paths(some)
             ingested.append(figs)
             stored = list(Run.objects.order_by("pk"))

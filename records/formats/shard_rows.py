@@ -3,9 +3,8 @@
 `messages()` reads a shard with the strict reader, checks the joins, and yields what the ingest
 writes, in this order:
 
-- ("batch", turns, calls, verifies, attempts_seen, bytes_read), every few thousand lines or few
-  MB: child rows whose first value is their attempt's index in the shard (0, 1, ... in file
-  order);
+- ("batch", *`Batch`), every few thousand lines or few MB: child rows whose first value is
+  their attempt's index in the shard (0, 1, ... in file order);
 - ("shard", ShardSummary) once the whole shard is read and its joins hold: the run line, the
   sessions with their call counts, the per-(model, surface, mode) summaries and the warnings;
 - ("attempts", rows), the attempt rows with their totals, effective surface and mode settled;
@@ -24,7 +23,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 import msgspec
 
@@ -54,6 +53,17 @@ _NO_TOTALS = (0, 0, 0, 0, 0, 0, 0, 0.0, None, 0)
 
 
 _encode = msgspec.json.Encoder().encode
+
+
+class Batch(NamedTuple):
+    """What a "batch" message carries after its kind (messages travel as plain lists)."""
+
+    turns: list[list[Any]]
+    calls: list[list[Any]]
+    verifies: list[list[Any]]
+    attempts_seen: int  # attempts read so far: every row names one of these
+    vectors: list[str | None] | None  # the calls' index vectors, where the parser made them
+    bytes_read: int  # of the shard, so far: always the last item
 
 
 def json_text(value: Any) -> str | None:
@@ -221,11 +231,11 @@ class ShardRows:
             table.append(row)
         self.pending += 1
 
-    def take_batch(self) -> tuple[Any, ...]:
-        out = ("batch", self.turns, self.calls, self.verifies, len(self.attempts))
+    def take_batch(self, bytes_read: int) -> tuple[Any, ...]:
+        out = Batch(self.turns, self.calls, self.verifies, len(self.attempts), None, bytes_read)
         self.turns, self.calls, self.verifies = [], [], []
         self.pending = 0
-        return out
+        return ("batch", *out)
 
     def finish(self) -> tuple[ShardSummary, list[list[Any]]]:
         """Check the joins, place the orphans, and settle what needs the whole shard."""
@@ -309,10 +319,10 @@ def messages(stream: IO[bytes], name: str) -> Iterator[tuple[Any, ...]]:
         rows.add(lineno, typ, p)
         done += nbytes
         if rows.pending >= BATCH_LINES or done - last >= BATCH_BYTES:
-            yield (*rows.take_batch(), done)
+            yield rows.take_batch(done)
             last = done
     summary, attempts = rows.finish()
-    yield (*rows.take_batch(), done)
+    yield rows.take_batch(done)
     yield ("shard", summary)
     for i in range(0, len(attempts), BATCH_LINES):
         yield ("attempts", [(k, *row) for k, row in enumerate(attempts[i : i + BATCH_LINES], i)])

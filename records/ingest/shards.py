@@ -30,6 +30,7 @@ from records.formats.rows import (
 )
 from records.formats.shard import ShardError
 from records.formats.shard_rows import (
+    Batch,
     ShardSummary,
     messages,
 )
@@ -51,7 +52,7 @@ from records.models import (
 )
 from records.scoring.run import score_if_unscored
 from records.search.engine import vectors_wanted
-from records.search.index import index_run
+from records.search.index import index_calls, index_run
 from records.search.models import SearchEntry
 from records.search.vectors import call_vectors
 
@@ -85,20 +86,21 @@ class _Writer:
 
     Attempt ids are reserved ahead of the rows that name them (the parser numbers attempts in
     file order), so turn, call and verify rows carry their attempt's id when they are written.
+    Call ids are reserved too, so each batch's calls are indexed as soon as they are written
+    (`records.search.index.index_calls`), while the parser process reads the next batch.
 
-    Where the database would cut the calls' words slowly (`engine.vectors_wanted`), the calls'
-    ids are reserved too, and each call's index document goes in with it, made by the parser
-    (`records.search.vectors`); `calls_left` lists the calls whose document is left to the
-    index statement.
+    Where the database would cut the calls' words slowly (`engine.vectors_wanted`), each call's
+    index document goes in with it, made by the parser (`records.search.vectors`);
+    `calls_left` lists the calls whose document is left to the index statement.
     """
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
         self.turns = Table(Turn, TURN_COLUMNS)
         self.vectors = vectors_wanted()
-        self.calls = Table(Call, [*CALL_COLUMNS, "id"] if self.vectors else CALL_COLUMNS)
+        self.calls = Table(Call, [*CALL_COLUMNS, "id"])
         self.entries = Table(SearchEntry, ["id", "body"], binary=False)
-        self.calls_left: list[int] | None = [] if self.vectors else None
+        self.calls_left: list[int] = []
         self.call_ids_above = 0
         self.verifies = Table(Verify, VERIFY_COLUMNS)
         self.attempts = Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
@@ -124,38 +126,35 @@ class _Writer:
             above = self.ids[-1] if self.ids else 0
             self.ids += reserve_ids(Attempt, max(n - len(self.ids), 1000), above=above)
 
-    def children(
-        self,
-        turns: list[list],
-        calls: list[list],
-        verifies: list[list],
-        seen: int,
-        vectors: list[str | None] | None = None,
-    ) -> None:
-        self._reserve(seen)
+    def children(self, batch: Batch) -> None:
+        self._reserve(batch.attempts_seen)
         ids = self.ids
+        calls = batch.calls
+        call_ids = reserve_ids(Call, len(calls), above=self.call_ids_above) if calls else []
+        for r, call_id in zip(calls, call_ids, strict=True):
+            r.append(call_id)
+        if call_ids:
+            self.call_ids_above = call_ids[-1]
         if self.vectors and calls:
-            self._documents(calls, call_vectors(calls) if vectors is None else vectors)
+            vectors = call_vectors(calls) if batch.vectors is None else batch.vectors
+            self._documents(call_ids, vectors)
         with connection.cursor() as cursor:
             for table, rows in (
-                (self.turns, turns),
+                (self.turns, batch.turns),
                 (self.calls, calls),
-                (self.verifies, verifies),
+                (self.verifies, batch.verifies),
             ):
                 for r in rows:  # msgpack gives lists: each takes its attempt's id in place
                     r[0] = ids[r[0]]
                 table.rows = rows
                 table.flush(cursor)
             self.entries.flush(cursor)
+        index_calls(call_ids, documents=not self.vectors)
 
-    def _documents(self, calls: list[list], vectors: list[str | None]) -> None:
-        """Each call its id (last), and its index document, or its place in `calls_left`."""
-        call_ids = reserve_ids(Call, len(calls), above=self.call_ids_above)
-        self.call_ids_above = call_ids[-1]
+    def _documents(self, call_ids: list[int], vectors: list[str | None]) -> None:
+        """Each call's index document, or its place in `calls_left`."""
         left, entries = self.calls_left, self.entries.rows
-        assert left is not None
-        for r, call_id, vector in zip(calls, call_ids, vectors, strict=True):
-            r.append(call_id)
+        for call_id, vector in zip(call_ids, vectors, strict=True):
             if vector is None:
                 left.append(call_id)
             else:
@@ -353,10 +352,11 @@ def ingest_shard(
             for msg in feed.messages() if feed else messages(stream, name):
                 kind = msg[0]
                 if kind == "batch":
-                    writer.children(*msg[1:5], *msg[6:7])
-                    if progress and msg[5] >= next_report:
-                        progress(name, msg[5], size)
-                        next_report = msg[5] + CHUNK * 8
+                    batch = Batch(*msg[1:])
+                    writer.children(batch)
+                    if progress and batch.bytes_read >= next_report:
+                        progress(name, batch.bytes_read, size)
+                        next_report = batch.bytes_read + CHUNK * 8
                 elif kind == "shard":
                     read_on()
                     summary = msg[1]

@@ -58,7 +58,7 @@ _SQLITE = {
         + " || ' ' || "
         + _SQLITE_JSON_VALUES.format(col="c.result")
         + f" || ' ' || c.text, 1, {INDEXED_CHARS})"
-        " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
+        " FROM records_call c"
     ),
 }
 
@@ -101,24 +101,25 @@ _PG = {
         )
         + " FROM records_attempt a WHERE a.run_id = %s"
     ),
-    CALL: _PG_CALL_DOCUMENTS
-    + " FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s",
+    CALL: _PG_CALL_DOCUMENTS + " FROM records_call c",
 }
 
 
-# The documents of the calls named, by id: those the writer left to the database.
-_PG_CALLS_AMONG = _PG_CALL_DOCUMENTS + " FROM records_call c WHERE c.id = ANY(%s)"
-
-
-# Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both.
+# Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both. This
+# and the calls' documents above are completed by which calls: a run's (`_OF_RUN`) or those just
+# written (`_JUST_WRITTEN`).
 _CALLS = (
     "INSERT INTO records_searchcall (id, attempt_id, tool, requested_action, dispatched_action,"
     " outcome, outcome_kind, observed, truncated) SELECT c.id, c.attempt_id, c.tool,"
     " c.requested_action, c.dispatched_action, c.outcome, CASE WHEN c.outcome LIKE 'refused:%%'"
     " THEN 'refused' ELSE c.outcome END, c.dispatch_observed, c.result_truncated OR"
-    " c.text_truncated FROM records_call c JOIN records_attempt a ON a.id = c.attempt_id"
-    " WHERE a.run_id = %s"
+    " c.text_truncated FROM records_call c"
 )
+_OF_RUN = " JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
+
+# Calls just written, by id. SQLite's writer holds the write lock, so the ids it reserved are
+# one range and no other transaction's; PostgreSQL's sequence may interleave two writers.
+_JUST_WRITTEN = {"sqlite": " WHERE c.id BETWEEN %s AND %s", "postgresql": " WHERE c.id = ANY(%s)"}
 
 
 def outcome_kind(outcome: str) -> str:
@@ -132,18 +133,37 @@ def _key() -> str:
 
 
 def index_run(run_pk: int, calls_left: list[int] | None = None) -> None:
-    """Add a stored run's attempts and calls to the index (in the caller's transaction).
-
-    `calls_left`, on PostgreSQL: the writer has already written the documents of the run's
-    calls but these (`records.search.vectors`), which the statement makes here."""
+    """Add a stored run to the index (in the caller's transaction): its attempts' documents,
+    and either all of its calls (`calls_left` None: a rebuild) or, after a writer that
+    indexed its calls as it wrote them (`index_calls`), the documents of `calls_left`, the
+    calls whose vectors it left to PostgreSQL (`records.search.vectors`)."""
     statements = _PG if connection.vendor == "postgresql" else _SQLITE
     with connection.cursor() as cursor:
         cursor.execute(statements[ATTEMPT], [run_pk])
         if calls_left is None:
-            cursor.execute(statements[CALL], [run_pk])
+            cursor.execute(statements[CALL] + _OF_RUN, [run_pk])
+            cursor.execute(_CALLS + _OF_RUN, [run_pk])
         elif calls_left:
-            cursor.execute(_PG_CALLS_AMONG, [calls_left])
-        cursor.execute(_CALLS, [run_pk])
+            cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [calls_left])
+
+
+def index_calls(call_ids: list[int], *, documents: bool) -> None:
+    """Index calls the caller's transaction has just written, `call_ids` in ascending order:
+    their filtered columns, and their documents unless the writer made them itself (`documents`
+    False: `vectors_wanted`). The writer calls this batch by batch, while the parser process
+    reads on, so a shard's calls are searchable at its commit at no cost of their own."""
+    if not call_ids:
+        return
+    vendor = connection.vendor
+    which = _JUST_WRITTEN[vendor]
+    params = [call_ids[0], call_ids[-1]] if vendor == "sqlite" else [call_ids]
+    if vendor == "sqlite":
+        assert call_ids[-1] - call_ids[0] + 1 == len(call_ids), "one range of ids"
+    with connection.cursor() as cursor:
+        if documents:
+            statements = _PG if vendor == "postgresql" else _SQLITE
+            cursor.execute(statements[CALL] + which, params)
+        cursor.execute(_CALLS + which, params)
 
 
 def vectors_wanted() -> bool:

@@ -19,6 +19,11 @@ def index_run(run: Run | int, calls_left: list[int] | None = None) -> None:
     engine.index_run(run if isinstance(run, int) else run.pk, calls_left)
 
 
+def index_calls(call_ids: list[int], *, documents: bool) -> None:
+    """Index calls just written, in the caller's transaction, as `engine.index_calls` does."""
+    engine.index_calls(call_ids, documents=documents)
+
+
 @receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")
 def forget_run(sender: Any, instance: Run, **kwargs: Any) -> None:
     """A run's documents go with it, however it is deleted: its rows still exist here."""
