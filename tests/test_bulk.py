@@ -268,6 +268,52 @@ def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, 
     assert _verdicts() == inline
 
 
+@pytest.mark.parametrize("way", ["fork", "forkserver"])
+@pytest.mark.django_db(transaction=True)
+def test_scorer_processes_that_read_their_own_rows_get_the_verdicts_of_scoring_in_line(
+    way, settings, monkeypatch
+):
+    # Committed rows: each scorer process reads its chunks on a connection of its own.
+    from records.models import Run, Scoring
+    from records.scoring import run as scores
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    inline = _verdicts()
+    assert inline[0]
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    used = _through(way, settings, monkeypatch)
+    reads = []
+    real = scores._read_here
+    monkeypatch.setattr(scores, "_read_here", lambda spec: reads.append(spec) or real(spec))
+    assert scores.reader() is not None
+    Scoring.objects.all().delete()
+    scoring = scores.score_run(run, key)
+    assert used == [way] and not scoring.error and reads == []  # none read here
+    assert _verdicts() == inline
+
+
+def test_inside_a_transaction_the_rows_are_read_here_and_sent_to_the_scorers(settings, monkeypatch):
+    # The rows may not be committed (the caller's own transaction): no other connection
+    # could see them, so this process reads them.
+    from records.models import Run, Scoring
+    from records.scoring import run as scores
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    inline = _verdicts()
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    reads = []
+    real = scores._read_here
+    monkeypatch.setattr(scores, "_read_here", lambda spec: reads.append(spec) or real(spec))
+    assert scores.reader() is None
+    Scoring.objects.all().delete()
+    scoring = scores.score_run(run, key)
+    assert not scoring.error and reads and _verdicts() == inline
+
+
 def test_each_verdict_carries_its_attempts_session_tries_and_tokens():
     from records.models import Verdict
 
@@ -296,7 +342,7 @@ def test_every_verdict_row_the_scorer_builds_is_the_declared_layout_of_the_table
 
     assert _ingest("modeleval-s.jsonl", _synth()).stored
     doc, built = load_demo_key(), []
-    for chunk in scores._chunks(Run.objects.get(), doc):
+    for chunk in scores.chunks(Run.objects.get(), doc):
         built += score_chunk(doc, False, chunk)[0]
     assert len(built) > 40
     for row in built:
@@ -307,8 +353,6 @@ def test_every_verdict_row_the_scorer_builds_is_the_declared_layout_of_the_table
 def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_between():
     """Chunks are read by id range; attempts of another run inside the range (ids taken by
     two ingests at once) must not lend their calls or facts."""
-    import functools
-
     from records.models import Run
     from records.scorer.score import CALL_COLUMNS
     from records.scoring import run as scores
@@ -325,9 +369,7 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
         want_calls = sorted(Call.objects.filter(attempt__in=ids).values_list("attempt_id", "line"))
         want_facts = sorted(mine.filter(facts__isnull=False).values_list("pk", flat=True))
         seen, calls, facts = [], [], []
-        for attempts, chunk_facts, chunk_calls in functools.partial(scores._chunks, chunk=7)(
-            run, load_demo_key()
-        ):
+        for attempts, chunk_facts, chunk_calls in scores.chunks(run, load_demo_key(), chunk=7):
             seen += [a[0] for a in attempts]
             calls += [(c[0], c[1 + CALL_COLUMNS.index("line")]) for c in chunk_calls]
             facts += [f[0] for f in chunk_facts]
@@ -437,7 +479,7 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
     inline = Scoring.objects.get().error
     assert "names case 'ZZ-801'" in inline
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
-    monkeypatch.setattr(scores, "_chunks", functools.partial(scores._chunks, chunk=1))
+    monkeypatch.setattr(scores, "_chunk_reads", functools.partial(scores._chunk_reads, chunk=1))
     started = []
     real = beside.Beside.several
 

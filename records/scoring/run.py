@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
+from psycopg.conninfo import make_conninfo
 
 from records.bulk import processes
 from records.bulk.tables import Table, analyze_if_large, gc_paused
@@ -40,7 +41,7 @@ from records.scorer.score import (
 from records.scoring.ranking import store_row_statistics
 from records.scoring.refusals import provenance_refusal
 from records.scoring.tables import store_rows
-from records.scoring.worker import score_worker
+from records.scoring.worker import LIBPQ_OPTIONS, ChunkRead, Reader, read_chunk, score_worker
 
 
 def store_key(
@@ -171,16 +172,16 @@ def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement]
     return placed, refused
 
 
-def _chunks(
+def _chunk_reads(
     run: Run,
     doc: KeyDocument,
     placed: dict[tuple[str, str, int | None], _Placement] | None = None,
     chunk: int = 300,
-) -> Iterator[Chunk]:
-    """The run's attempts and what the scorer reads of them, a chunk at a time (bounded
-    memory), as plain rows (`records.scorer.batch`): plain SQL, JSON left as text. Chunks
-    are small enough to wait whole in the pipe to a scorer process, so reading the next one
-    overlaps scoring this one.
+) -> Iterator[ChunkRead]:
+    """The run's attempts a chunk at a time (bounded memory), each with the two statements
+    that read what the scorer needs of them (`records.scoring.worker.read_chunk`): plain SQL,
+    JSON left as text. The statements run here or in a scorer process on a connection of its
+    own, so reading the next chunk overlaps scoring this one.
 
     A call's result, the bulk of a run, is read only for attempts whose case binds an argument
     to an earlier step's result (a `produced` truth): no other rule looks at it."""
@@ -214,62 +215,107 @@ def _chunks(
             )
         # The chunk's attempts are a range of ids (in id order), read by range; where another
         # run's attempts lie between them (ids taken by two ingests at once), their rows are
-        # dropped here.
+        # dropped (`mine`).
         lo, hi = attempts[0][0], attempts[-1][0]
-        mine = None if hi - lo + 1 == len(attempts) else {a[0] for a in attempts}
+        mine = None if hi - lo + 1 == len(attempts) else [a[0] for a in attempts]
         reading = [a[0] for a in attempts if a[2] in producing]
         if reading:
             reading_among, reading = _among(reading)
             result = f"CASE WHEN attempt_id {reading_among} THEN CAST(result AS TEXT) END"
         else:
             result = "NULL"
-        with connection.cursor() as cur:
-            cur.execute(
-                f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id >= %s AND id <= %s "
-                f"AND run_id = %s AND facts IS NOT NULL",
-                [lo, hi, run.pk],
-            )
-            facts = cur.fetchall()
-            # The text is read only for the meta decline test (C.2): skip it elsewhere.
-            read = {
-                "arguments": "CAST(arguments AS TEXT)",
-                "result": result,
-                "text": "CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END",
-            }
-            columns = ", ".join(read.get(name, qn(name)) for name in CALL_COLUMNS)
-            cur.execute(
-                f"SELECT attempt_id, {columns} FROM {c_t} "
-                f"WHERE attempt_id >= %s AND attempt_id <= %s "
-                f"ORDER BY attempt_id, {qn('index')}, line",
-                [*reading, lo, hi],
-            )
-            calls = cur.fetchall()
-        if mine is not None:
-            calls = [r for r in calls if r[0] in mine]
-        yield attempts, facts, calls
+        facts = (
+            f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id >= %s AND id <= %s "
+            f"AND run_id = %s AND facts IS NOT NULL",
+            [lo, hi, run.pk],
+        )
+        # The text is read only for the meta decline test (C.2): skip it elsewhere.
+        read = {
+            "arguments": "CAST(arguments AS TEXT)",
+            "result": result,
+            "text": "CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END",
+        }
+        columns = ", ".join(read.get(name, qn(name)) for name in CALL_COLUMNS)
+        calls = (
+            f"SELECT attempt_id, {columns} FROM {c_t} "
+            f"WHERE attempt_id >= %s AND attempt_id <= %s "
+            f"ORDER BY attempt_id, {qn('index')}, line",
+            [*reading, lo, hi],
+        )
+        yield ChunkRead(attempts, facts, calls, mine)
+
+
+def _read_here(spec: ChunkRead) -> Chunk:
+    """A chunk read on this process's connection."""
+    with connection.cursor() as cur:
+
+        def fetch(sql: str, params: list[Any]) -> list[tuple]:
+            cur.execute(sql, params)
+            return cur.fetchall()
+
+        return read_chunk(fetch, spec)
+
+
+def chunks(run: Run, doc: KeyDocument, placed: Any = None, chunk: int = 300) -> Iterator[Chunk]:
+    """The run's chunks to score (`records.scorer.batch`), read here."""
+    for spec in _chunk_reads(run, doc, placed, chunk):
+        yield _read_here(spec)
+
+
+def reader() -> Reader | None:
+    """How a scorer process reaches the stored rows on a connection of its own, or None where it
+    cannot see them: rows of a transaction not yet committed (the caller's own), or a database
+    it cannot open apart (an in-memory one)."""
+    if connection.in_atomic_block:
+        return None
+    params = connection.settings_dict
+    name = str(params.get("NAME") or "")
+    if connection.vendor == "sqlite":
+        if name in ("", ":memory:") or name.startswith("file:"):
+            return None
+        return Reader("sqlite", name, float(params.get("OPTIONS", {}).get("timeout", 5)))
+    conninfo = make_conninfo(
+        "",
+        **{
+            k: v
+            for k, v in {
+                "dbname": name,
+                "user": params.get("USER"),
+                "password": params.get("PASSWORD"),
+                "host": params.get("HOST"),
+                "port": params.get("PORT"),
+                **{k: v for k, v in params.get("OPTIONS", {}).items() if k in LIBPQ_OPTIONS},
+            }.items()
+            if v not in (None, "")
+        },
+    )
+    return Reader("postgresql", conninfo, 0.0)
 
 
 SCORER_PROCESSES = 2
 
 
 def _verdicts(
-    run: Run, doc: KeyDocument, stale: bool
+    run: Run, doc: KeyDocument, stale: bool, reach: Reader | None
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
-    while this one reads the next chunks and writes the verdicts (`records.bulk.processes`). Scoring
-    takes more time than reading and writing, so two scorers keep this process busy; chunks
-    go to them in turn and their answers are taken in the same order, so the verdicts, and the
-    first error, are those of scoring in line."""
+    while this one writes the verdicts (`records.bulk.processes`). Each scorer reads its
+    chunks' rows itself where it can reach them (`reach`, from `reader()`), so this process
+    only sends which rows and writes what comes back; else they are read here and sent. Chunks
+    go to the scorers in turn and their answers are taken in the same order, so the verdicts,
+    and the first error, are those of scoring in line."""
     placed, refused = _placements(run)
     if (
         run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
         or not processes.available()
     ):
-        for chunk in _chunks(run, doc, placed):
+        for chunk in chunks(run, doc, placed):
             yield score_chunk(doc, stale, chunk, refused)
         return
     what = f"the scoring of run {run.pk}"
-    scorers = processes.Beside.several(SCORER_PROCESSES, score_worker, (doc, stale, refused), what)
+    scorers = processes.Beside.several(
+        SCORER_PROCESSES, score_worker, (doc, stale, refused, reach), what
+    )
     n = len(scorers)
     sent = received = 0
     finished = False
@@ -280,8 +326,9 @@ def _verdicts(
         return msg[1], msg[2], msg[3], msg[4]
 
     try:
-        for chunk in _chunks(run, doc, placed):
-            if not scorers[sent % n].send(processes.pack(chunk)):
+        for spec in _chunk_reads(run, doc, placed):
+            msg = ("read", spec) if reach else ("rows", _read_here(spec))
+            if not scorers[sent % n].send(processes.pack(msg)):
                 # A scorer is gone: the answers up to what it said last (an error, or
                 # nothing) end this.
                 while True:
@@ -330,6 +377,7 @@ def _score(
     stale = key.digest != run.corpus_digest or not key.verified
 
     table = Table(Verdict, _VERDICT_COLUMNS)
+    reach = reader()  # before this transaction: whether the run's rows are committed
     with gc_paused(), transaction.atomic():
         list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
         if unless_scored and Scoring.objects.filter(run=run).exists():
@@ -341,7 +389,7 @@ def _score(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
             )
             try:
-                for rows, retired, unknown, refused in _verdicts(run, doc, stale):
+                for rows, retired, unknown, refused in _verdicts(run, doc, stale, reach):
                     skipped_retired += retired
                     skipped_unknown += unknown
                     skipped_refused += refused
