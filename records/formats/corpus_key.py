@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import orjson
@@ -91,7 +92,7 @@ class Catalog:
     actions: dict[str, CatalogEntry] = field(default_factory=dict)
     standalone: dict[str, CatalogEntry] = field(default_factory=dict)
 
-    @property
+    @cached_property  # a key's catalog is read once and never changes; the scorer asks per attempt
     def meta_tools(self) -> frozenset[str]:
         return frozenset(a.meta_tool for a in self.actions.values() if a.meta_tool)
 

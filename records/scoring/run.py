@@ -125,8 +125,11 @@ def _among(ids: list[int]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join(['%s'] * len(ids))})", ids
 
 
-def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement], set[str]]:
-    """Where each (model, surface, session) of the run's attempts goes (C.9), and the row keys
+def _placements(
+    run: Run, rows: list[tuple]
+) -> tuple[dict[tuple[str, str, int | None], _Placement], set[str]]:
+    """Where each (model, surface, session) of the run's attempts (`rows`, as `_attempt_rows`
+    reads them) goes (C.9), and the row keys
     upstream refuses before scoring them (E.3 rules 1-4, those a run alone decides).
 
     Attempts with a session are keyed by it. A sessionless attempt (a skip, an early harness
@@ -136,12 +139,7 @@ def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement]
     is scored in the default mode at the run's tier, as upstream reads an attempt with no
     session."""
     sessions = {s.pk: s for s in run.sessions.all()}
-    triples = list(
-        Attempt.objects.filter(run=run)
-        .values_list("model", "effective_surface", "session_id")
-        .distinct()
-        .order_by()
-    )
+    triples = sorted({row[3:6] for row in rows}, key=lambda t: (t[0], t[1], t[2] or 0))
     placed: dict[tuple[str, str, int | None], _Placement] = {}
     rows_of: dict[tuple[str, str], set[str]] = defaultdict(set)
     row_of: dict[str, tuple[str, int | None]] = {}  # row key: its model and session
@@ -172,37 +170,41 @@ def _placements(run: Run) -> tuple[dict[tuple[str, str, int | None], _Placement]
     return placed, refused
 
 
+def _attempt_rows(run: Run) -> list[tuple]:
+    """The run's attempts, in id order, as the scoring reads them: id, key, case, model,
+    surface, session, then what the scorer reads of the turns and checks, and the tries and
+    tokens each verdict copies (with the session)."""
+    qn = connection.ops.quote_name
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
+            f"ended_by, reason, last_turn_has_tool_call, failed_checks, try_count, "
+            f"input_tokens, output_tokens, cache_created_tokens, cache_read_tokens "
+            f"FROM {qn(Attempt._meta.db_table)} WHERE run_id = %s ORDER BY id",
+            [run.pk],
+        )
+        return cur.fetchall()
+
+
 def _chunk_reads(
     run: Run,
     doc: KeyDocument,
-    placed: dict[tuple[str, str, int | None], _Placement] | None = None,
+    rows: list[tuple],
+    placed: dict[tuple[str, str, int | None], _Placement],
     chunk: int = 300,
 ) -> Iterator[ChunkRead]:
-    """The run's attempts a chunk at a time (bounded memory), each with the two statements
-    that read what the scorer needs of them (`records.scoring.worker.read_chunk`): plain SQL,
-    JSON left as text. The statements run here or in a scorer process on a connection of its
-    own, so reading the next chunk overlaps scoring this one.
+    """The run's attempts (`rows`) a chunk at a time, each with the two statements that read
+    what the scorer needs of them (`records.scoring.worker.read_chunk`): plain SQL, JSON left
+    as text. The statements run here or in a scorer process on a connection of its own, so
+    reading the next chunk overlaps scoring this one.
 
     A call's result, the bulk of a run, is read only for attempts whose case binds an argument
     to an earlier step's result (a `produced` truth): no other rule looks at it."""
     producing = {
         c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
     }
-    if placed is None:
-        placed = _placements(run)[0]
     qn = connection.ops.quote_name
     a_t, c_t = (qn(m._meta.db_table) for m in (Attempt, Call))
-    with connection.cursor() as cur:
-        cur.execute(
-            f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
-            # then what the scorer reads of the turns and checks, and the tries and tokens each
-            # verdict copies (with the session)
-            f"ended_by, reason, last_turn_has_tool_call, failed_checks, try_count, "
-            f"input_tokens, output_tokens, cache_created_tokens, cache_read_tokens "
-            f"FROM {a_t} WHERE run_id = %s ORDER BY id",
-            [run.pk],
-        )
-        rows = cur.fetchall()
     for start in range(0, len(rows), chunk):
         attempts = []
         for row in rows[start : start + chunk]:
@@ -256,9 +258,10 @@ def _read_here(spec: ChunkRead) -> Chunk:
         return read_chunk(fetch, spec)
 
 
-def chunks(run: Run, doc: KeyDocument, placed: Any = None, chunk: int = 300) -> Iterator[Chunk]:
+def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
     """The run's chunks to score (`records.scorer.batch`), read here."""
-    for spec in _chunk_reads(run, doc, placed, chunk):
+    rows = _attempt_rows(run)
+    for spec in _chunk_reads(run, doc, rows, _placements(run, rows)[0], chunk):
         yield _read_here(spec)
 
 
@@ -304,13 +307,14 @@ def _verdicts(
     only sends which rows and writes what comes back; else they are read here and sent. Chunks
     go to the scorers in turn and their answers are taken in the same order, so the verdicts,
     and the first error, are those of scoring in line."""
-    placed, refused = _placements(run)
+    rows = _attempt_rows(run)
+    placed, refused = _placements(run, rows)
     if (
         run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
         or not processes.available()
     ):
-        for chunk in chunks(run, doc, placed):
-            yield score_chunk(doc, stale, chunk, refused)
+        for spec in _chunk_reads(run, doc, rows, placed):
+            yield score_chunk(doc, stale, _read_here(spec), refused)
         return
     what = f"the scoring of run {run.pk}"
     scorers = processes.Beside.several(
@@ -326,7 +330,7 @@ def _verdicts(
         return msg[1], msg[2], msg[3], msg[4]
 
     try:
-        for spec in _chunk_reads(run, doc, placed):
+        for spec in _chunk_reads(run, doc, rows, placed):
             msg = ("read", spec) if reach else ("rows", _read_here(spec))
             if not scorers[sent % n].send(processes.pack(msg)):
                 # A scorer is gone: the answers up to what it said last (an error, or
