@@ -13,10 +13,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from records import ingest as ing
 from records.bulk import processes as beside
 from records.bulk import readahead, tables
+from records.bulk.apart import reader
 from records.devtools.synth import MODELS, load_demo_key, write_run
 from records.ingest import bytes_input, ingest, pipeline
 from records.ingest import shards as ingest_shards
@@ -287,7 +289,7 @@ def test_scorer_processes_that_read_their_own_rows_get_the_verdicts_of_scoring_i
     reads = []
     real = scores._read_here
     monkeypatch.setattr(scores, "_read_here", lambda spec: reads.append(spec) or real(spec))
-    assert scores.reader() is not None
+    assert reader(connection) is not None
     Scoring.objects.all().delete()
     scoring = scores.score_run(run, key)
     assert used == [way] and not scoring.error and reads == []  # none read here
@@ -308,7 +310,7 @@ def test_inside_a_transaction_the_rows_are_read_here_and_sent_to_the_scorers(set
     reads = []
     real = scores._read_here
     monkeypatch.setattr(scores, "_read_here", lambda spec: reads.append(spec) or real(spec))
-    assert scores.reader() is None
+    assert reader(connection) is None
     Scoring.objects.all().delete()
     scoring = scores.score_run(run, key)
     assert not scoring.error and reads and _verdicts() == inline

@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
-from psycopg.conninfo import make_conninfo
 
 from records.bulk import processes
+from records.bulk.apart import Reader, reader
 from records.bulk.tables import Table, analyze_if_large, gc_paused
 from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
 from records.formats.rows import VERDICT_FIELDS
@@ -41,7 +41,7 @@ from records.scorer.score import (
 from records.scoring.ranking import store_row_statistics
 from records.scoring.refusals import provenance_refusal
 from records.scoring.tables import store_rows
-from records.scoring.worker import LIBPQ_OPTIONS, ChunkRead, Reader, read_chunk, score_worker
+from records.scoring.worker import ChunkRead, read_chunk, score_worker
 
 
 def store_key(
@@ -129,8 +129,8 @@ def _placements(
     run: Run, rows: list[tuple]
 ) -> tuple[dict[tuple[str, str, int | None], _Placement], set[str]]:
     """Where each (model, surface, session) of the run's attempts (`rows`, as `_attempt_rows`
-    reads them) goes (C.9), and the row keys
-    upstream refuses before scoring them (E.3 rules 1-4, those a run alone decides).
+    reads them) goes (C.9), and the row keys upstream refuses before scoring them (E.3 rules
+    1-4, those a run alone decides).
 
     Attempts with a session are keyed by it. A sessionless attempt (a skip, an early harness
     error) joins the one row of the shard with its model and surface: the candidates are rows,
@@ -265,36 +265,6 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
         yield _read_here(spec)
 
 
-def reader() -> Reader | None:
-    """How a scorer process reaches the stored rows on a connection of its own, or None where it
-    cannot see them: rows of a transaction not yet committed (the caller's own), or a database
-    it cannot open apart (an in-memory one)."""
-    if connection.in_atomic_block:
-        return None
-    params = connection.settings_dict
-    name = str(params.get("NAME") or "")
-    if connection.vendor == "sqlite":
-        if name in ("", ":memory:") or name.startswith("file:"):
-            return None
-        return Reader("sqlite", name, float(params.get("OPTIONS", {}).get("timeout", 5)))
-    conninfo = make_conninfo(
-        "",
-        **{
-            k: v
-            for k, v in {
-                "dbname": name,
-                "user": params.get("USER"),
-                "password": params.get("PASSWORD"),
-                "host": params.get("HOST"),
-                "port": params.get("PORT"),
-                **{k: v for k, v in params.get("OPTIONS", {}).items() if k in LIBPQ_OPTIONS},
-            }.items()
-            if v not in (None, "")
-        },
-    )
-    return Reader("postgresql", conninfo, 0.0)
-
-
 SCORER_PROCESSES = 2
 
 
@@ -303,7 +273,7 @@ def _verdicts(
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one writes the verdicts (`records.bulk.processes`). Each scorer reads its
-    chunks' rows itself where it can reach them (`reach`, from `reader()`), so this process
+    chunks' rows itself where it can reach them (`reach`, `records.bulk.apart`), so this process
     only sends which rows and writes what comes back; else they are read here and sent. Chunks
     go to the scorers in turn and their answers are taken in the same order, so the verdicts,
     and the first error, are those of scoring in line."""
@@ -381,7 +351,7 @@ def _score(
     stale = key.digest != run.corpus_digest or not key.verified
 
     table = Table(Verdict, _VERDICT_COLUMNS)
-    reach = reader()  # before this transaction: whether the run's rows are committed
+    reach = reader(connection)  # before this transaction: whether the run's rows are committed
     with gc_paused(), transaction.atomic():
         list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
         if unless_scored and Scoring.objects.filter(run=run).exists():
