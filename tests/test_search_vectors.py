@@ -5,15 +5,17 @@ for is left to that statement."""
 from __future__ import annotations
 
 import io
+import json
 from datetime import datetime
 
 import pytest
 from django.db import connection
 
 from records.devtools.synth import MODELS, load_demo_key, write_run
+from records.formats.rows import TurnRow, VerifyRow
 from records.models import Call, Run
 from records.search import engine
-from records.search.vectors import INDEXED_CHARS, call_vector
+from records.search.vectors import INDEXED_CHARS, AttemptTexts, call_vector
 from tests.builders import encode, ingest_bytes, line
 
 
@@ -67,16 +69,40 @@ CALLS = [
 ]
 
 
+def _text(text: str) -> list[dict[str, str]]:
+    return [{"kind": "text", "text": text}]
+
+
+# Attempts whose documents the writer makes from their rows, or leaves to the statement: text
+# in several turns and checks, a letter outside ASCII, no turn at all, a head past the cut.
+ATTEMPTS = [
+    line("attempt", id="a2", stimulus="Open ISSUE-7", reason="max_turns"),
+    line("turn", attempt="a2", index=1, blocks=_text("Looking up issue.create")),
+    line("turn", attempt="a2", index=2, blocks=[*_text("then"), {"kind": "text", "text": ""}]),
+    line("verify", attempt="a2", name="one", passed=False, detail="label missing: bug"),
+    line("verify", attempt="a2", name="two", passed=True, detail="ok 200"),
+    line("attempt", id="a3", stimulus="Crée le ticket"),
+    line("turn", attempt="a3", index=1, blocks=_text("voilà")),
+    line("attempt", id="a4", stimulus="no turns here"),
+    line("attempt", id="a5", stimulus="long"),
+    line("turn", attempt="a5", index=1, blocks=_text("word " * (INDEXED_CHARS // 5))),
+]
+
+
 @pytest.mark.parametrize("parsed", ["in line", "in the parser process"])
 @pytest.mark.django_db(transaction=True)
-def test_the_vectors_written_with_the_calls_are_those_the_index_statement_makes(parsed, settings):
+def test_the_vectors_written_with_the_calls_and_attempts_are_those_the_index_statement_makes(
+    parsed, settings
+):
     if connection.vendor != "postgresql":
         pytest.skip("the writer makes the calls' documents on PostgreSQL only")
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 1 if parsed != "in line" else 1 << 40
     crafted = [
         line("call", index=i + 1, tool="gitlab_find_action", **call) for i, call in enumerate(CALLS)
     ]
-    shard = encode([line("attempt"), line("turn"), *crafted, line("session"), line("run")])
+    shard = encode(
+        [line("attempt"), line("turn"), *crafted, line("session"), line("run"), *ATTEMPTS]
+    )
     report = ingest_bytes(("modeleval-vectors.jsonl", shard), ("modeleval-synth.jsonl", _synth()))
     assert report.ok and len(report.stored) == 2
 
@@ -125,3 +151,28 @@ def test_the_calls_indexed_batch_by_batch_are_indexed_as_a_rebuild_indexes_them(
         engine.forget_run(run.pk)
         engine.index_run(run.pk)  # every document and call by the run's statements
     assert _index() == (documents, calls)
+
+
+def test_an_attempts_text_is_kept_within_a_budget_and_what_only_the_database_reads_is_left():
+    texts = AttemptTexts(budget=40)
+    blocks = json.dumps([{"kind": "text", "text": "Hello World"}, {"kind": "tool_call"}])
+    odd = json.dumps([{"kind": "text", "text": 12}])  # `->>` would read "12": left to it
+    turn, verify = TurnRow.__struct_fields__, VerifyRow.__struct_fields__
+    row = [None] * len(turn)
+    texts.add(
+        [_placed(row, turn, attempt=0, blocks=blocks), _placed(row, turn, attempt=1, blocks=odd)],
+        [_placed([None] * len(verify), verify, attempt=0, detail="HTTP 404")],
+    )
+    assert texts.vector(0, "Open it", "done") == "'404' 'done' 'hello' 'http' 'it' 'open' 'world'"
+    assert texts.vector(1, "x", "") is None
+    assert texts.vector(2, "only the stimulus", "") == "'only' 'stimulus' 'the'"
+    # Past its budget, no text is kept, and every attempt is the database's.
+    texts.add([_placed(row, turn, attempt=3, blocks=json.dumps(_text("x" * 50)))], [])
+    assert texts.vector(3, "a", "b") is None and texts.vector(4, "a", "b") is None
+
+
+def _placed(row: list, fields: tuple[str, ...], **values) -> list:
+    out = list(row)
+    for name, value in values.items():
+        out[fields.index(name)] = value
+    return out

@@ -54,7 +54,7 @@ from records.scoring.run import score_if_unscored
 from records.search.engine import vectors_wanted
 from records.search.index import index_calls, index_run
 from records.search.models import SearchEntry
-from records.search.vectors import call_vectors
+from records.search.vectors import AttemptTexts, call_vectors
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -101,6 +101,10 @@ class _Writer:
         self.calls = Table(Call, [*CALL_COLUMNS, "id"])
         self.entries = Table(SearchEntry, ["id", "body"], binary=False)
         self.calls_left: list[int] = []
+        # On PostgreSQL, the attempts' documents too, from the text their rows carry; those it
+        # cannot vouch for are left to the index statement (`attempts_left`).
+        self.attempt_texts = AttemptTexts() if self.vectors else None
+        self.attempts_left: list[int] | None = [] if self.vectors else None
         self.call_ids_above = 0
         self.verifies = Table(Verify, VERIFY_COLUMNS)
         self.attempts = Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
@@ -138,6 +142,8 @@ class _Writer:
         if self.vectors and calls:
             vectors = call_vectors(calls) if batch.vectors is None else batch.vectors
             self._documents(call_ids, vectors)
+        if self.attempt_texts is not None:
+            self.attempt_texts.add(batch.turns, batch.verifies)
         with connection.cursor() as cursor:
             for table, rows in (
                 (self.turns, batch.turns),
@@ -167,6 +173,30 @@ class _Writer:
         self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
         with connection.cursor() as cursor:
             self.attempts.flush(cursor)
+            if self.attempt_texts is not None:
+                self._attempt_documents(rows)
+                self.entries.flush(cursor)
+
+    def _attempt_documents(self, rows: list[tuple]) -> None:
+        """Each attempt's index document, or its place in `attempts_left`."""
+        texts, left, entries, ids = (
+            self.attempt_texts,
+            self.attempts_left,
+            self.entries.rows,
+            self.ids,
+        )
+        assert texts is not None and left is not None
+        for r in rows:
+            attempt_id = ids[r[0]]
+            vector = texts.vector(r[0], r[_STIMULUS], r[_REASON])
+            if vector is None:
+                left.append(attempt_id)
+            else:
+                entries.append((2 * attempt_id, vector))
+
+
+# Where an attempt row, as the parser sends it (its index first), holds its own text.
+_STIMULUS, _REASON = (1 + ATTEMPT_COLUMNS.index(f) for f in ("stimulus", "reason"))
 
 
 def _parser_process_for(size: int) -> bool:
@@ -367,7 +397,7 @@ def ingest_shard(
                     sha = shard_row.sha256 = msg[1]
                     shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
-            index_run(run, writer.calls_left)  # searchable exactly when stored
+            index_run(run, writer.calls_left, writer.attempts_left)  # searchable when stored
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:
         report.refused.append(exc.as_dict())

@@ -50,7 +50,7 @@ _SQLITE = {
         "json_extract(b.value, '$.text'), ' ') FROM records_turn t, json_each(t.blocks) b"
         " WHERE t.attempt_id = a.id), '') || ' ' || COALESCE((SELECT group_concat(v.detail, ' ')"
         f" FROM records_verify v WHERE v.attempt_id = a.id), ''), 1, {INDEXED_CHARS})"
-        " FROM records_attempt a WHERE a.run_id = %s"
+        " FROM records_attempt a"
     ),
     CALL: (
         "INSERT INTO records_searchentry (rowid, body) SELECT 2 * c.id + 1, substr("
@@ -99,7 +99,7 @@ _PG = {
             " (SELECT string_agg(v.detail, ' ') FROM records_verify v"
             " WHERE v.attempt_id = a.id))"
         )
-        + " FROM records_attempt a WHERE a.run_id = %s"
+        + " FROM records_attempt a"
     ),
     CALL: _PG_CALL_DOCUMENTS + " FROM records_call c",
 }
@@ -116,6 +116,7 @@ _CALLS = (
     " c.text_truncated FROM records_call c"
 )
 _OF_RUN = " JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
+_ATTEMPTS_OF_RUN = " WHERE a.run_id = %s"
 
 # Calls just written, by id. SQLite's writer holds the write lock, so the ids it reserved are
 # one range and no other transaction's; PostgreSQL's sequence may interleave two writers.
@@ -132,14 +133,20 @@ def _key() -> str:
     return "id" if connection.vendor == "postgresql" else "rowid"
 
 
-def index_run(run_pk: int, calls_left: list[int] | None = None) -> None:
-    """Add a stored run to the index (in the caller's transaction): its attempts' documents,
-    and either all of its calls (`calls_left` None: a rebuild) or, after a writer that
-    indexed its calls as it wrote them (`index_calls`), the documents of `calls_left`, the
-    calls whose vectors it left to PostgreSQL (`records.search.vectors`)."""
+def index_run(
+    run_pk: int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
+) -> None:
+    """Add a stored run to the index (in the caller's transaction). With nothing left (a
+    rebuild), every document and call of the run. After a writer that indexed the calls as it
+    wrote them (`index_calls`): the documents of `calls_left`, the calls whose vectors it left
+    to PostgreSQL (`records.search.vectors`), and of the attempts: all of them, or, where the
+    writer made their vectors too, those of `attempts_left`."""
     statements = _PG if connection.vendor == "postgresql" else _SQLITE
     with connection.cursor() as cursor:
-        cursor.execute(statements[ATTEMPT], [run_pk])
+        if attempts_left is None:
+            cursor.execute(statements[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
+        elif attempts_left:
+            cursor.execute(_PG[ATTEMPT] + " WHERE a.id = ANY(%s)", [attempts_left])
         if calls_left is None:
             cursor.execute(statements[CALL] + _OF_RUN, [run_pk])
             cursor.execute(_CALLS + _OF_RUN, [run_pk])

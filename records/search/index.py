@@ -13,10 +13,12 @@ from records.models import Run
 from records.search import engine
 
 
-def index_run(run: Run | int, calls_left: list[int] | None = None) -> None:
-    """Index a run just stored, in the caller's transaction (the shard's); `calls_left` as
-    `engine.index_run` takes it."""
-    engine.index_run(run if isinstance(run, int) else run.pk, calls_left)
+def index_run(
+    run: Run | int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
+) -> None:
+    """Index a run just stored, in the caller's transaction (the shard's); `calls_left` and
+    `attempts_left` as `engine.index_run` takes them."""
+    engine.index_run(run if isinstance(run, int) else run.pk, calls_left, attempts_left)
 
 
 def index_calls(call_ids: list[int], *, documents: bool) -> None:

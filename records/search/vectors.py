@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 import orjson
 
-from records.formats.rows import CallRow, position
+from records.formats.rows import CallRow, TurnRow, VerifyRow, position
 
 # What is indexed of one document (an attempt's own text, or one call's): its first characters.
 INDEXED_CHARS = 100_000
@@ -72,7 +72,13 @@ def call_vector(arguments: str | None, result: str | None, text: str) -> str | N
             except orjson.JSONDecodeError:
                 return None  # nested deeper than orjson reads: the database reads it
     out.append(text)
-    doc = " ".join(out)
+    return text_vector(out)
+
+
+def text_vector(texts: list[str]) -> str | None:
+    """The `tsvector` text of a document joined from `texts` (in any order), or None when only
+    the database can say (see the module's docstring)."""
+    doc = " ".join(texts)
     if len(doc) >= WHOLE_BELOW or not doc.isascii() or "\x00" in doc:
         return None
     words = set(doc.encode().translate(_WORDS).split())
@@ -82,3 +88,55 @@ def call_vector(arguments: str | None, result: str | None, text: str) -> str | N
 def call_vectors(calls: list[Any]) -> list[str | None]:
     """`call_vector` of each call row (`CallRow`'s layout), in order."""
     return [call_vector(r[_ARGUMENTS], r[_RESULT], r[_TEXT]) for r in calls]
+
+
+_BLOCKS = position(TurnRow, "blocks")
+_DETAIL = position(VerifyRow, "detail")
+
+# At most this many characters of attempts' own text wait for their attempt rows; past it, the
+# shard's attempts are left to the database, so memory stays bounded whatever the shard.
+ATTEMPT_TEXT_BUDGET = 32 * 1024 * 1024
+
+
+class AttemptTexts:
+    """The text of each attempt's document that its turn and verify rows carry (its blocks'
+    text, its checks' details), kept as those rows go by, until its attempt row comes (last,
+    with its stimulus and reason) and `vector` makes its `tsvector` text as the statement in
+    `records.search.engine` would: blocks' `text` as `->>` reads it (a string; a block whose
+    text is anything else leaves the attempt to the database), details as they are."""
+
+    def __init__(self, budget: int = ATTEMPT_TEXT_BUDGET) -> None:
+        self.texts: dict[int, list[str]] = {}
+        self.unsure: set[int] = set()
+        self.left = budget  # characters that may still be kept; below 0, none are
+
+    def _keep(self, attempt: int, text: str) -> None:
+        self.left -= len(text)
+        self.texts.setdefault(attempt, []).append(text)
+
+    def add(self, turns: list[Any], verifies: list[Any]) -> None:
+        """A batch's turn and verify rows, each still naming its attempt by index."""
+        if self.left < 0:
+            return
+        for r in turns:
+            try:
+                blocks = orjson.loads(r[_BLOCKS])
+            except orjson.JSONDecodeError:
+                self.unsure.add(r[0])
+                continue
+            for b in blocks:
+                text = b.get("text") if isinstance(b, dict) else None
+                if isinstance(text, str):
+                    self._keep(r[0], text)
+                elif text is not None:
+                    self.unsure.add(r[0])
+        for r in verifies:
+            self._keep(r[0], r[_DETAIL])
+        if self.left < 0:
+            self.texts.clear()  # over budget: every attempt of the shard is the database's
+
+    def vector(self, attempt: int, stimulus: str, reason: str) -> str | None:
+        """The attempt's `tsvector` text, or None where the database must make it."""
+        if self.left < 0 or attempt in self.unsure:
+            return None
+        return text_vector([stimulus, reason, *self.texts.pop(attempt, ())])
