@@ -25,6 +25,8 @@ def test_a_calls_vector_holds_the_words_of_its_values_and_text_and_not_its_keys(
     words = "0 0000001 10000000000000000 12 5 7 alpha beta x y".split()
     assert vector == " ".join(f"'{w}'" for w in words)
     assert call_vector(None, None, "") == ""
+    # A word of 2 kB or more is left out, as the database leaves it out.
+    assert call_vector(None, None, "b " + "a" * 2048 + " " + "c" * 2047) == f"'b' '{'c' * 2047}'"
 
 
 @pytest.mark.parametrize(

@@ -82,7 +82,10 @@ def text_vector(texts: list[str]) -> str | None:
     if len(doc) >= WHOLE_BELOW or not doc.isascii() or "\x00" in doc:
         return None
     words = set(doc.encode().translate(_WORDS).split())
-    return b" ".join(b"'" + w + b"'" for w in sorted(words) if len(w) <= LONGEST_WORD).decode()
+    if words and max(map(len, words)) > LONGEST_WORD:
+        words = {w for w in words if len(w) <= LONGEST_WORD}
+    # Letters and digits only: each word quoted as it is, in one join.
+    return (b"'" + b"' '".join(sorted(words)) + b"'").decode() if words else ""
 
 
 def call_vectors(calls: list[Any]) -> list[str | None]:
