@@ -155,7 +155,7 @@ class _Writer:
                 table.rows = rows
                 table.flush(cursor)
             self.entries.flush(cursor)
-        index_calls(call_ids, documents=not self.vectors)
+        index_calls(call_ids, run=self.run_id, documents=not self.vectors)
 
     def _documents(self, call_ids: list[int], vectors: list[str | None]) -> None:
         """Each call's index document, or its place in `calls_left`."""

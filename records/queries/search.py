@@ -19,7 +19,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
-from records.models import Attempt, Call, Scoring, Turn, Verdict
+from records.models import Attempt, Call, Run, Scoring, Turn, Verdict
 from records.search import engine
 from records.search.models import SearchCall
 from records.search.snippets import snippet
@@ -220,13 +220,25 @@ class Search:
         return condition
 
     def call_condition(self) -> Q | None:
-        """What the call conditions ask of one call (a `SearchCall`); None when none is set."""
+        """What the call conditions ask of one call (a `SearchCall`); None when none is set.
+        When the query names runs, the call's own run is held to them too, so that the calls
+        are read by run (`SearchCall`'s indexes) and not across the store."""
         q = self.query
+        runs = Q()
+        if q.run_pk is not None:
+            runs &= Q(run=q.run_pk)
+        if q.runs:
+            # By the runs' pks, read first; not by a join to the runs, which SQLite would read
+            # the other way about: the condition's calls across the store, then their runs.
+            runs &= Q(run__in=Run.objects.filter(run_id__in=q.runs).order_by().values("pk"))
         condition = Q()
         if q.tool:
             condition &= Q(tool=q.tool)
         if q.action:
-            condition &= Q(requested_action=q.action) | Q(dispatched_action=q.action)
+            # The runs on either side, so that each side is read by (action, run).
+            condition &= (Q(requested_action=q.action) & runs) | (
+                Q(dispatched_action=q.action) & runs
+            )
         if q.outcome:
             condition &= Q(outcome_kind=engine.outcome_kind(q.outcome))
             if q.outcome != "refused":
@@ -235,7 +247,7 @@ class Search:
             condition &= Q(observed=q.observed)
         if q.truncated:
             condition &= Q(truncated=True)
-        return condition or None
+        return condition & runs if condition else None
 
     def _attempts(self) -> QuerySet:
         qs = Attempt.objects.filter(self.attempt_condition())

@@ -105,15 +105,16 @@ _PG = {
 }
 
 
-# Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both. This
+# Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both, its
+# run given as `{run}`: the attempt's (`a.run_id`, a rebuild) or the writer's run (`%s`). This
 # and the calls' documents above are completed by which calls: a run's (`_OF_RUN`) or those just
 # written (`_JUST_WRITTEN`).
 _CALLS = (
-    "INSERT INTO records_searchcall (id, attempt_id, tool, requested_action, dispatched_action,"
-    " outcome, outcome_kind, observed, truncated) SELECT c.id, c.attempt_id, c.tool,"
-    " c.requested_action, c.dispatched_action, c.outcome, CASE WHEN c.outcome LIKE 'refused:%%'"
-    " THEN 'refused' ELSE c.outcome END, c.dispatch_observed, c.result_truncated OR"
-    " c.text_truncated FROM records_call c"
+    "INSERT INTO records_searchcall (id, run_id, attempt_id, tool, requested_action,"
+    " dispatched_action, outcome, outcome_kind, observed, truncated) SELECT c.id, {run},"
+    " c.attempt_id, c.tool, c.requested_action, c.dispatched_action, c.outcome, CASE WHEN"
+    " c.outcome LIKE 'refused:%%' THEN 'refused' ELSE c.outcome END, c.dispatch_observed,"
+    " c.result_truncated OR c.text_truncated FROM records_call c"
 )
 _OF_RUN = " JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
 _ATTEMPTS_OF_RUN = " WHERE a.run_id = %s"
@@ -149,16 +150,17 @@ def index_run(
             cursor.execute(_PG[ATTEMPT] + " WHERE a.id = ANY(%s)", [attempts_left])
         if calls_left is None:
             cursor.execute(statements[CALL] + _OF_RUN, [run_pk])
-            cursor.execute(_CALLS + _OF_RUN, [run_pk])
+            cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
         elif calls_left:
             cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [calls_left])
 
 
-def index_calls(call_ids: list[int], *, documents: bool) -> None:
-    """Index calls the caller's transaction has just written, `call_ids` in ascending order:
-    their filtered columns, and their documents unless the writer made them itself (`documents`
-    False: `vectors_wanted`). The writer calls this batch by batch, while the parser process
-    reads on, so a shard's calls are searchable at its commit at no cost of their own."""
+def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
+    """Index calls the caller's transaction has just written, `call_ids` in ascending order,
+    all of them of the run whose pk is `run`: their filtered columns, and their documents unless
+    the writer made them itself (`documents` False: `vectors_wanted`). The writer calls this
+    batch by batch, while the parser process reads on, so a shard's calls are searchable at its
+    commit at no cost of their own."""
     if not call_ids:
         return
     vendor = connection.vendor
@@ -170,7 +172,7 @@ def index_calls(call_ids: list[int], *, documents: bool) -> None:
         if documents:
             statements = _PG if vendor == "postgresql" else _SQLITE
             cursor.execute(statements[CALL] + which, params)
-        cursor.execute(_CALLS + which, params)
+        cursor.execute(_CALLS.format(run="%s") + which, [run, *params])
 
 
 def vectors_wanted() -> bool:
@@ -194,11 +196,7 @@ def forget_run(run_pk: int) -> None:
             " WHERE a.run_id = %s)",
             [run_pk],
         )
-        cursor.execute(
-            "DELETE FROM records_searchcall WHERE attempt_id IN"
-            " (SELECT id FROM records_attempt WHERE run_id = %s)",
-            [run_pk],
-        )
+        cursor.execute("DELETE FROM records_searchcall WHERE run_id = %s", [run_pk])
 
 
 def forget_everything() -> None:

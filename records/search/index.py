@@ -21,9 +21,10 @@ def index_run(
     engine.index_run(run if isinstance(run, int) else run.pk, calls_left, attempts_left)
 
 
-def index_calls(call_ids: list[int], *, documents: bool) -> None:
-    """Index calls just written, in the caller's transaction, as `engine.index_calls` does."""
-    engine.index_calls(call_ids, documents=documents)
+def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
+    """Index calls of the run `run` (its pk) just written, in the caller's transaction, as
+    `engine.index_calls` does."""
+    engine.index_calls(call_ids, run=run, documents=documents)
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")

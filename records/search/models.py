@@ -51,10 +51,19 @@ class SearchCallRow(NamedTuple):
 class SearchCall(row_columns("SearchCallColumns", SearchCallRow, required=SearchCallRow._fields)):
     """One call as the search filters it; its id is the call's.
 
-    Columns: the fields of `SearchCallRow` (above) and the attempt; `records_searchcall` in
-    `docs/schema.md` lists them all."""
+    Columns: the fields of `SearchCallRow` (above), the attempt and its run; `records_searchcall`
+    in `docs/schema.md` lists them all.
+
+    The indexes serve a condition across the store and the same condition narrowed to runs:
+    a query that names runs reads by the run first (`search_call_run`) or by the condition
+    and then the run (the others), so what it reads grows with the runs it names, not with the
+    store."""
 
     id = models.BigIntegerField(primary_key=True)
+    # The call's run, as its attempt has it: a query narrowed to runs reads only their calls.
+    run = models.ForeignKey(
+        "records.Run", models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+"
+    )
     attempt = models.ForeignKey(
         "records.Attempt", models.DO_NOTHING, db_constraint=False, related_name="+"
     )
@@ -63,10 +72,11 @@ class SearchCall(row_columns("SearchCallColumns", SearchCallRow, required=Search
         app_label = "records"
         db_table = "records_searchcall"
         indexes = [
+            models.Index(fields=["run", "tool", "outcome_kind"], name="search_call_run"),
             models.Index(fields=["tool", "outcome_kind"], name="search_call_tool"),
-            models.Index(fields=["outcome_kind"], name="search_call_outcome"),
-            models.Index(fields=["requested_action"], name="search_call_requested"),
-            models.Index(fields=["dispatched_action"], name="search_call_dispatched"),
+            models.Index(fields=["outcome_kind", "run"], name="search_call_outcome"),
+            models.Index(fields=["requested_action", "run"], name="search_call_requested"),
+            models.Index(fields=["dispatched_action", "run"], name="search_call_dispatched"),
         ]
 
     def __str__(self) -> str:
