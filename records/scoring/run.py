@@ -170,17 +170,23 @@ def _placements(
     return placed, refused
 
 
+# What the scoring reads of each attempt: which it is and where its row goes, then what the
+# scorer reads of its turns and checks, then the tries and tokens each verdict copies (with the
+# session).
+_ATTEMPT_READ = (
+    *("id", "key", "case", "model", "effective_surface", "session_id"),
+    *("ended_by", "reason", "last_turn_has_tool_call", "failed_checks"),
+    *("try_count", "input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens"),
+)
+
+
 def _attempt_rows(run: Run) -> list[tuple]:
-    """The run's attempts, in id order, as the scoring reads them: id, key, case, model,
-    surface, session, then what the scorer reads of the turns and checks, and the tries and
-    tokens each verdict copies (with the session)."""
+    """The run's attempts, in id order, as `_ATTEMPT_READ` names their columns."""
     qn = connection.ops.quote_name
+    columns = ", ".join(qn(c) for c in _ATTEMPT_READ)
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT id, {qn('key')}, {qn('case')}, model, effective_surface, session_id, "
-            f"ended_by, reason, last_turn_has_tool_call, failed_checks, try_count, "
-            f"input_tokens, output_tokens, cache_created_tokens, cache_read_tokens "
-            f"FROM {qn(Attempt._meta.db_table)} WHERE run_id = %s ORDER BY id",
+            f"SELECT {columns} FROM {qn(Attempt._meta.db_table)} WHERE run_id = %s ORDER BY id",
             [run.pk],
         )
         return cur.fetchall()
