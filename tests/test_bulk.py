@@ -90,8 +90,8 @@ def _starts(monkeypatch) -> list[str]:
     used: list[str] = []
     real = beside._context
 
-    def context(preload):
-        ctx = real(preload)
+    def context(preload, **how):
+        ctx = real(preload, **how)
         used.append(ctx.get_start_method())
         return ctx
 
@@ -293,9 +293,36 @@ def test_scorer_processes_that_read_their_own_rows_get_the_verdicts_of_scoring_i
     assert reader(connection) is not None
     Scoring.objects.all().delete()
     scoring = scores.score_run(run, key)
-    assert len(used) == 1 and (used == ["forkserver"] or not forced)
+    # A scorer opening the SQLite file itself is never forked from this process, which holds it.
+    sqlite = connection.vendor == "sqlite"
+    assert len(used) == 1 and (used == ["forkserver"] or not (forced or sqlite))
     assert not scoring.error and reads == []  # none read here
     assert _verdicts() == inline
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_scorer_that_cannot_read_the_run_fails_the_scoring_saying_so(settings, monkeypatch):
+    from django.db import transaction
+
+    from records.bulk.apart import Reader
+    from records.models import Run, Scoring, Verdict
+    from records.scoring import run as scores
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    # Rows not yet committed (autocommit off) are read here, never by another connection.
+    transaction.set_autocommit(False)
+    try:
+        assert reader(connection) is None
+    finally:
+        transaction.set_autocommit(True)
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    monkeypatch.setattr(scores, "reader", lambda c: Reader("sqlite", "/nonexistent/db", 1.0))
+    Scoring.objects.all().delete()
+    scoring = scores.score_run(run, key)
+    assert "a scorer could not read the run" in scoring.error and scoring.verdict_count == 0
+    assert not Verdict.objects.exists()
 
 
 def test_inside_a_transaction_the_rows_are_read_here_and_sent_to_the_scorers(settings, monkeypatch):
@@ -487,8 +514,8 @@ def test_chunks_go_to_the_scorers_in_turn_and_the_first_error_is_that_of_scoring
     started = []
     real = beside.Beside.several
 
-    def several(n, *args):
-        workers = real(n, *args)
+    def several(n, *args, **how):
+        workers = real(n, *args, **how)
         started.append(len(workers))
         return workers
 

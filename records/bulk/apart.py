@@ -12,18 +12,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-# What a PostgreSQL connection string may carry from the database's OPTIONS (libpq's own).
-LIBPQ_OPTIONS = frozenset(
-    {
-        "sslmode",
-        "sslrootcert",
-        "sslcert",
-        "sslkey",
-        "options",
-        "application_name",
-        "connect_timeout",
-    }
-)
+# What Django's connection parameters hold that is not libpq's: left out of the string.
+_NOT_LIBPQ = frozenset({"cursor_factory", "context", "prepare_threshold", "client_encoding"})
 
 Fetch = Callable[[str, list[Any]], list[tuple]]  # (SQL with %s parameters, parameters) -> rows
 
@@ -38,41 +28,40 @@ class Reader(NamedTuple):
 
 def reader(connection: Any) -> Reader | None:
     """How a worker reaches the rows `connection` (Django's) has committed, or None where it
-    cannot see them: inside a transaction (the rows may be its own, not yet committed), or a
-    database no other process can open (an in-memory one)."""
-    if connection.in_atomic_block:
+    cannot, or might not see them: inside a transaction (the rows may be its own, not yet
+    committed), an SQLite database not in WAL mode (a reader would wait on the writer's locks),
+    one no other process can open (in memory), or a PostgreSQL connection that takes a role
+    Django sets after connecting."""
+    if connection.in_atomic_block or not connection.get_autocommit():
         return None
     params = connection.settings_dict
-    name = str(params.get("NAME") or "")
     options = params.get("OPTIONS") or {}
     if connection.vendor == "sqlite":
+        name = str(params.get("NAME") or "")
         if name in ("", ":memory:") or name.startswith("file:"):
             return None
+        with connection.cursor() as cursor:
+            cursor.execute("PRAGMA journal_mode")
+            if str(cursor.fetchone()[0]).lower() != "wal":
+                return None
         return Reader("sqlite", name, float(options.get("timeout", 5)))
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or options.get("assume_role"):
         return None
     from psycopg.conninfo import make_conninfo
 
     given = {
-        "dbname": name,
-        "user": params.get("USER"),
-        "password": params.get("PASSWORD"),
-        "host": params.get("HOST"),
-        "port": params.get("PORT"),
-        **{k: v for k, v in options.items() if k in LIBPQ_OPTIONS},
+        k: v
+        for k, v in connection.get_connection_params().items()
+        if k not in _NOT_LIBPQ and v not in (None, "")
     }
-    return Reader(
-        "postgresql",
-        make_conninfo("", **{k: v for k, v in given.items() if v not in (None, "")}),
-        0,
-    )
+    return Reader("postgresql", make_conninfo("", **given), 0)
 
 
 _FORMAT = re.compile(r"(?<!%)%s")
 
 
-def connect(reach: Reader) -> Fetch:
-    """A fetch on a read-only connection of this process's own."""
+def connect(reach: Reader) -> tuple[Fetch, Callable[[], None]]:
+    """A fetch on a read-only connection of this process's own, and what closes it."""
     if reach.vendor == "sqlite":
         import sqlite3
 
@@ -82,12 +71,13 @@ def connect(reach: Reader) -> Fetch:
             # Django's SQL, in SQLite's own parameter style.
             return db.execute(_FORMAT.sub("?", sql).replace("%%", "%"), params).fetchall()
 
-        return fetch
+        return fetch, db.close
     import psycopg
 
     pg = psycopg.connect(reach.where, autocommit=True)
+    pg.execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
 
     def fetch_pg(sql: str, params: list[Any]) -> list[tuple]:
         return pg.execute(sql, params).fetchall()
 
-    return fetch_pg
+    return fetch_pg, pg.close

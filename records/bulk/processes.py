@@ -79,14 +79,17 @@ def settle() -> None:
         _background.pop().join()
 
 
-def _context(preload: str) -> Any:
+def _context(preload: str, *, fork: bool = True) -> Any:
     """A process with no other thread forks (instant, and no lock can be held by a thread
     that does not exist in the child); a threaded one (a web server, or an ingest whose parser
     process is running) has its workers forked by a clean single-threaded server process
     instead, started once. Only where forking is possible is the work `in_background` waited
-    for (a checkpoint of a large shard can take a second): a server process does not need it."""
+    for (a checkpoint of a large shard can take a second): a server process does not need it.
+    `fork=False`: from the server process whatever the threads, for a worker that opens a
+    database file this process holds open (a forked SQLite would believe it holds this
+    process's locks)."""
     others = {t for t in threading.enumerate() if t is not threading.current_thread()}
-    if others <= set(_background):
+    if fork and others <= set(_background):
         settle()
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver")
@@ -135,11 +138,17 @@ class Beside:
 
     @classmethod
     def several(
-        cls, n: int, target: Callable[..., None], args: tuple[Any, ...], what: str
+        cls,
+        n: int,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        what: str,
+        *,
+        fork: bool = True,
     ) -> list[Beside]:
         """n workers, every process started before any receiver thread, so that all of them
-        fork where one would."""
-        ctx = _context(target.__module__)
+        fork where one would (`fork` as `_context` takes it)."""
+        ctx = _context(target.__module__, fork=fork)
         workers = [cls(target, args, what, context=ctx, listen=False) for _ in range(n)]
         for w in workers:
             w.receiver.start()

@@ -50,15 +50,19 @@ def score_worker(
     empty message ends them), packed ("verdicts", rows, retired, unknown, unscoreable) or
     ("error", message) out."""
     gc.disable()  # nothing here makes cycles; a forked scorer shares the writer's pages
-    fetch = None
+    fetch, close = None, None
     try:
         while data := source.recv_bytes():
             kind, body = unpack(data)
             if kind == "read":
-                if fetch is None:
-                    assert reach is not None
-                    fetch = connect(reach)
-                chunk = read_chunk(fetch, ChunkRead(*body))
+                try:
+                    if fetch is None:
+                        assert reach is not None
+                        fetch, close = connect(reach)
+                    chunk = read_chunk(fetch, ChunkRead(*body))
+                except Exception as exc:  # noqa: BLE001 (the scoring fails, saying why)
+                    sink.send_bytes(pack(("error", f"a scorer could not read the run: {exc}")))
+                    return
             else:
                 chunk = tuple(body)
             rows, retired, unknown, unscoreable = score_chunk(doc, stale, chunk, refused)
@@ -68,4 +72,6 @@ def score_worker(
     except EOFError:
         pass  # the writer gave up
     finally:
+        if close is not None:
+            close()
         sink.close()
