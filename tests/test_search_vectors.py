@@ -156,7 +156,7 @@ def test_the_calls_indexed_batch_by_batch_are_indexed_as_a_rebuild_indexes_them(
 
 
 def test_an_attempts_text_is_kept_within_a_budget_and_what_only_the_database_reads_is_left():
-    texts = AttemptTexts(budget=40)
+    texts = AttemptTexts(budget=250)  # each piece costs its length and 64 bytes
     blocks = json.dumps([{"kind": "text", "text": "Hello World"}, {"kind": "tool_call"}])
     odd = json.dumps([{"kind": "text", "text": 12}])  # `->>` would read "12": left to it
     turn, verify = TurnRow.__struct_fields__, VerifyRow.__struct_fields__
@@ -171,6 +171,10 @@ def test_an_attempts_text_is_kept_within_a_budget_and_what_only_the_database_rea
     # Past its budget, no text is kept, and every attempt is the database's.
     texts.add([_placed(row, turn, attempt=3, blocks=json.dumps(_text("x" * 50)))], [])
     assert texts.vector(3, "a", "b") is None and texts.vector(4, "a", "b") is None
+    # Empty pieces cost memory too: many of them spend the budget.
+    empty = AttemptTexts(budget=64 * 3)
+    empty.add([], [_placed([None] * len(verify), verify, attempt=0, detail="")] * 4)
+    assert empty.vector(0, "a", "b") is None
 
 
 def _placed(row: list, fields: tuple[str, ...], **values) -> list:

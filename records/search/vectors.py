@@ -1,7 +1,8 @@
-"""A call's document as PostgreSQL's index holds it (a `tsvector` of its words), made in Python
-where that gives the very same vector, so the database's regular expressions (most of a
-PostgreSQL ingest's time) cut only what Python cannot vouch for. Pure Python: the parser
-process makes them beside the writer.
+"""A call's or an attempt's document as PostgreSQL's index holds it (a `tsvector` of its words),
+made in Python where that gives the very same vector, so the database's regular expressions
+(most of a PostgreSQL ingest's time) cut only what Python cannot vouch for. Pure Python: the
+parser process makes the calls' beside the writer, the writer the attempts' (`AttemptTexts`)
+from the rows it passes on.
 
 The statement in `records.search.engine` joins a call's JSON values (strings and numbers as
 `jsonb` prints them, not the keys), its arguments' then its result's, and its text; lower-cases
@@ -96,9 +97,11 @@ def call_vectors(calls: list[Any]) -> list[str | None]:
 _BLOCKS = position(TurnRow, "blocks")
 _DETAIL = position(VerifyRow, "detail")
 
-# At most this many characters of attempts' own text wait for their attempt rows; past it, the
-# shard's attempts are left to the database, so memory stays bounded whatever the shard.
+# About this many bytes of attempts' own text (each piece charged its length and what Python
+# keeps beside it) wait for their attempt rows; past it, the shard's attempts are left to the
+# database, so memory stays bounded whatever the shard.
 ATTEMPT_TEXT_BUDGET = 32 * 1024 * 1024
+_PIECE_COST = 64  # bytes of a kept piece besides its characters (the str object, its list slot)
 
 
 class AttemptTexts:
@@ -111,10 +114,10 @@ class AttemptTexts:
     def __init__(self, budget: int = ATTEMPT_TEXT_BUDGET) -> None:
         self.texts: dict[int, list[str]] = {}
         self.unsure: set[int] = set()
-        self.left = budget  # characters that may still be kept; below 0, none are
+        self.left = budget  # bytes that may still be kept; below 0, none are
 
     def _keep(self, attempt: int, text: str) -> None:
-        self.left -= len(text)
+        self.left -= len(text) + _PIECE_COST
         self.texts.setdefault(attempt, []).append(text)
 
     def add(self, turns: list[Any], verifies: list[Any]) -> None:
