@@ -5,6 +5,12 @@ matching calls of the whole store; filled here from the attempts for the calls s
 import django.db.models.deletion
 from django.db import migrations, models
 
+# A searched call whose attempt is gone (its run deleted without its entries) has no run to
+# know: it is dropped, as its run's deletion would have dropped it.
+DROP_ORPHANS = (
+    "DELETE FROM records_searchcall WHERE NOT EXISTS (SELECT 1 FROM records_attempt a"
+    " WHERE a.id = records_searchcall.attempt_id)"
+)
 FILL = (
     "UPDATE records_searchcall SET run_id = (SELECT a.run_id FROM records_attempt a"
     " WHERE a.id = records_searchcall.attempt_id)"
@@ -13,6 +19,7 @@ FILL = (
 
 def _fill(apps, schema_editor):
     with schema_editor.connection.cursor() as cursor:
+        cursor.execute(DROP_ORPHANS)
         cursor.execute(FILL)
 
 
