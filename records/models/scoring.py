@@ -216,7 +216,7 @@ class CaseFigureQuerySet(models.QuerySet):
                 ("1" if clean else "0") if counted else "-"
             )
         # Plain rows, not model objects: a large run's scoring keeps thousands of these, and the
-        # ORM's per-object work cost a tenth of the scoring.
+        # ORM's per-object work cost half of their store (0.08 s of a 20,000-attempt run's).
         table = Table(CaseFigure, ["scoring", *_CASE_FIGURE_COLUMNS])
         table.rows = figures = [
             (scoring.pk, case, row_key, model, surface, m.count("1"), len(m) - m.count("-"))

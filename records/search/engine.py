@@ -9,9 +9,12 @@ PostgreSQL the text is cut into such runs and lower-cased straight into a vector
 phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
 query must answer alike on both databases.
 
-Documents are built in SQL from the rows the shard has just written, so the index is written
-in the shard's own transaction at the cost of one statement per kind of document, and a third
-copies each call's filtered columns into `records_searchcall`. What is indexed of a document is
+Documents are built from the rows the shard has just written, in the shard's own transaction:
+a batch's calls as soon as the writer has written them (`index_calls`: their documents and
+their filtered columns, copied into `records_searchcall`), the attempts once the shard is read
+(`index_run`). On SQLite the documents are SQL over those rows; on PostgreSQL the writer
+brings the vectors it could make (`records.search.vectors`) and the SQL makes the rest. The
+same statements over a run's rows rebuild its index. What is indexed of a document is
 its first `INDEXED_CHARS` characters, on both databases alike: a job trace of megabytes stays
 searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB limit (a stripped
 vector of 100,000 characters holds at most some 600 kB, whatever the words).
@@ -137,11 +140,13 @@ def _key() -> str:
 def index_run(
     run_pk: int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
 ) -> None:
-    """Add a stored run to the index (in the caller's transaction). With nothing left (a
-    rebuild), every document and call of the run. After a writer that indexed the calls as it
-    wrote them (`index_calls`): the documents of `calls_left`, the calls whose vectors it left
-    to PostgreSQL (`records.search.vectors`), and of the attempts: all of them, or, where the
-    writer made their vectors too, those of `attempts_left`."""
+    """Add a stored run to the index (in the caller's transaction).
+
+    `calls_left` None (a rebuild): every call of the run, documents and filtered columns. A
+    list: the writer indexed the calls as it wrote them (`index_calls`), so only the documents
+    of these, whose vectors it left to PostgreSQL (`records.search.vectors`). `attempts_left`
+    None: every attempt's document; a list: the writer made the others' vectors, so only
+    these."""
     statements = _PG if connection.vendor == "postgresql" else _SQLITE
     with connection.cursor() as cursor:
         if attempts_left is None:
@@ -176,8 +181,9 @@ def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
 
 
 def vectors_wanted() -> bool:
-    """Whether the writer makes the calls' documents (`records.search.vectors`) for this
-    database: PostgreSQL's own cutting of the words is most of a load; FTS5's costs little."""
+    """Whether the writer makes the calls' and attempts' documents (`records.search.vectors`)
+    for this database: PostgreSQL's own cutting of the words is most of a load; FTS5's costs
+    little."""
     return connection.vendor == "postgresql"
 
 
