@@ -25,6 +25,13 @@ class Reader(NamedTuple):
     where: str
     timeout: float  # SQLite's wait for a lock, in seconds
 
+    @property
+    def may_fork(self) -> bool:
+        """Whether a worker reading this way may be forked from the process that holds the
+        store open: not for SQLite, whose forked copy would believe it holds that process's
+        locks (`records.bulk.processes`, `fork=False`)."""
+        return self.vendor != "sqlite"
+
 
 def reader(connection: Any) -> Reader | None:
     """How a worker reaches the rows `connection` (Django's) has committed, or None where it

@@ -179,20 +179,15 @@ class _Writer:
 
     def _attempt_documents(self, rows: list[tuple]) -> None:
         """Each attempt's index document, or its place in `attempts_left`."""
-        texts, left, entries, ids = (
-            self.attempt_texts,
-            self.attempts_left,
-            self.entries.rows,
-            self.ids,
-        )
+        texts, left = self.attempt_texts, self.attempts_left
         assert texts is not None and left is not None
         for r in rows:
-            attempt_id = ids[r[0]]
+            attempt_id = self.ids[r[0]]
             vector = texts.vector(r[0], r[_STIMULUS], r[_REASON])
             if vector is None:
                 left.append(attempt_id)
             else:
-                entries.append((2 * attempt_id, vector))
+                self.entries.rows.append((2 * attempt_id, vector))
 
 
 # Where an attempt row, as the parser sends it (its index first), holds its own text.

@@ -293,14 +293,12 @@ def _verdicts(
             yield score_chunk(doc, stale, _read_here(spec), refused)
         return
     what = f"the scoring of run {run.pk}"
-    # A scorer that opens the SQLite file itself starts from the forkserver, never forked
-    # from this process, which holds the file open.
     scorers = processes.Beside.several(
         SCORER_PROCESSES,
         score_worker,
         (doc, stale, refused, reach),
         what,
-        fork=reach is None or reach.vendor != "sqlite",
+        fork=reach is None or reach.may_fork,
     )
     n = len(scorers)
     sent = received = 0

@@ -35,7 +35,7 @@ def read_chunk(fetch: Fetch, spec: ChunkRead) -> Chunk:
     if mine is not None:
         ids = set(mine)
         call_rows = [r for r in call_rows if r[0] in ids]
-    return list(attempts), fetch(*facts), call_rows
+    return attempts, fetch(*facts), call_rows
 
 
 def score_worker(

@@ -121,6 +121,7 @@ _CALLS = (
 )
 _OF_RUN = " JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s"
 _ATTEMPTS_OF_RUN = " WHERE a.run_id = %s"
+_ATTEMPTS_AMONG = " WHERE a.id = ANY(%s)"  # on PostgreSQL: those the writer left to the statement
 
 # Calls just written, by id. SQLite's writer holds the write lock, so the ids it reserved are
 # one range and no other transaction's; PostgreSQL's sequence may interleave two writers.
@@ -152,7 +153,7 @@ def index_run(
         if attempts_left is None:
             cursor.execute(statements[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
         elif attempts_left:
-            cursor.execute(_PG[ATTEMPT] + " WHERE a.id = ANY(%s)", [attempts_left])
+            cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_AMONG, [attempts_left])
         if calls_left is None:
             cursor.execute(statements[CALL] + _OF_RUN, [run_pk])
             cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
