@@ -28,6 +28,19 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     assert ratios["ingest_without_scoring_over_floor"] == report["ingest"]["ratio_lines"] > 0
     assert ratios["rescore_attempts"] == report["scoring_large"]["attempts"] > 0
     assert ratios["rescore_attempts_per_s"] > 0
+    # Beside each, what its CPU time allows: the floor's time over that CPU time spread over
+    # every core (0 CPU time read where /proc is missing would divide by zero: skipped there).
+    if Path("/proc/self/stat").exists():
+        for measured in (keyed, report["ingest"]):
+            cpu = measured["evaldash"]["cpu_seconds"]
+            assert cpu > 0 and measured["floor"]["cpu_seconds"] > 0
+            assert measured["ratio_bound"] == pytest.approx(
+                measured["cores"] * measured["floor"]["seconds"] / cpu
+            )
+        assert ratios["ingest_with_key_bound"] == keyed["ratio_bound"]
+        assert ratios["rescore_seconds_bound"] == pytest.approx(
+            report["scoring_large"]["cpu_seconds"] / ratios["cores"]
+        )
     for page in (
         "runs list",
         "run overview (ranked boards)",
@@ -51,3 +64,21 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     printed = capsys.readouterr().out
     assert "bench (" in printed and "ingest with the key stored" in printed
     assert "without scoring" in printed and "attempts/s" in printed
+    assert "their CPU time allows at most" in printed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_search_benchmark_runs_on_a_tiny_store_and_reports_its_ingest(tmp_path, capsys):
+    out = tmp_path / "search.json"
+    call_command("bench", "--search", "--runs", "3", "--attempts", "40", "--out", str(out))
+    report = json.loads(out.read_text())
+    ingest = report["ingest"]
+    assert ingest["evaldash"]["lines"] == ingest["floor"]["lines"] > 0
+    assert 0 < ingest["ratio_lines"] < ingest["ratio_lines_without_index"]
+    if Path("/proc/self/stat").exists():
+        cpu = ingest["evaldash"]["cpu_seconds"]
+        assert cpu > 0
+        assert ingest["ratio_bound"] == pytest.approx(
+            ingest["cores"] * ingest["floor"]["seconds"] / cpu
+        )
+    assert report["search, every run"] and report["size, every run"]

@@ -74,6 +74,7 @@ def generate(directory: Path, attempts: int, *, run_id: str, seed: int) -> tuple
 
 def floor(paths: list[Path], db_path: Path) -> dict[str, float]:
     """Parse each line with orjson and insert one row per line into a fresh SQLite file."""
+    cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
     db = sqlite3.connect(db_path)
     db.execute("CREATE TABLE line (file TEXT, n INTEGER, type TEXT, payload TEXT)")
@@ -96,7 +97,8 @@ def floor(paths: list[Path], db_path: Path) -> dict[str, float]:
             db.executemany("INSERT INTO line VALUES (?, ?, ?, ?)", rows)
             lines += len(rows)
     db.close()
-    return _throughput(time.perf_counter() - t0, lines, size)
+    seconds = time.perf_counter() - t0
+    return {**_throughput(seconds, lines, size), "cpu_seconds": _cpu_seconds() - cpu0}
 
 
 def _throughput(seconds: float, lines: int, size: int) -> dict[str, float]:
@@ -116,15 +118,17 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def ingest_paths(paths: list[Path]) -> dict[str, Any]:
-
     size = sum(p.stat().st_size for p in paths)
+    cpu0 = _cpu_seconds()
     seconds, report = _timed(
         lambda: ingest(inputs_from_paths(paths), Upload.objects.create(source="cli"))
     )
+    cpu = _cpu_seconds() - cpu0
     assert report.ok, report.refused
     lines = sum(s["lines"] for s in report.stored)
     return {
         **_throughput(seconds, lines, size),
+        "cpu_seconds": cpu,
         "runs": [s["run"] for s in report.stored],
         "shard_seconds": [s["seconds"] for s in report.stored],
         "shard_lines": [s["lines"] for s in report.stored],
@@ -203,13 +207,19 @@ def _runs(
 
 
 def _against_floor(shards: int, floor: dict[str, Any], figs: dict[str, Any]) -> dict[str, Any]:
-    """An ingest's figures beside the floor measured around it, and their ratios."""
+    """An ingest's figures beside the floor measured around it, and their ratios. Its CPU time
+    (every process it started, and a PostgreSQL server on this machine) sets how high the
+    ratio could go: `ratio_bound`, were that time spread over every core with none idle."""
+    cpu = figs["cpu_seconds"]
     return {
         "shards": shards,
         "floor": floor,
         "evaldash": {k: v for k, v in figs.items() if k != "runs"},
         "ratio_lines": figs["lines_per_s"] / floor["lines_per_s"],
         "ratio_mb": figs["mb_per_s"] / floor["mb_per_s"],
+        "cpu_over_floor": cpu / floor["cpu_seconds"] if cpu and floor["cpu_seconds"] else None,
+        "cores": CORES,
+        "ratio_bound": CORES * floor["seconds"] / cpu if cpu else None,  # None: no /proc here
     }
 
 
@@ -225,6 +235,7 @@ def _floored(paths: list[Path], tmp: Path, measured: Callable[[], dict]) -> tupl
     floor_figs = {
         **_throughput((before["seconds"] + after["seconds"]) / 2, before["lines"], before["bytes"]),
         "seconds_before_and_after": [before["seconds"], after["seconds"]],
+        "cpu_seconds": (before["cpu_seconds"] + after["cpu_seconds"]) / 2,
     }
     return floor_figs, figs
 
@@ -234,7 +245,9 @@ def _score_stored(figs: dict, key: Any) -> tuple[list[Any], dict]:
     stored_key = _stored(key)
     runs = [Run.objects.get(pk=pk) for pk in figs["runs"]]
     _quiet()
+    cpu0 = _cpu_seconds()
     seconds, scoring = _timed(lambda: score_run(runs[0], stored_key))
+    figs["score_cpu_seconds"] = _cpu_seconds() - cpu0
     for run in runs[1:]:
         score_run(run, stored_key)
     figs["score_seconds"] = seconds
@@ -389,14 +402,22 @@ def run(
             "ingest_seconds": large_figs["first_ingest_seconds"],
             "ingest_lines_per_s": large_figs["shard_lines"][0] / large_figs["first_ingest_seconds"],
             "rescore_over_ingest": large_figs["score_seconds"] / large_figs["first_ingest_seconds"],
+            "cpu_seconds": large_figs["score_cpu_seconds"],
+            # The time the scoring's CPU time sets were it spread over every core, none idle.
+            "seconds_bound": large_figs["score_cpu_seconds"] / CORES,
         }
         report["ratios"] = {
-            # The figures the ingest is held to, each against the floor of the same run.
+            # The figures the ingest is held to, each against the floor of the same run; and
+            # beside each, the highest its CPU time allows on this machine's cores.
             "ingest_with_key_over_floor": report["ingest_with_key"]["ratio_lines"],
+            "ingest_with_key_bound": report["ingest_with_key"]["ratio_bound"],
             "ingest_without_scoring_over_floor": report["ingest"]["ratio_lines"],
+            "ingest_without_scoring_bound": report["ingest"]["ratio_bound"],
             "rescore_attempts": report["scoring_large"]["attempts"],
             "rescore_seconds": report["scoring_large"]["seconds"],
+            "rescore_seconds_bound": report["scoring_large"]["seconds_bound"],
             "rescore_attempts_per_s": report["scoring_large"]["attempts_per_s"],
+            "cores": CORES,
         }
         report["pages_large"] = _pages(client, run_large.pk, base_large.pk)
         say(f"pages at {large:,}: " + json.dumps(report["pages_large"]))
@@ -672,10 +693,19 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
             say(f"{stage} ({len(stored)} runs): " + json.dumps(report[f"search, {stage}"]))
         lines = sum(f["lines"] for f in ingested)
         seconds = sum(f["seconds"] for f in ingested)
+        cpu = sum(f["cpu_seconds"] for f in ingested)
         report["ingest"] = {
             "floor": floor_figs,
-            "evaldash": {"lines": lines, "seconds": seconds, "lines_per_s": lines / seconds},
+            "evaldash": {
+                "lines": lines,
+                "seconds": seconds,
+                "lines_per_s": lines / seconds,
+                "cpu_seconds": cpu,
+            },
             "ratio_lines": lines / seconds / floor_figs["lines_per_s"],
+            # The highest ratio the ingest's CPU time allows on this machine's cores.
+            "cores": CORES,
+            "ratio_bound": CORES * floor_figs["seconds"] / cpu if cpu else None,
             # The same ingest less the time its index took: what the index costs, measured in
             # the one pass rather than in a second ingest on a machine whose load moves.
             "index_seconds": sum(indexing),
@@ -916,22 +946,52 @@ def _post_file(port: int, token: str, path: Path, server_pid: int) -> dict[str, 
 
 
 def _tree_cpu_seconds(root: int) -> float:
-    """The CPU time (user and system) a process and its descendants have had so far: what
-    the request cost the server, whatever else shares the machine's cores meanwhile."""
-    tick = os.sysconf("SC_CLK_TCK")
+    """The CPU time (user and system) a process and its descendants have had so far, those
+    that ended counted too (the kernel adds a child's time to its parent's when it is reaped):
+    what the work cost, whatever else shares the machine's cores meanwhile. 0 without /proc."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     total, todo = 0.0, [root]
     while todo:
         pid = todo.pop()
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rpartition(")")[2].split()
-            total += (int(fields[11]) + int(fields[12])) / tick
+            total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as fh:
                     todo += [int(c) for c in fh.read().split()]
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+# The cores this process may run on: how many a perfectly parallel ingest would keep busy.
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _database_server_pid() -> int | None:
+    """The main process of a PostgreSQL server on this machine (its backends' time is part of
+    an ingest's), None for SQLite or a server elsewhere."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_backend_pid()")
+        backend = cur.fetchone()[0]
+    try:
+        with open(f"/proc/{backend}/comm") as fh:
+            if not fh.read().startswith("postgres"):
+                return None  # a process of this machine's that shares a remote backend's id
+        with open(f"/proc/{backend}/stat") as fh:
+            return int(fh.read().rpartition(")")[2].split()[1])  # its parent: the postmaster
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cpu_seconds() -> float:
+    """CPU time so far of this process, everything it started, and the database server where
+    it runs here; differences of two readings are what the work between them cost."""
+    server = _database_server_pid()
+    return _tree_cpu_seconds(os.getpid()) + (_tree_cpu_seconds(server) if server else 0.0)
 
 
 def _work_off(up: Upload, tmp: Path, log: Any) -> dict[str, Any]:

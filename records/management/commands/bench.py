@@ -108,6 +108,12 @@ class Command(BaseCommand):
             f"{r['rescore_attempts_per_s']:,.0f} attempts/s; peak "
             f"{report['peak_memory']['max_rss_mb']:.0f} MB; report in {out}"
         )
+        if r["ingest_with_key_bound"] and r["ingest_without_scoring_bound"]:
+            self.stdout.write(
+                f"  their CPU time allows at most, on {r['cores']} core(s): "
+                f"{r['ingest_with_key_bound']:.2f}x, {r['ingest_without_scoring_bound']:.2f}x "
+                f"and {r['rescore_seconds_bound']:.2f} s"
+            )
 
     def _search(self, bench, runs: int, attempts: int, out: Path) -> None:
         report = bench.search(
