@@ -286,3 +286,32 @@ def test_a_huge_text_is_stored_and_searchable_by_its_head_alike_on_both_database
     inside, past = (engine.INDEXED_CHARS - 900) // width, (engine.INDEXED_CHARS + 900) // width
     assert found(words[0]) == found(words[inside]) == {"a1"}
     assert found(words[past]) == found(words[-1]) == set()
+
+
+@pytest.mark.parametrize(
+    "sort", ["", "-line", "case", "-model", "surface", "-input_tokens", "calls"]
+)
+@pytest.mark.parametrize("params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}])
+def test_a_page_cut_by_the_summary_is_the_page_the_list_gives(store, sort, params):
+    # The page a results page or /search.json shows comes with the summary's one statement;
+    # it must be the very attempts, in the very order, the list itself would give that page.
+    query = SearchQuery(sort=sort, **params)
+    per_page = 7
+    every = [a.pk for a in Search(query).page(1, 100_000)]
+    assert len(every) > 2 * per_page, "too few matches to cut pages from"
+    pages = -(-len(every) // per_page)
+    for number in (1, 2, pages):
+        windowed = Search(query, window=(number, per_page))
+        with CaptureQueriesContext(connection) as captured:
+            shown = [a.pk for a in windowed.page(number, per_page)]
+        assert shown == every[(number - 1) * per_page : number * per_page]
+        # One statement chose the page and summed the facets; the attempts were then read by
+        # key, not matched again.
+        summary, read = captured.captured_queries[:2]
+        assert "ROW_NUMBER() OVER (ORDER BY o0" in summary["sql"]
+        assert "records_searchcall" not in read["sql"]
+        assert "records_searchentry" not in read["sql"]
+        assert windowed.count() == len(every)
+    # Another page than the window's is chosen by the list, as before.
+    other = Search(query, window=(1, per_page))
+    assert [a.pk for a in other.page(2, per_page)] == every[per_page : 2 * per_page]

@@ -59,11 +59,14 @@ SORTS = {
 }
 
 FACET_LIMIT = 30  # values per facet, the commonest first
+# A facet whose column holds a row's id, counted by id and shown as that row's label: the label
+# is joined to the few counts, not to every attempt matched.
+_LABELS = {"run": ("records_run", "run_id")}
 # The facets, in the order pages show them: each one's name, what it counts (m: the attempts
 # that match; v: their verdicts in the latest scorings; c: the calls that match, or every call
 # of those attempts when the query asks nothing of calls) and the column it reads there.
 FACETS = (
-    ("run", "m", "run__run_id"),
+    ("run", "m", "run"),  # the run's id, shown as the run's run_id (`_LABELS`)
     ("model", "m", "model"),
     ("surface", "m", "effective_surface"),
     ("case", "m", "case"),
@@ -75,6 +78,7 @@ FACETS = (
     ("outcome", "c", "outcome"),
 )
 COUNT, CALL_COUNT = "count", "call_count"  # the summary's totals beside the facets
+PAGE = "page"  # and the ids of the page asked for, in the list's order (`Search`'s `window`)
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
 
 
@@ -185,12 +189,15 @@ class Search:
     costs grows with what it finds, not with the store.
     """
 
-    def __init__(self, query: SearchQuery) -> None:
+    def __init__(self, query: SearchQuery, window: tuple[int, int] | None = None) -> None:
+        """`window`: the page (number, attempts a page) that will be shown, whose attempts the
+        summary then chooses in the same statement (`page`)."""
         self.query = query
         self.words = query.words
         self.scorings = latest_scorings(query)
         self.attempts = self._attempts()
         self.calls = self._calls()
+        self.window = window
         self._summary: dict[str, Any] | None = None
 
     def verdicts(self, outer: str = "pk") -> QuerySet:
@@ -325,23 +332,33 @@ class Search:
 
     def summary(self) -> dict[str, Any]:
         """The facets (each the commonest values first), the count of attempts and the count
-        of calls, in one statement read once: the attempts that match are selected once into
-        a table of their faceted columns, their calls once into another, and each facet
-        counts that table rather than selecting the attempts again."""
+        of calls, and with a `window` the ids of that page's attempts, in one statement read
+        once: the attempts that match are selected once into a table of their faceted and
+        ordering columns, their calls once into another, and each facet counts that table,
+        and the page is cut from it, rather than selecting the attempts again."""
         if self._summary is None:
             self._summary = self._summarised()
         return self._summary
 
     def _summarised(self) -> dict[str, Any]:
         qn = connection.ops.quote_name
-        attempts = self.attempts.order_by().values("pk", *(c for n, t, c in FACETS if t == "m"))
+        # The list's order, column by column, as the page's ordering columns of `m`.
+        order = [
+            (c.lstrip("-"), "DESC" if c.startswith("-") else "ASC") for c in self.query.order()
+        ]
+        ordering = tuple(f"o{i}" for i in range(len(order)))
+        attempts = (
+            self.attempts.order_by()
+            .annotate(**{o: F(c) for o, (c, _) in zip(ordering, order, strict=True)})
+            .values("pk", *(c for n, t, c in FACETS if t == "m"), *ordering)
+        )
         within = RawSQL("SELECT id FROM m", [])  # noqa: S611 (the statement's own table)
         verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt__in=within)
         calls = SearchCall.objects.filter(attempt__in=within)
         if self.calls is not None:
             calls = self.matching(calls)
         tables = (
-            ("m", ("id", *(n for n, t, _ in FACETS if t == "m")), attempts),
+            ("m", ("id", *(n for n, t, _ in FACETS if t == "m"), *ordering), attempts),
             ("v", ("verdict",), verdicts.order_by().values("outcome")),
             (
                 "c",
@@ -357,26 +374,45 @@ class Search:
             hint = "" if name == "v" else "MATERIALIZED "
             parts.append(f"{name} ({listed}) AS {hint}({sql})")
             params.extend(more)
-        branches = [
-            f"SELECT * FROM (SELECT {i} AS facet, {qn(name)} AS value, COUNT(*) AS n,"
-            f" ROW_NUMBER() OVER (ORDER BY COUNT(*) DESC, {qn(name)}) AS rank FROM {table}"
-            f" GROUP BY {qn(name)} ORDER BY n DESC, {qn(name)} LIMIT {FACET_LIMIT}) AS f{i}"
-            for i, (name, table, _) in enumerate(FACETS)
-        ]
+        branches = []
+        for i, (name, table, _) in enumerate(FACETS):
+            counted = f"SELECT {qn(name)} AS value, COUNT(*) AS n FROM {table} GROUP BY {qn(name)}"
+            if name in _LABELS:
+                rows_of, label = _LABELS[name]
+                counted = (
+                    f"SELECT l.{qn(label)} AS value, g.n FROM ({counted}) AS g"
+                    f" JOIN {qn(rows_of)} l ON l.id = g.value"
+                )
+            branches.append(
+                f"SELECT * FROM (SELECT {i} AS facet, value, n, ROW_NUMBER() OVER"
+                f" (ORDER BY n DESC, value) AS rank FROM ({counted}) AS g{i}"
+                f" ORDER BY n DESC, value LIMIT {FACET_LIMIT}) AS f{i}"
+            )
         totals = len(FACETS)
         branches += [
             f"SELECT {totals} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM m",
             f"SELECT {totals + 1} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM c",
         ]
+        if self.window is not None:
+            number, per_page = self.window
+            by = ", ".join(f"{o} {way}" for o, (_, way) in zip(ordering, order, strict=True))
+            branches.append(
+                f"SELECT * FROM (SELECT {totals + 2} AS facet, NULL AS value, id AS n,"
+                f" ROW_NUMBER() OVER (ORDER BY {by}) AS rank FROM m ORDER BY {by}"
+                f" LIMIT {int(per_page)} OFFSET {int((number - 1) * per_page)}) AS p"
+            )
         sql = f"WITH {', '.join(parts)} " + " UNION ALL ".join(branches)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             rows = sorted(cursor.fetchall(), key=lambda r: (r[0], r[3]))
         out: dict[str, Any] = {name: {} for name, _, _ in FACETS}
         out[COUNT] = out[CALL_COUNT] = 0
+        out[PAGE] = []
         for facet, value, n, _ in rows:
             if facet < totals:
                 out[FACETS[facet][0]][str(value)] = n
+            elif facet == totals + 2:
+                out[PAGE].append(n)
             else:
                 out[COUNT if facet == totals else CALL_COUNT] = n
         return out
@@ -388,8 +424,13 @@ class Search:
         start = (number - 1) * per_page
         # The page's attempts are chosen by key first, so that what is read of each (its
         # verdict, the head of its stimulus) is read for the page alone, not for every match
-        # before the sort. An attempt has one verdict in its run's latest scoring.
-        chosen = self.ordered().values("pk")[start : start + per_page]
+        # before the sort: by the summary when this is its window (the matches are not
+        # selected twice), else here. An attempt has one verdict in its run's latest scoring.
+        chosen: Any
+        if self.window == (number, per_page):
+            chosen = self.summary()[PAGE]
+        else:
+            chosen = self.ordered().values("pk")[start : start + per_page]
         verdicts = self.verdicts().order_by()
         attempts = list(
             Attempt.objects.filter(pk__in=chosen)

@@ -248,10 +248,12 @@ def results_context(
 ) -> dict[str, Any]:
     """What the results show: a page of attempts with their matching calls, the counts and
     the facets (also a run's Attempts tab, whose stored size is `known_count`)."""
-    found = Search(form.query())
+    per_page = form.cleaned_data.get("per_page") or per_page
+    asked = form.cleaned_data.get("page") or 1
+    found = Search(form.query(), window=(asked, per_page))
     count = found.count(known_count)
-    paginator = Paginator(range(count), form.cleaned_data.get("per_page") or per_page)
-    page = paginator.get_page(form.cleaned_data.get("page") or 1)
+    paginator = Paginator(range(count), per_page)
+    page = paginator.get_page(asked)  # past the last page: the last (outside the window)
     query = data.copy()
     query.pop("page", None)
     return {
@@ -279,9 +281,9 @@ def search_json(request: HttpRequest) -> HttpResponse:
     form = _parse(request)
     if form.errors:
         return _json_error(form)
-    found = Search(form.query())
     number = form.cleaned_data.get("page") or 1
     per_page = form.cleaned_data.get("per_page") or JSON_PER_PAGE
+    found = Search(form.query(), window=(number, per_page))
     count = found.count()
     attempts = found.page(number, per_page)
     following = None
