@@ -61,7 +61,7 @@ SORTS = {
 FACET_LIMIT = 30  # values per facet, the commonest first
 # A facet whose column holds a row's id, counted by id and shown as that row's label: the label
 # is joined to the few counts, not to every attempt matched.
-_LABELS = {"run": ("records_run", "run_id")}
+_LABELS = {"run": (Run, "run_id")}
 # The facets, in the order pages show them: each one's name, what it counts (m: the attempts
 # that match; v: their verdicts in the latest scorings; c: the calls that match, or every call
 # of those attempts when the query asks nothing of calls) and the column it reads there.
@@ -378,10 +378,10 @@ class Search:
         for i, (name, table, _) in enumerate(FACETS):
             counted = f"SELECT {qn(name)} AS value, COUNT(*) AS n FROM {table} GROUP BY {qn(name)}"
             if name in _LABELS:
-                rows_of, label = _LABELS[name]
+                model, label = _LABELS[name]
                 counted = (
                     f"SELECT l.{qn(label)} AS value, g.n FROM ({counted}) AS g"
-                    f" JOIN {qn(rows_of)} l ON l.id = g.value"
+                    f" JOIN {qn(model._meta.db_table)} l ON l.id = g.value"
                 )
             branches.append(
                 f"SELECT * FROM (SELECT {i} AS facet, value, n, ROW_NUMBER() OVER"
