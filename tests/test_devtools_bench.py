@@ -33,7 +33,8 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     if Path("/proc/self/stat").exists():
         for measured in (keyed, report["ingest"]):
             cpu = measured["evaldash"]["cpu_seconds"]
-            assert cpu > 0 and measured["floor"]["cpu_seconds"] > 0
+            # The tiny floor may take less than the kernel's 10 ms tick, the ingest never.
+            assert cpu > 0 and measured["floor"]["cpu_seconds"] >= 0
             assert measured["ratio_bound"] == pytest.approx(
                 measured["cores"] * measured["floor"]["seconds"] / cpu
             )

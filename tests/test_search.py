@@ -308,10 +308,31 @@ def test_a_page_cut_by_the_summary_is_the_page_the_list_gives(store, sort, param
         # One statement chose the page and summed the facets; the attempts were then read by
         # key, not matched again.
         summary, read = captured.captured_queries[:2]
-        assert "ROW_NUMBER() OVER (ORDER BY o0" in summary["sql"]
+        assert "FROM m ORDER BY o0" in summary["sql"]
         assert "records_searchcall" not in read["sql"]
         assert "records_searchentry" not in read["sql"]
         assert windowed.count() == len(every)
     # Another page than the window's is chosen by the list, as before.
     other = Search(query, window=(1, per_page))
     assert [a.pk for a in other.page(2, per_page)] == every[per_page : 2 * per_page]
+
+
+def test_runs_that_share_a_run_id_are_counted_together_in_the_run_facet(db):
+    # Two stored runs of one run_id (two shards of it, each stored): the facet shows the run_id
+    # once, with every attempt of both, as selecting it (`run=`) lists them.
+    def shard(attempts: list[str], commit: str) -> bytes:
+        lines = []
+        for key in attempts:
+            lines += [line("attempt", id=key), line("call", attempt=key)]
+        return encode([*lines, line("session"), line("run", run_id="run-twice", commit=commit)])
+
+    report = ingest_bytes(
+        ("modeleval-a.jsonl", shard(["a1", "a2"], "a" * 40)),
+        ("modeleval-b.jsonl", shard(["b1"], "b" * 40)),
+    )
+    assert report.ok and Run.objects.filter(run_id="run-twice").count() == 2
+    for query in (SearchQuery(), SearchQuery(tool="gitlab_find_action")):
+        search = Search(query, window=(1, 25))
+        assert search.facets()["run"] == {"run-twice": 3}
+        assert len(search.page(1, 25)) == search.count() == 3
+    assert Search(SearchQuery(runs=["run-twice"])).count() == 3

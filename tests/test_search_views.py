@@ -58,6 +58,7 @@ def test_the_json_answer_pages_with_a_next_address(client, store):
         ({"colour": "red"}, "colour"),
         ({"observed": "maybe"}, "observed"),
         ({"page": "0"}, "page"),
+        ({"page": str(10**18)}, "page"),  # past what the database's OFFSET takes
         ({"per_page": "501"}, "per_page"),
         ({"verdict": "great"}, "verdict"),
         ({"turn_status": "sleepy"}, "turn_status"),
@@ -124,3 +125,14 @@ def test_an_htmx_request_gets_the_results_alone(client):
     html = page.content.decode()
     assert html.lstrip().startswith('<section id="search-results"')
     assert page["Vary"] and "HX-Request" in page["Vary"]
+
+
+@PUBLIC
+def test_a_page_past_the_last_shows_the_last_page_or_an_empty_json_page(client, store):
+    every = client.get("/search.json", {"per_page": 500}).json()["count"]
+    last = -(-every // 25)
+    html = client.get("/search/", {"page": 999_999})
+    assert html.status_code == 200
+    assert html.context["page"].number == last
+    answer = client.get("/search.json", {"page": 999_999, "per_page": 25}).json()
+    assert answer["count"] == every and answer["attempts"] == [] and answer["next"] is None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -73,8 +74,9 @@ def generate(directory: Path, attempts: int, *, run_id: str, seed: int) -> tuple
 
 
 def floor(paths: list[Path], db_path: Path) -> dict[str, float]:
-    """Parse each line with orjson and insert one row per line into a fresh SQLite file."""
-    cpu0 = _cpu_seconds()
+    """Parse each line with orjson and insert one row per line into a fresh SQLite file (its
+    CPU time this process's own: it writes to no database server)."""
+    cpu0 = _tree_cpu_seconds(os.getpid())
     t0 = time.perf_counter()
     db = sqlite3.connect(db_path)
     db.execute("CREATE TABLE line (file TEXT, n INTEGER, type TEXT, payload TEXT)")
@@ -98,7 +100,8 @@ def floor(paths: list[Path], db_path: Path) -> dict[str, float]:
             lines += len(rows)
     db.close()
     seconds = time.perf_counter() - t0
-    return {**_throughput(seconds, lines, size), "cpu_seconds": _cpu_seconds() - cpu0}
+    cpu = _tree_cpu_seconds(os.getpid()) - cpu0
+    return {**_throughput(seconds, lines, size), "cpu_seconds": cpu}
 
 
 def _throughput(seconds: float, lines: int, size: int) -> dict[str, float]:
@@ -965,8 +968,23 @@ def _tree_cpu_seconds(root: int) -> float:
     return total
 
 
-# The cores this process may run on: how many a perfectly parallel ingest would keep busy.
-CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+def _cores() -> int:
+    """The cores this process may keep busy: those it may run on, fewer where its control
+    group's CPU quota (`cpu.max`, a container's `--cpus`) allows less."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+    except (OSError, ValueError):
+        return cores
+    if quota == "max":
+        return cores
+    return max(1, min(cores, math.ceil(int(quota) / int(period))))
+
+
+# How many cores a perfectly parallel ingest would keep busy.
+CORES = _cores()
 
 
 def _database_server_pid() -> int | None:
@@ -989,7 +1007,8 @@ def _database_server_pid() -> int | None:
 
 def _cpu_seconds() -> float:
     """CPU time so far of this process, everything it started, and the database server where
-    it runs here; differences of two readings are what the work between them cost."""
+    it runs here (all of it: every client's backends, its own background processes), so
+    differences of two readings are what the work between them cost on a server of its own."""
     server = _database_server_pid()
     return _tree_cpu_seconds(os.getpid()) + (_tree_cpu_seconds(server) if server else 0.0)
 

@@ -78,7 +78,7 @@ FACETS = (
     ("outcome", "c", "outcome"),
 )
 COUNT, CALL_COUNT = "count", "call_count"  # the summary's totals beside the facets
-PAGE = "page"  # and the ids of the page asked for, in the list's order (`Search`'s `window`)
+PAGE = "page"  # and the ids of the page asked for (`Search`'s `window`)
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
 
 
@@ -342,10 +342,12 @@ class Search:
 
     def _summarised(self) -> dict[str, Any]:
         qn = connection.ops.quote_name
-        # The list's order, column by column, as the page's ordering columns of `m`.
+        # With a window, the list's order, column by column, as ordering columns of `m`.
         order = [
             (c.lstrip("-"), "DESC" if c.startswith("-") else "ASC") for c in self.query.order()
         ]
+        if self.window is None:
+            order = []
         ordering = tuple(f"o{i}" for i in range(len(order)))
         attempts = (
             self.attempts.order_by()
@@ -378,10 +380,14 @@ class Search:
         for i, (name, table, _) in enumerate(FACETS):
             counted = f"SELECT {qn(name)} AS value, COUNT(*) AS n FROM {table} GROUP BY {qn(name)}"
             if name in _LABELS:
+                # Rows may share a label (two runs of one run_id): their counts add up.
                 model, label = _LABELS[name]
+                meta = model._meta
                 counted = (
-                    f"SELECT l.{qn(label)} AS value, g.n FROM ({counted}) AS g"
-                    f" JOIN {qn(model._meta.db_table)} l ON l.id = g.value"
+                    f"SELECT l.{qn(label)} AS value, CAST(SUM(g.n) AS BIGINT) AS n"
+                    f" FROM ({counted}) AS g"
+                    f" JOIN {qn(meta.db_table)} l ON l.{qn(meta.pk.column)} = g.value"
+                    f" GROUP BY l.{qn(label)}"
                 )
             branches.append(
                 f"SELECT * FROM (SELECT {i} AS facet, value, n, ROW_NUMBER() OVER"
@@ -396,9 +402,10 @@ class Search:
         if self.window is not None:
             number, per_page = self.window
             by = ", ".join(f"{o} {way}" for o, (_, way) in zip(ordering, order, strict=True))
+            # The page's ids in any order: `page` reads them in the list's.
             branches.append(
                 f"SELECT * FROM (SELECT {totals + 2} AS facet, NULL AS value, id AS n,"
-                f" ROW_NUMBER() OVER (ORDER BY {by}) AS rank FROM m ORDER BY {by}"
+                f" 0 AS rank FROM m ORDER BY {by}"
                 f" LIMIT {int(per_page)} OFFSET {int((number - 1) * per_page)}) AS p"
             )
         sql = f"WITH {', '.join(parts)} " + " UNION ALL ".join(branches)

@@ -22,6 +22,9 @@ YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
 PER_PAGE = 25
 JSON_PER_PAGE = 100
 MAX_PER_PAGE = 500
+# Past any store's last page: a larger number is refused by name (a 400), not handed to the
+# database's OFFSET, which cannot take it.
+MAX_PAGE = 10**9
 
 # A facet's name and the parameter a click on one of its values sets.
 FACETS = [
@@ -94,7 +97,9 @@ class SearchForm(forms.Form):
         choices=[("", ""), *((s, s) for key in SORTS for s in (key, f"-{key}"))],
         widget=forms.HiddenInput,
     )
-    page = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    page = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_PAGE, widget=forms.HiddenInput
+    )
     per_page = forms.IntegerField(
         required=False, min_value=1, max_value=MAX_PER_PAGE, widget=forms.HiddenInput
     )
