@@ -344,10 +344,9 @@ class Search:
         qn = connection.ops.quote_name
         # With a window, the list's order, column by column, as ordering columns of `m`.
         order = [
-            (c.lstrip("-"), "DESC" if c.startswith("-") else "ASC") for c in self.query.order()
+            (c.lstrip("-"), "DESC" if c.startswith("-") else "ASC")
+            for c in (self.query.order() if self.window is not None else ())
         ]
-        if self.window is None:
-            order = []
         ordering = tuple(f"o{i}" for i in range(len(order)))
         attempts = (
             self.attempts.order_by()

@@ -211,6 +211,22 @@ def _chunk_reads(
     }
     qn = connection.ops.quote_name
     a_t, c_t = (qn(m._meta.db_table) for m in (Attempt, Call))
+    facts_sql = (
+        f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id >= %s AND id <= %s "
+        f"AND run_id = %s AND facts IS NOT NULL"
+    )
+    # The text is read only for the meta decline test (C.2): skip it elsewhere. The result is
+    # `{result}`: read for some of a chunk's attempts, or for none.
+    read = {
+        "arguments": "CAST(arguments AS TEXT)",
+        "result": "{result}",
+        "text": "CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END",
+    }
+    columns = ", ".join(read.get(name, qn(name)) for name in CALL_COLUMNS)
+    calls_sql = (
+        f"SELECT attempt_id, {columns} FROM {c_t} WHERE attempt_id >= %s AND attempt_id <= %s "
+        f"ORDER BY attempt_id, {qn('index')}, line"
+    )
     for start in range(0, len(rows), chunk):
         attempts = []
         for row in rows[start : start + chunk]:
@@ -232,24 +248,8 @@ def _chunk_reads(
             result = f"CASE WHEN attempt_id {reading_among} THEN CAST(result AS TEXT) END"
         else:
             result = "NULL"
-        facts = (
-            f"SELECT id, CAST(facts AS TEXT) FROM {a_t} WHERE id >= %s AND id <= %s "
-            f"AND run_id = %s AND facts IS NOT NULL",
-            [lo, hi, run.pk],
-        )
-        # The text is read only for the meta decline test (C.2): skip it elsewhere.
-        read = {
-            "arguments": "CAST(arguments AS TEXT)",
-            "result": result,
-            "text": "CASE WHEN outcome = 'refused:invalid_params' THEN text ELSE '' END",
-        }
-        columns = ", ".join(read.get(name, qn(name)) for name in CALL_COLUMNS)
-        calls = (
-            f"SELECT attempt_id, {columns} FROM {c_t} "
-            f"WHERE attempt_id >= %s AND attempt_id <= %s "
-            f"ORDER BY attempt_id, {qn('index')}, line",
-            [*reading, lo, hi],
-        )
+        facts = (facts_sql, [lo, hi, run.pk])
+        calls = (calls_sql.replace("{result}", result), [*reading, lo, hi])
         yield ChunkRead(attempts, facts, calls, mine)
 
 
