@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from records.models import Run, Scoring, Verdict
-from records.queries.search import Search, SearchQuery
+from records.queries.search import CALL_COUNT, Search, SearchQuery
 from records.search import engine
 from tests.builders import encode, ingest_bytes, line
 from tests.searched import refused
@@ -315,6 +315,26 @@ def test_a_page_cut_by_the_summary_is_the_page_the_list_gives(store, sort, param
     # Another page than the window's is chosen by the list, as before.
     other = Search(query, window=(1, per_page))
     assert [a.pk for a in other.page(2, per_page)] == every[per_page : 2 * per_page]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"tool": "gitlab_execute_action", "outcome": "refused"},
+        {"q": "project"},
+        {"tool": "gitlab_execute_action", "q": "project"},
+    ],
+)
+def test_the_summary_selects_the_matching_calls_once(store, params):
+    # The calls that match are selected once (k): the attempts listed are theirs, and the calls
+    # counted are k's of those attempts, not the listed attempts' calls matched a second time
+    # (on PostgreSQL with statistics, that second match read the store's attempts in full).
+    search = Search(SearchQuery(**params))
+    with CaptureQueriesContext(connection) as captured:
+        summary = search.summary()
+    (statement,) = captured.captured_queries
+    assert statement["sql"].count('FROM "records_searchcall"') == 1, statement["sql"]
+    assert summary[CALL_COUNT] > 0
 
 
 def test_runs_that_share_a_run_id_are_counted_together_in_the_run_facet(db):

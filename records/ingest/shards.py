@@ -53,7 +53,7 @@ from records.models import (
 from records.scoring.run import score_if_unscored
 from records.search.engine import vectors_wanted
 from records.search.index import index_calls, index_run
-from records.search.models import SearchEntry
+from records.search.models import SearchCall, SearchEntry
 from records.search.vectors import AttemptTexts, call_vectors
 
 PRICE_FIELDS = (
@@ -425,7 +425,8 @@ def ingest_shard(
             feed.abandon()
     if progress:
         progress(name, size, size)
-    analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
+    # The search's calls too: its facet statements plan on them (`records.queries.search`).
+    analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary, SearchCall))
     seconds = time.perf_counter() - started
 
     scoring = score_if_unscored(run)

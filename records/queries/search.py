@@ -256,25 +256,21 @@ class Search:
             condition &= Q(truncated=True)
         return condition & runs if condition else None
 
-    def _attempts(self) -> QuerySet:
+    def _attempts(self, matched: Any = None) -> QuerySet:
+        """The attempts listed. `matched`: the attempts of the calls that match, where the
+        caller has selected those calls already (the summary's `k`); else they are selected
+        here (`matching`)."""
         qs = Attempt.objects.filter(self.attempt_condition())
         condition = self.call_condition()
         words = self.words
+        if condition is None and not words:
+            return qs
+        if matched is None:
+            matched = self.matching(SearchCall.objects.all()).values("attempt")
         if condition is not None:
-            calls = SearchCall.objects.filter(condition)
-            if words:
-                # The words match the attempt's own text, or this very call's.
-                calls = calls.filter(
-                    Q(pk__in=_hits(engine.CALL, words))
-                    | Q(attempt__in=_hits(engine.ATTEMPT, words))
-                )
-            qs = qs.filter(pk__in=calls.values("attempt"))
-        elif words:
-            calls = SearchCall.objects.filter(pk__in=_hits(engine.CALL, words))
-            qs = qs.filter(
-                Q(pk__in=_hits(engine.ATTEMPT, words)) | Q(pk__in=calls.values("attempt"))
-            )
-        return qs
+            # The words match the attempt's own text, or this very call's (`matching`).
+            return qs.filter(pk__in=matched)
+        return qs.filter(Q(pk__in=_hits(engine.ATTEMPT, words)) | Q(pk__in=matched))
 
     def _calls(self) -> QuerySet | None:
         """The calls that match (`SearchCall`s), of the attempts listed; None when the query
@@ -348,30 +344,43 @@ class Search:
             for c in (self.query.order() if self.window is not None else ())
         ]
         ordering = tuple(f"o{i}" for i in range(len(order)))
+        call_facets = tuple(n for n, t, _ in FACETS if t == "c")
+        call_columns = [c for n, t, c in FACETS if t == "c"]
+        # The statement's own tables, named in its SQL (noqa S611: no outside text in them).
+        within = RawSQL("SELECT id FROM m", [])  # noqa: S611
+        tables: list[tuple[str, tuple[str, ...], Any]] = []
+        if self.calls is None:
+            attempts = self.attempts
+            calls = SearchCall.objects.filter(attempt__in=within).order_by()
+            calls = calls.values(*call_columns)
+        else:
+            # The calls that match, selected once (k): the attempts listed are theirs (by key,
+            # read from k), and the calls counted are those of k whose attempt is listed,
+            # rather than the calls of the listed attempts matched a second time.
+            matching = self.matching(SearchCall.objects.all()).order_by()
+            tables.append(
+                ("k", ("attempt", *call_facets), matching.values("attempt", *call_columns))
+            )
+            attempts = self._attempts(RawSQL("SELECT attempt FROM k", []))  # noqa: S611
+            listed = ", ".join(qn(n) for n in call_facets)
+            calls = (f"SELECT {listed} FROM k WHERE attempt IN (SELECT id FROM m)", ())
         attempts = (
-            self.attempts.order_by()
+            attempts.order_by()
             .annotate(**{o: F(c) for o, (c, _) in zip(ordering, order, strict=True)})
             .values("pk", *(c for n, t, c in FACETS if t == "m"), *ordering)
         )
-        within = RawSQL("SELECT id FROM m", [])  # noqa: S611 (the statement's own table)
         verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt__in=within)
-        calls = SearchCall.objects.filter(attempt__in=within)
-        if self.calls is not None:
-            calls = self.matching(calls)
-        tables = (
+        tables += [
             ("m", ("id", *(n for n, t, _ in FACETS if t == "m"), *ordering), attempts),
             ("v", ("verdict",), verdicts.order_by().values("outcome")),
-            (
-                "c",
-                tuple(n for n, t, _ in FACETS if t == "c"),
-                calls.order_by().values(*(c for n, t, c in FACETS if t == "c")),
-            ),
-        )
+            ("c", call_facets, calls),
+        ]
         parts, params = [], []
         for name, columns, qs in tables:
-            sql, more = qs.query.sql_with_params()
+            sql, more = qs if isinstance(qs, tuple) else qs.query.sql_with_params()
             listed = ", ".join(qn(c) for c in columns)
-            # Read more than once (m by v and c and its facets; c by its facets): materialized.
+            # Read more than once (k by m and c; m by v and c and its facets; c by its
+            # facets): materialized.
             hint = "" if name == "v" else "MATERIALIZED "
             parts.append(f"{name} ({listed}) AS {hint}({sql})")
             params.extend(more)
