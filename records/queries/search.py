@@ -266,7 +266,7 @@ class Search:
         if condition is None and not words:
             return qs
         if matched is None:
-            matched = self.matching(SearchCall.objects.all()).values("attempt")
+            matched = self.matched_calls().values("attempt")
         if condition is not None:
             # The words match the attempt's own text, or this very call's (`matching`).
             return qs.filter(pk__in=matched)
@@ -278,6 +278,11 @@ class Search:
         if self.call_condition() is None and not self.words:
             return None
         return self.matching(self.every_call())
+
+    def matched_calls(self) -> QuerySet:
+        """Every call (`SearchCall`) that the call conditions and the words select, of any
+        attempt."""
+        return self.matching(SearchCall.objects.all())
 
     def matching(self, calls: QuerySet) -> QuerySet:
         """Those of `calls` (`SearchCall`s) that the call conditions and the words select."""
@@ -348,22 +353,21 @@ class Search:
         call_columns = [c for n, t, c in FACETS if t == "c"]
         # The statement's own tables, named in its SQL (noqa S611: no outside text in them).
         within = RawSQL("SELECT id FROM m", [])  # noqa: S611
-        tables: list[tuple[str, tuple[str, ...], Any]] = []
+        # Each table of the statement: its name, its columns, its (SQL, parameters).
+        tables: list[tuple[str, tuple[str, ...], tuple[str, Any]]] = []
         if self.calls is None:
             attempts = self.attempts
-            calls = SearchCall.objects.filter(attempt__in=within).order_by()
-            calls = calls.values(*call_columns)
+            calls = SearchCall.objects.filter(attempt__in=within).order_by().values(*call_columns)
+            call_sql = calls.query.sql_with_params()
         else:
             # The calls that match, selected once (k): the attempts listed are theirs (by key,
             # read from k), and the calls counted are those of k whose attempt is listed,
             # rather than the calls of the listed attempts matched a second time.
-            matching = self.matching(SearchCall.objects.all()).order_by()
-            tables.append(
-                ("k", ("attempt", *call_facets), matching.values("attempt", *call_columns))
-            )
+            matched = self.matched_calls().order_by().values("attempt", *call_columns)
+            tables.append(("k", ("attempt", *call_facets), matched.query.sql_with_params()))
             attempts = self._attempts(RawSQL("SELECT attempt FROM k", []))  # noqa: S611
             listed = ", ".join(qn(n) for n in call_facets)
-            calls = (f"SELECT {listed} FROM k WHERE attempt IN (SELECT id FROM m)", ())
+            call_sql = (f"SELECT {listed} FROM k WHERE attempt IN (SELECT id FROM m)", ())
         attempts = (
             attempts.order_by()
             .annotate(**{o: F(c) for o, (c, _) in zip(ordering, order, strict=True)})
@@ -371,13 +375,16 @@ class Search:
         )
         verdicts = Verdict.objects.filter(scoring__in=self.scorings, attempt__in=within)
         tables += [
-            ("m", ("id", *(n for n, t, _ in FACETS if t == "m"), *ordering), attempts),
-            ("v", ("verdict",), verdicts.order_by().values("outcome")),
-            ("c", call_facets, calls),
+            (
+                "m",
+                ("id", *(n for n, t, _ in FACETS if t == "m"), *ordering),
+                attempts.query.sql_with_params(),
+            ),
+            ("v", ("verdict",), verdicts.order_by().values("outcome").query.sql_with_params()),
+            ("c", call_facets, call_sql),
         ]
         parts, params = [], []
-        for name, columns, qs in tables:
-            sql, more = qs if isinstance(qs, tuple) else qs.query.sql_with_params()
+        for name, columns, (sql, more) in tables:
             listed = ", ".join(qn(c) for c in columns)
             # Read more than once (k by m and c; m by v and c and its facets; c by its
             # facets): materialized.
