@@ -264,6 +264,21 @@ def test_the_rebuild_command_indexes_runs_stored_before_the_index(store, capsys)
     assert _found(query)[:2] == expected
 
 
+def test_a_rebuild_refreshes_the_statistics_of_the_calls_it_indexed(store, monkeypatch):
+    # A large rebuild leaves the calls' statistics as a large ingest does: refreshed, with the
+    # number of calls it wrote (PostgreSQL analyzes past a threshold; SQLite needs none).
+    from records.search import index
+    from records.search.models import SearchCall
+
+    asked = []
+    monkeypatch.setattr(
+        index, "analyze_if_large", lambda rows, models: asked.append((rows, models))
+    )
+    call_command("search_index")
+    assert asked == [(SearchCall.objects.count(), (SearchCall,))]
+    assert asked[0][0] > 0
+
+
 def test_a_huge_text_is_stored_and_searchable_by_its_head_alike_on_both_databases(db):
     # Three turns of 800 kB of distinct words: an attempt's text of 2.4 MB, whose words alone
     # would make a tsvector past PostgreSQL's 1 MB limit if it were indexed whole.

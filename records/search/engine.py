@@ -140,15 +140,16 @@ def _key() -> str:
 
 def index_run(
     run_pk: int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
-) -> None:
+) -> int:
     """Add a stored run to the index (in the caller's transaction).
 
     `calls_left` None (a rebuild): every call of the run, documents and filtered columns. A
     list: the writer indexed the calls as it wrote them (`index_calls`), so only the documents
     of these, whose vectors it left to PostgreSQL (`records.search.vectors`). `attempts_left`
     None: every attempt's document; a list: the writer made the others' vectors, so only
-    these."""
+    these. How many calls it wrote the filtered columns of (none unless `calls_left` is None)."""
     statements = _PG if connection.vendor == "postgresql" else _SQLITE
+    calls = 0
     with connection.cursor() as cursor:
         if attempts_left is None:
             cursor.execute(statements[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
@@ -157,8 +158,10 @@ def index_run(
         if calls_left is None:
             cursor.execute(statements[CALL] + _OF_RUN, [run_pk])
             cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
+            calls = max(cursor.rowcount, 0)
         elif calls_left:
             cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [calls_left])
+    return calls
 
 
 def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:

@@ -9,8 +9,10 @@ from django.db import transaction
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
+from records.bulk.tables import analyze_if_large
 from records.models import Run
 from records.search import engine
+from records.search.models import SearchCall
 
 
 def index_run(
@@ -34,12 +36,16 @@ def forget_run(sender: Any, instance: Run, **kwargs: Any) -> None:
 
 
 def rebuild(runs: Any = None) -> int:
-    """Index again every run (or those of `runs`), one transaction each; how many."""
+    """Index again every run (or those of `runs`), one transaction each; how many. After a
+    large rebuild the calls' statistics are refreshed, as after a large ingest, so the search's
+    plans fit what is now indexed rather than wait for autovacuum (or go without, where none
+    runs)."""
     queryset = Run.objects.all() if runs is None else runs
-    count = 0
+    count = calls = 0
     for pk in queryset.order_by("pk").values_list("pk", flat=True):
         with transaction.atomic():
             engine.forget_run(pk)
-            engine.index_run(pk)
+            calls += engine.index_run(pk)
         count += 1
+    analyze_if_large(calls, (SearchCall,))
     return count
