@@ -163,7 +163,7 @@ def test_rescore_pending_scores_only_the_pending_runs(key, killed, capsys):
 def test_a_scoring_interrupted_part_way_stores_no_scoring(key, killed, monkeypatch):
     (run,) = killed(SHARD)
 
-    def killed_here(scoring):
+    def killed_here(*args):
         raise KeyboardInterrupt  # what a signal raises in the middle of the work
 
     monkeypatch.setattr(scores_run, "store_row_statistics", killed_here)

@@ -202,26 +202,32 @@ class ScoreCase(CaseOfRow):
 
 
 class CaseFigureQuerySet(models.QuerySet):
-    def store_for(self, scoring: Scoring) -> int:
+    def store_for(
+        self, scoring: Scoring, marks: Iterable[tuple[str, str, str, str, str]] | None = None
+    ) -> int:
         """Keep a scoring's figures per case, model and surface (what the case pages read, so
-        that they never read a verdict): one read of its verdicts, in repeat order. Returns
-        how many were stored; a scoring's figures are replaced whole."""
-        marks: dict[tuple[str, str, str, str], list[str]] = {}
-        for case, row_key, model, surface, counted, clean in (
-            Verdict.objects.filter(scoring=scoring)
-            .order_by("case", "row_key", "attempt__repeat", "attempt_id")
-            .values_list("case", "row_key", "model", "surface", "counted", "clean")
-        ):
-            marks.setdefault((case, row_key, model, surface), []).append(
-                ("1" if clean else "0") if counted else "-"
-            )
+        that they never read a verdict): `marks` gives each one's (case, row key, model,
+        surface, marks) as the scoring summed them (`records.scoring.sums`); without, one read
+        of its verdicts, in repeat order. Returns how many were stored; a scoring's figures are
+        replaced whole."""
+        if marks is None:
+            read: dict[tuple[str, str, str, str], list[str]] = {}
+            for case, row_key, model, surface, counted, clean in (
+                Verdict.objects.filter(scoring=scoring)
+                .order_by("case", "row_key", "attempt__repeat", "attempt_id")
+                .values_list("case", "row_key", "model", "surface", "counted", "clean")
+            ):
+                read.setdefault((case, row_key, model, surface), []).append(
+                    ("1" if clean else "0") if counted else "-"
+                )
+            marks = ((*key, "".join(m)) for key, m in read.items())
         # Plain rows, not model objects: a large run's scoring keeps thousands of these, and the
         # ORM's per-object work cost half of their store (0.08 s of a 20,000-attempt run's).
         table = Table(CaseFigure, ["scoring", *_CASE_FIGURE_COLUMNS])
         table.rows = figures = [
             (scoring.pk, case, row_key, model, surface, m.count("1"), len(m) - m.count("-"))
-            + (len(m), "".join(m))
-            for (case, row_key, model, surface), m in marks.items()
+            + (len(m), m)
+            for case, row_key, model, surface, m in marks
         ]
         self.filter(scoring=scoring).delete()
         with connection.cursor() as cursor:

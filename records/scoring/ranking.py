@@ -12,7 +12,7 @@ from records import stats
 from records.bulk.blas import one_thread
 from records.models import ScoreRow, Scoring
 from records.scorer.score import RATIO_COLUMNS
-from records.scoring.tables import TableRow, case_figures, ratio_of, score_groups, score_rows
+from records.scoring.tables import TableRow, ratio_of, score_groups, score_rows
 
 PairTests = dict[tuple[str, str], dict[str, stats.Paired]]  # (baseline, candidate) row keys
 
@@ -134,12 +134,12 @@ def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
     return out
 
 
-def store_row_statistics(scoring: Scoring) -> None:
+def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[str, int]]]) -> None:
     """Keep with each score row its pair tests against the other rows of its group (under the
     row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
     the case as the unit. One read of every case, at scoring time. The tests' bootstraps are
-    small matrix products, on one thread (`records.bulk.blas`)."""
-    per_case = case_figures(scoring)
+    small matrix products, on one thread (`records.bulk.blas`). `per_case`: every row's figures
+    per case (`records.scoring.tables.case_figures`), as the scoring summed them."""
     with one_thread():
         rows = score_rows(scoring, live=True, per_case=per_case)
         groups = score_groups(scoring, rows)

@@ -40,6 +40,7 @@ from records.scorer.score import (
 )
 from records.scoring.ranking import store_row_statistics
 from records.scoring.refusals import provenance_refusal
+from records.scoring.sums import ScoringSums
 from records.scoring.tables import store_rows
 from records.scoring.worker import ChunkRead, read_chunk, score_worker
 
@@ -172,12 +173,14 @@ def _placements(
 
 # What the scoring reads of each attempt: which it is and where its row goes, then what the
 # scorer reads of its turns and checks, then the tries and tokens each verdict copies (with the
-# session).
+# session), then its repeat (the order of a case's marks, `records.scoring.sums`).
 _ATTEMPT_READ = (
     *("id", "key", "case", "model", "effective_surface", "session_id"),
     *("ended_by", "reason", "last_turn_has_tool_call", "failed_checks"),
     *("try_count", "input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens"),
+    "repeat",
 )
+_COPIED = slice(10, 15)  # the tries and tokens
 
 
 def _attempt_rows(run: Run) -> list[tuple]:
@@ -235,7 +238,7 @@ def _chunk_reads(
             mode, tier, row_key = place.mode, place.tier, place.row_key
             attempts.append(
                 (pk, key, case, model, surface, mode, tier, ended_by, reason, row_key)
-                + (*row[8:10], session_id, *row[10:])  # last turn, failed checks; copied
+                + (*row[8:10], session_id, *row[_COPIED])  # last turn, failed checks; copied
             )
         # The chunk's attempts are a range of ids (in id order), read by range; where another
         # run's attempts lie between them (ids taken by two ingests at once), their rows are
@@ -275,15 +278,15 @@ SCORER_PROCESSES = 2
 
 
 def _verdicts(
-    run: Run, doc: KeyDocument, stale: bool, reach: Reader | None
+    run: Run, doc: KeyDocument, stale: bool, reach: Reader | None, rows: list[tuple]
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one writes the verdicts (`records.bulk.processes`). Each scorer reads its
     chunks' rows itself where it can reach them (`reach`, `records.bulk.apart`), so this process
     only sends which rows and writes what comes back; else they are read here and sent. Chunks
     go to the scorers in turn and their answers are taken in the same order, so the verdicts,
-    and the first error, are those of scoring in line."""
-    rows = _attempt_rows(run)
+    and the first error, are those of scoring in line. `rows`: the run's attempts, as
+    `_attempt_rows` reads them."""
     placed, refused = _placements(run, rows)
     if (
         run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
@@ -372,12 +375,16 @@ def _score(
             scoring = Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
             )
+            attempts = _attempt_rows(run)
+            repeats = {row[0]: row[-1] for row in attempts}
+            sums = ScoringSums()
             try:
-                for rows, retired, unknown, refused in _verdicts(run, doc, stale, reach):
+                for rows, retired, unknown, refused in _verdicts(run, doc, stale, reach, attempts):
                     skipped_retired += retired
                     skipped_unknown += unknown
                     skipped_refused += refused
                     count += len(rows)
+                    sums.add(rows, repeats)
                     table.rows = [(scoring.pk, *row) for row in rows]
                     with connection.cursor() as cur:
                         table.flush(cur)
@@ -394,11 +401,11 @@ def _score(
             return Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
             )
-        store_rows(scoring)
+        store_rows(scoring, sums)
         # ANALYZE in the transaction counts its own new rows: the statistics' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
-        store_row_statistics(scoring)
-        CaseFigure.objects.store_for(scoring)
+        store_row_statistics(scoring, sums.per_case())
+        CaseFigure.objects.store_for(scoring, sums.marks())
         notes = []
         if skipped_retired:
             notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")

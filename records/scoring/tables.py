@@ -1,5 +1,5 @@
-"""Score tables: a scoring's rows summed in the database, the row type, the cross-vendor groups
-(E.4) and the case matrix. Their words (titles, legend, captions) are `vocabulary`; which rows
+"""Score tables: a scoring's rows as stored (`sums` takes them from its verdicts), the row type,
+the cross-vendor groups (E.4) and the case matrix. Their words (titles, legend, captions) are `vocabulary`; which rows
 upstream refuses is `refusals`."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from operator import itemgetter
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, Count, F, IntegerField, Max, Sum, When
+from django.db.models import Case, Count, F, IntegerField, Sum, When
 
 from records import stats
-from records.formats.rows import ADDITIVE, CONFIRMATIONS, TOKENS
+from records.bulk.tables import Table
+from records.formats.rows import ADDITIVE, TOKENS
 from records.models import (
     Provider,
     Run,
@@ -24,8 +25,9 @@ from records.models import (
     Verdict,
 )
 from records.models import ScoreRow as StoredRow
-from records.scorer.score import COUNTED_APART, OUTCOMES
+from records.scorer.score import COUNTED_APART
 from records.scoring.refusals import refusal
+from records.scoring.sums import ScoringSums
 from records.scoring.vocabulary import caption, caption_parts, coverage_caption
 
 
@@ -371,60 +373,25 @@ def score_rows(
     return rows
 
 
-def store_rows(scoring: Scoring) -> None:
-    """Sum the scoring's rows and its per-case counts once, in the database."""
-
-    qn = connection.ops.quote_name
-    with connection.cursor() as cur:
-        cur.execute(
-            f"INSERT INTO {qn(ScoreCase._meta.db_table)} (scoring_id, row_key, {qn('case')}, "
-            f"completed, counted, total) SELECT scoring_id, row_key, {qn('case')}, "
-            f"SUM(CASE WHEN outcome = 'completed' THEN 1 ELSE 0 END), "
-            f"SUM(CASE WHEN counted THEN 1 ELSE 0 END), COUNT(*) "
-            f"FROM {qn(Verdict._meta.db_table)} WHERE scoring_id = %s "
-            f"GROUP BY scoring_id, row_key, {qn('case')}",
-            [scoring.pk],
-        )
-    cases: dict[str, list[str]] = defaultdict(list)
-    for row_key, case in (
-        ScoreCase.objects.filter(scoring=scoring)
-        .order_by("row_key", "case")
-        .values_list("row_key", "case")
-    ):
-        cases[row_key].append(case)
+def store_rows(scoring: Scoring, sums: ScoringSums) -> None:
+    """Store the scoring's rows and their per-case counts, as its verdicts summed them."""
+    table = Table(ScoreCase, ["scoring", "row_key", "case", "completed", "counted", "total"])
+    table.rows = [(scoring.pk, *counts) for counts in sums.case_counts()]
+    with connection.cursor() as cursor:
+        table.flush(cursor)
     StoredRow.objects.bulk_create(
         StoredRow(
             scoring=scoring,
-            row_key=r.row_key,
-            model=r.model,
-            surface=r.surface,
-            session_id=r.figures.pop("session_id"),
-            figures={
-                k: v for k, v in r.figures.items() if k not in ("row_key", "model", "surface")
-            },
-            case_count=len(cases[r.row_key]),
-            coverage=fnv1a64(cases[r.row_key]),
+            row_key=row_key,
+            model=model,
+            surface=surface,
+            session_id=session_id,
+            figures=figures,
+            case_count=len(cases),
+            coverage=fnv1a64(cases),
         )
-        for r in _sum_rows(scoring)
+        for row_key, model, surface, session_id, figures, cases in sums.rows()
     )
-
-
-def _sum_rows(scoring: Scoring) -> list[TableRow]:
-    """One row per C.9 row key, summed in the database."""
-    qs = (
-        Verdict.objects.filter(scoring=scoring)
-        .values("row_key", "model", "surface")
-        .annotate(
-            attempts=count_where("counted"),
-            **verdict_sums(),
-            **{c: Sum(c) for c in CONFIRMATIONS},
-            session_id=Max("session_id"),
-            **{o: count_where("outcome", o) for o in OUTCOMES},
-        )
-        .order_by("row_key")
-    )
-    rows = [TableRow(r["row_key"], r["model"], r["surface"], r) for r in qs]
-    return rows
 
 
 def fnv1a64(case_ids: Iterable[str]) -> str:
