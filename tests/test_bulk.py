@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -209,6 +210,46 @@ def test_on_sqlite_a_large_shards_checkpoint_runs_beside_the_next_and_ends_with_
         cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
         busy, log, done = cur.fetchone()
     assert busy == 0 and log == done  # nothing left in the log to copy
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_a_large_scorings_checkpoint_runs_beside_and_the_rescore_command_waits_for_it(
+    settings, monkeypatch
+):
+    from django.core.management import call_command
+    from django.db import connection
+
+    from tests.builders import demo_key
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite's write-ahead log")
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0  # every run is large
+    started, ended = [], []
+    real = beside.in_background
+
+    def slow(checkpoint):
+        time.sleep(0.3)  # a checkpoint long enough that a caller not waiting returns before it
+        checkpoint()
+        ended.append(1)
+
+    monkeypatch.setattr(
+        beside, "in_background", lambda f: started.append(1) or real(lambda: slow(f))
+    )
+    report = ingest(
+        [bytes_input("key.json", demo_key()), bytes_input("modeleval-a.jsonl", _synth())],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    assert len(report.stored) == 1 and started == ended == [1]  # the scoring on arrival's
+    call_command("rescore", stdout=io.StringIO())
+    assert started == ended == [1, 1]
+    with connection.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM records_scoring")
+        assert cur.fetchone()[0] == 2
+        cur.execute("PRAGMA wal_autocheckpoint")
+        assert cur.fetchone()[0] == 1000
+        cur.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        busy, log, done = cur.fetchone()
+    assert busy == 0 and log == done  # the command returned with nothing left in the log
 
 
 def _dies(source, sink):

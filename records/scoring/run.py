@@ -16,6 +16,7 @@ from django.db import connection, transaction
 
 from records.bulk import processes
 from records.bulk.apart import Reader, reader
+from records.bulk.sqlite import checkpoints
 from records.bulk.tables import Table, analyze_if_large, gc_paused
 from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
 from records.formats.rows import VERDICT_FIELDS
@@ -347,7 +348,9 @@ _VERDICT_COLUMNS = ["scoring", *VERDICT_FIELDS]
 def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scoring:
     """Score every attempt of `run` against `key` and store the scoring whole in one
     transaction: its verdicts, rows, statistics and counts, or (when scoring fails) a scoring
-    that says why. A process killed part way leaves no scoring at all, never a partial one."""
+    that says why. A process killed part way leaves no scoring at all, never a partial one.
+    It returns once committed; on SQLite a large run's checkpoint of the log may still be under
+    way beside the caller (`records.bulk.sqlite.checkpoints.finish` waits for it)."""
     scoring = _score(run, key, doc, unless_scored=False)
     assert scoring is not None
     return scoring
@@ -365,7 +368,10 @@ def _score(
 
     table = Table(Verdict, _VERDICT_COLUMNS)
     reach = reader(connection)  # before this transaction: whether the run's rows are committed
-    with gc_paused(), transaction.atomic():
+    # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
+    # next run's scoring, the next shard), as a shard's does, not on the commit's path.
+    large = run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
+    with checkpoints.deferred(large), gc_paused(), transaction.atomic():
         list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
         if unless_scored and Scoring.objects.filter(run=run).exists():
             return None

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from records.bulk.sqlite import checkpoints
 from records.queries.gate import GateError, gate, resolve
 
 
@@ -43,6 +44,8 @@ class Command(BaseCommand):
             )
         except GateError as exc:
             raise CommandError(str(exc)) from None
+        finally:
+            checkpoints.finish()  # of a run the gate scored
         self.stdout.write(result.markdown())
         if not result.passed:
             raise SystemExit(1)

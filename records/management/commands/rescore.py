@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from records.bulk.sqlite import checkpoints
 from records.models import CorpusKey, Run
 from records.scoring.run import score_pending_runs, score_run
 
@@ -36,6 +37,12 @@ class Command(BaseCommand):
         enqueue: bool = False,
         **opts,
     ) -> None:
+        try:
+            self._score(run, key, pending, enqueue)
+        finally:
+            checkpoints.finish()  # the last scoring's, so the command leaves the log checkpointed
+
+    def _score(self, run: list[int] | None, key: int | None, pending: bool, enqueue: bool) -> None:
         if enqueue:
             if key or pending:
                 raise CommandError(
