@@ -31,11 +31,12 @@ class ChunkRead(NamedTuple):
 def read_chunk(fetch: Fetch, spec: ChunkRead) -> Chunk:
     """The chunk to score, its statements run by `fetch(sql, params)`."""
     attempts, facts, calls, mine = spec
-    call_rows = fetch(*calls)
+    fact_rows, call_rows = fetch(*facts), fetch(*calls)
     if mine is not None:
         ids = set(mine)
+        fact_rows = [r for r in fact_rows if r[0] in ids]
         call_rows = [r for r in call_rows if r[0] in ids]
-    return attempts, fetch(*facts), call_rows
+    return attempts, fact_rows, call_rows
 
 
 def score_worker(
