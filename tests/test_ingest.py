@@ -565,6 +565,19 @@ def test_on_postgresql_the_bulky_columns_are_compressed_with_lz4():
     assert len(got) == 4 and set(got.values()) == {"l"}, got
 
 
+def test_on_postgresql_a_verdicts_detail_is_compressed_with_lz4():
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("column compression is PostgreSQL's")
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT attcompression FROM pg_attribute "
+            "WHERE attrelid = 'records_verdict'::regclass AND attname = 'detail'"
+        )
+        assert cur.fetchall() == [("l",)]
+
+
 @pytest.mark.parametrize("parser", ["in line", "second process"])
 def test_a_value_past_a_32_bit_column_refuses_the_shard_alike_on_both_databases(parser, settings):
     # A turn index fits 64 bits but not PostgreSQL's 32-bit column (SQLite's would hold it):

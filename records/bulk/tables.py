@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection, migrations, transaction
 
 
 @contextmanager
@@ -179,3 +179,32 @@ def analyze_if_large(rows: int, models: Iterable[type]) -> None:
             columns = dict.fromkeys(meta.get_field(n.lstrip("-")).column for n in names)
             listed = f" ({', '.join(qn(c) for c in columns)})" if columns else ""
             cur.execute(f"ANALYZE {qn(meta.db_table)}{listed}")
+
+
+def compress_columns(connection: Any, columns: dict[str, tuple[str, ...]], method: str) -> bool:
+    """PostgreSQL: these tables' columns compress the values stored from now on with `method`
+    (`lz4`, `pglz`); values stored before keep theirs, and both read alike. False where the
+    server cannot (not PostgreSQL, or built without the method): its default stays. For a
+    migration, on its schema editor's connection."""
+    if connection.vendor != "postgresql":
+        return False
+    qn = connection.ops.quote_name
+    for table, names in columns.items():
+        alter = ", ".join(f"ALTER COLUMN {qn(c)} SET COMPRESSION {method}" for c in names)
+        try:
+            with transaction.atomic(using=connection.alias), connection.cursor() as cur:
+                cur.execute(f"ALTER TABLE {qn(table)} {alter}")
+        except DatabaseError:
+            return False
+    return True
+
+
+def compressed_with_lz4(columns: dict[str, tuple[str, ...]]) -> Any:
+    """A migration's operation: `compress_columns` with lz4, and back to pglz when reversed."""
+
+    def to(method: str) -> Any:
+        return lambda apps, schema_editor: compress_columns(
+            schema_editor.connection, columns, method
+        )
+
+    return migrations.RunPython(to("lz4"), to("pglz"))

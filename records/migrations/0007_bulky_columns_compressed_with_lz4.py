@@ -5,7 +5,9 @@ work in a bulk load, and lz4 does the same several times faster. Rows stored bef
 pglz values (both read alike). A server built without lz4 keeps pglz.
 """
 
-from django.db import DatabaseError, migrations, transaction
+from django.db import migrations
+
+from records.bulk.tables import compressed_with_lz4
 
 COLUMNS = {
     "records_call": ("arguments", "result", "text"),
@@ -14,24 +16,7 @@ COLUMNS = {
 }
 
 
-def _compress(method):
-    def apply(apps, schema_editor):
-        connection = schema_editor.connection
-        if connection.vendor != "postgresql":
-            return
-        qn = connection.ops.quote_name
-        for table, columns in COLUMNS.items():
-            alter = ", ".join(f"ALTER COLUMN {qn(c)} SET COMPRESSION {method}" for c in columns)
-            try:
-                with transaction.atomic(using=connection.alias), connection.cursor() as cur:
-                    cur.execute(f"ALTER TABLE {qn(table)} {alter}")
-            except DatabaseError:
-                return  # no lz4 in this server: its default stays
-
-    return apply
-
-
 class Migration(migrations.Migration):
     dependencies = [("records", "0006_attempts_carry_what_the_scorer_reads")]
 
-    operations = [migrations.RunPython(_compress("lz4"), _compress("pglz"))]
+    operations = [compressed_with_lz4(COLUMNS)]
