@@ -34,6 +34,8 @@ _values = itemgetter(*(VERDICT_FIELDS.index(_COLUMN[n]) for n in _SUMMED_COLUMNS
 _AT = {name: i for i, name in enumerate(VERDICT_FIELDS)}
 _OUTCOME_AT = {o: len(_SUMMED_COLUMNS) + i for i, o in enumerate(OUTCOMES)}
 _ZERO = (0,) * len(CELL)
+_REPEAT_AT = 2 + 63  # an attempt's id takes 63 bits (a signed 64-bit column), its mark 2
+_MARKS = "-01"  # counted apart, counted and not clean, clean
 
 # A score row's figures, in the order its stored figures have them.
 ROW_FIGURES = (
@@ -68,7 +70,9 @@ class ScoringSums:
         self._cells: dict[tuple[str, str], list[int]] = {}
         self._totals: dict[tuple[str, str], int] = {}
         self._rows: dict[str, list[Any]] = {}  # row key: [model, surface, session (the highest)]
-        self._marks: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
+        # Each attempt's mark as one int, (repeat, attempt id, mark) in that order of bits, so
+        # they sort in repeat order and take a word each, not a tuple.
+        self._marks: dict[tuple[str, str], list[int]] = {}
 
     def add(self, rows: Iterable[tuple], repeats: Mapping[int, int]) -> None:
         """Verdict rows (`VERDICT_FIELDS`); `repeats`: each attempt's repeat, by its id."""
@@ -98,8 +102,8 @@ class ScoringSums:
             if session is not None and (row[2] is None or session > row[2]):
                 row[2] = session
             pk = r[i_attempt]
-            mark = ("1" if r[i_clean] else "0") if r[i_counted] else "-"
-            marks.setdefault(cell_key, []).append((repeats[pk], pk, mark))
+            mark = (2 if r[i_clean] else 1) if r[i_counted] else 0
+            marks.setdefault(cell_key, []).append((repeats[pk] << _REPEAT_AT) | (pk << 2) | mark)
 
     def _cell(self, key: tuple[str, str]) -> dict[str, int]:
         return {**dict(zip(CELL, self._cells[key], strict=True)), "total": self._totals[key]}
@@ -142,4 +146,4 @@ class ScoringSums:
         for row_key, case in sorted(self._marks, key=lambda k: (k[1], k[0])):
             model, surface, _ = self._rows[row_key]
             marks = sorted(self._marks[(row_key, case)])
-            yield case, row_key, model, surface, "".join(m for _, _, m in marks)
+            yield case, row_key, model, surface, "".join(_MARKS[m & 3] for m in marks)
