@@ -72,6 +72,25 @@ def test_the_mcnemar_p_is_scipys_exact_binomial_test():
             assert mcnemar_exact(k, n - k) == pytest.approx(binomtest(k, n, 0.5).pvalue, rel=1e-9)
 
 
+def test_the_mcnemar_p_is_exact_and_needs_no_scipy():
+    """A run with one attempt per case is tested by McNemar when it is scored: importing
+    `scipy.stats` for it cost a scoring process half a second and 70 MB."""
+    import subprocess
+    import sys
+    from fractions import Fraction
+    from math import comb
+
+    for n in (1, 10, 61, 300):
+        for k in range(0, n // 2 + 1, max(1, n // 20)):
+            want = min(Fraction(1), Fraction(2 * sum(comb(n, i) for i in range(k + 1)), 2**n))
+            assert mcnemar_exact(k, n - k) == float(want)  # rounded once, from whole numbers
+    code = (
+        "import sys; from records.stats import mcnemar_exact; mcnemar_exact(3, 40); "
+        "assert 'scipy' not in sys.modules, 'SciPy was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_one_attempt_per_case_is_compared_by_mcnemar_on_the_changed_cases():
     baseline = [(1, 1)] * 10 + [(0, 1)] * 1 + [(1, 1)] * 9 + [(0, 1)] * 5
     candidate = [(1, 1)] * 10 + [(1, 1)] * 1 + [(0, 1)] * 9 + [(0, 1)] * 5
