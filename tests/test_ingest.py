@@ -578,6 +578,20 @@ def test_on_postgresql_a_verdicts_detail_is_compressed_with_lz4():
         assert cur.fetchall() == [("l",)]
 
 
+def test_on_postgresql_a_compression_the_server_refuses_otherwise_is_not_passed_over():
+    from django.db import DatabaseError, connection
+
+    from records.bulk.tables import compress_columns
+
+    if connection.vendor != "postgresql":
+        assert not compress_columns(connection, {"records_verdict": ("detail",)}, "lz4")
+        return
+    assert compress_columns(connection, {"records_verdict": ("detail",)}, "lz4")
+    # Only a server without the method keeps its default quietly; a wrong name is an error.
+    with pytest.raises(DatabaseError, match="invalid compression method"):
+        compress_columns(connection, {"records_verdict": ("detail",)}, "lz5")
+
+
 @pytest.mark.parametrize("parser", ["in line", "second process"])
 def test_a_value_past_a_32_bit_column_refuses_the_shard_alike_on_both_databases(parser, settings):
     # A turn index fits 64 bits but not PostgreSQL's 32-bit column (SQLite's would hold it):

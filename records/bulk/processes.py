@@ -52,6 +52,7 @@ def available() -> bool:
 
 
 _background: list[threading.Thread] = []
+_settling = threading.Lock()  # one `settle` at a time
 
 # The pipe ends this process holds for its workers. A forked worker inherits them all: it closes
 # them first, so that when this process dies, every worker reads the end of its input (and
@@ -74,9 +75,11 @@ def in_background(target: Callable[[], None]) -> None:
 
 
 def settle() -> None:
-    """Wait for everything `in_background` started."""
-    while _background:
-        _background.pop().join()
+    """Wait for everything `in_background` started. Two threads settling at once (a server's
+    requests, each after a scoring) wait in turn, so each returns with everything ended."""
+    with _settling:
+        while _background:
+            _background.pop().join()
 
 
 def _context(preload: str, *, fork: bool = True) -> Any:

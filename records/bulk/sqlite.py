@@ -15,13 +15,13 @@ from records.bulk import processes
 
 
 class Checkpoints:
-    """SQLite keeps a large shard's pages in its write-ahead log until a checkpoint copies
-    them into the database file and syncs it. Left to SQLite, that happens at the shard's
-    commit, on the ingest's path; here the commit skips it, and the checkpoint runs on its
-    own connection beside what comes next (the next shard's parse is already under way); the
-    ingest call waits for the last one, so it returns with the log checkpointed as before. A
-    commit is as durable either way (WAL with synchronous=NORMAL): the checkpoint only moves
-    pages into place."""
+    """SQLite keeps a large write's pages (a shard's, a scoring's) in its write-ahead log until
+    a checkpoint copies them into the database file and syncs it. Left to SQLite, that happens
+    at the commit, on the caller's path; here the commit skips it, and the checkpoint runs on
+    its own connection beside what comes next (the next shard's parse, the next run's scoring);
+    an ingest call and the commands that score wait for the last one (`finish`), so they
+    return with the log checkpointed as before. A commit is as durable either way (WAL with
+    synchronous=NORMAL): the checkpoint only moves pages into place."""
 
     def applies(self) -> bool:
         name = str(connection.settings_dict.get("NAME") or "")
@@ -34,7 +34,7 @@ class Checkpoints:
 
     @contextmanager
     def deferred(self, large: bool) -> Iterator[None]:
-        """Around a shard's transaction: a large shard's commit is checkpointed processes."""
+        """Around a write's transaction: a large one's commit is checkpointed beside."""
         if not (large and self.applies()):
             yield
             return

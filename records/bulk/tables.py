@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import DatabaseError, connection, migrations, transaction
+from django.db import DatabaseError, connection, transaction
 
 
 @contextmanager
@@ -184,8 +184,9 @@ def analyze_if_large(rows: int, models: Iterable[type]) -> None:
 def compress_columns(connection: Any, columns: dict[str, tuple[str, ...]], method: str) -> bool:
     """PostgreSQL: these tables' columns compress the values stored from now on with `method`
     (`lz4`, `pglz`); values stored before keep theirs, and both read alike. False where the
-    server cannot (not PostgreSQL, or built without the method): its default stays. For a
-    migration, on its schema editor's connection."""
+    server cannot (not PostgreSQL, or built without the method: "feature not supported"): its
+    default stays; any other error is raised. For a migration, on its schema editor's
+    connection."""
     if connection.vendor != "postgresql":
         return False
     qn = connection.ops.quote_name
@@ -194,13 +195,16 @@ def compress_columns(connection: Any, columns: dict[str, tuple[str, ...]], metho
         try:
             with transaction.atomic(using=connection.alias), connection.cursor() as cur:
                 cur.execute(f"ALTER TABLE {qn(table)} {alter}")
-        except DatabaseError:
+        except DatabaseError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) != "0A000":
+                raise
             return False
     return True
 
 
 def compressed_with_lz4(columns: dict[str, tuple[str, ...]]) -> Any:
     """A migration's operation: `compress_columns` with lz4, and back to pglz when reversed."""
+    from django.db import migrations  # here: no bulk load needs the migrations' machinery
 
     def to(method: str) -> Any:
         return lambda apps, schema_editor: compress_columns(

@@ -127,7 +127,8 @@ class Verdict(
     # deleted whole), so deleting attempts need not look verdicts up by attempt.
     attempt = bulk_reference(Attempt, models.DO_NOTHING, "verdicts")
     # The attempt's session, copied from it as scored (with its tries and tokens), so that
-    # sums over verdicts (score rows, per-case figures of a comparison) read no attempt row.
+    # sums of verdicts (score rows as they are written, per-case figures of a comparison) read
+    # no attempt row.
     session = bulk_reference(Session, models.DO_NOTHING, "+", null=True)
     # Whether every check of the attempt held (C.5): true unless one failed.
     verified = models.BooleanField(default=True)

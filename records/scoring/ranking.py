@@ -137,7 +137,7 @@ def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
 def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[str, int]]]) -> None:
     """Keep with each score row its pair tests against the other rows of its group (under the
     row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
-    the case as the unit. One read of every case, at scoring time. The tests' bootstraps are
+    the case as the unit. Computed once, at scoring time. The tests' bootstraps are
     small matrix products, on one thread (`records.bulk.blas`). `per_case`: every row's figures
     per case (`records.scoring.tables.case_figures`), as the scoring summed them."""
     with one_thread():

@@ -396,6 +396,7 @@ def _score(
                     table.rows = [(scoring.pk, *row) for row in rows]
                     with connection.cursor() as cur:
                         table.flush(cur)
+                del attempts, repeats  # a row per attempt: not kept through the statistics
             except ScoringError as exc:
                 transaction.set_rollback(True)
                 error = str(exc)
@@ -410,7 +411,7 @@ def _score(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
             )
         store_rows(scoring, sums)
-        # ANALYZE in the transaction counts its own new rows: the statistics' reads plan on them.
+        # ANALYZE in the transaction counts its own new rows: the pages' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
         store_row_statistics(scoring, sums.per_case())
         CaseFigure.objects.store_for(scoring, sums.marks())

@@ -71,7 +71,7 @@ class ScoringSums:
         self._totals: dict[tuple[str, str], int] = {}
         self._rows: dict[str, list[Any]] = {}  # row key: [model, surface, session (the highest)]
         # Each attempt's mark as one int, (repeat, attempt id, mark) in that order of bits, so
-        # they sort in repeat order and take a word each, not a tuple.
+        # they sort in repeat order: one small object each, not a tuple of three.
         self._marks: dict[tuple[str, str], list[int]] = {}
 
     def add(self, rows: Iterable[tuple], repeats: Mapping[int, int]) -> None:

@@ -1,6 +1,6 @@
-"""Score tables: a scoring's rows as stored (`sums` takes them from its verdicts), the row type,
-the cross-vendor groups (E.4) and the case matrix. Their words (titles, legend, captions) are `vocabulary`; which rows
-upstream refuses is `refusals`."""
+"""Score tables: a scoring's rows as stored (`sums` takes them from its verdicts), the row
+type, the cross-vendor groups (E.4) and the case matrix. Their words (titles, legend,
+captions) are `vocabulary`; which rows upstream refuses is `refusals`."""
 
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ class Command(BaseCommand):
             f"{r['ingest_with_key_over_floor']:.2f}x the floor, without scoring "
             f"{r['ingest_without_scoring_over_floor']:.2f}x; re-score of "
             f"{r['rescore_attempts']:,} attempts {r['rescore_seconds']:.2f} s = "
-            f"{r['rescore_attempts_per_s']:,.0f} attempts/s; peak "
+            f"{r['rescore_attempts_per_s']:,.0f} attempts/s (then the log's checkpoint "
+            f"{r['rescore_checkpoint_seconds']:.2f} s); peak "
             f"{report['peak_memory']['max_rss_mb']:.0f} MB; report in {out}"
         )
         if r["ingest_with_key_bound"] and r["ingest_without_scoring_bound"]:
