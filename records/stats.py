@@ -127,7 +127,7 @@ def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
     smaller tail of Binomial(n, 1/2) (the coin is symmetric, so the two tails are equal, as
     `binomtest` finds them: a test holds the two equal), summed in whole numbers and rounded
     once. No SciPy: importing `scipy.stats` for this alone cost a scoring process half a
-    second and 40 MB. The sum takes as many steps as the smaller count, at most half the
+    second and 70 MB. The sum takes as many steps as the smaller count, at most half the
     cases."""
     n = baseline_only + candidate_only
     if n == 0:

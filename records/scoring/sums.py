@@ -1,6 +1,6 @@
 """A scoring's sums, taken from its verdict rows as they are written: each score row's figures,
 its per-case counts and figures, and each case's marks in repeat order. Storing a scoring then
-reads none of its verdicts back (four reads of every verdict, a fifth of a re-score's time).
+reads none of its verdicts back (four reads of every verdict: a quarter of a re-score's time).
 
 Pure: verdict rows as `records.scorer.batch.score_chunk` makes them (`VERDICT_FIELDS`) in, plain
 values out. The sums are those the database makes of the stored verdicts
@@ -16,8 +16,9 @@ from typing import Any
 from records.formats.rows import ADDITIVE, CONFIRMATIONS, TOKENS, VERDICT_FIELDS
 from records.scorer.score import OUTCOMES
 
-# What a (row key, case) cell sums, in this order: the first five are counts, the rest sums of
-# the verdicts' columns (`turns` is the attempts' tries).
+# What a (row key, case) cell sums, in this order: how many of its verdicts were counted, clean
+# and unaided; the sums of their counts, tries (`turns`) and tokens; how many ended in each
+# outcome. Its total is kept beside it.
 CELL = (
     "counted",
     "clean",
@@ -49,7 +50,7 @@ ROW_FIGURES = (
     *CONFIRMATIONS,
     *OUTCOMES,
 )
-# A case's figures, as `records.scoring.tables.case_figures` reads them (its SUMMED).
+# A case's figures, as `records.scoring.tables.case_figures` reads them (`SUMMED` there).
 CASE_FIGURES = (
     "counted",
     "total",

@@ -27,7 +27,7 @@ from records.models import (
 from records.models import ScoreRow as StoredRow
 from records.scorer.score import COUNTED_APART
 from records.scoring.refusals import refusal
-from records.scoring.sums import ScoringSums
+from records.scoring.sums import CASE_FIGURES, ScoringSums
 from records.scoring.vocabulary import caption, caption_parts, coverage_caption
 
 
@@ -61,7 +61,7 @@ def verdict_sums() -> dict[str, Any]:
     }
 
 
-SUMMED = ["counted", "total", "clean", "unaided", "completed", *ADDITIVE, *TOKENS, "turns"]
+SUMMED = list(CASE_FIGURES)  # what a case's figures sum, the same as a scoring's sums keep
 
 
 def figure_sums() -> dict[str, Any]:
