@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -158,7 +160,7 @@ def compare(
     one_each = bool(np.all(da == 1) and np.all(db == 1))
     base_rate, cand_rate = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
     seen = cand_rate - base_rate
-    counts = _counts(len(pairs))
+    counts = resamples(len(pairs))
     # Every resample draws at least one case, and each kept case has d > 0 on both sides.
     resampled = (counts @ nb) / (counts @ db) - (counts @ na) / (counts @ da)
     delta = _bootstrap_delta(resampled, seen)
@@ -180,13 +182,37 @@ def _columns(pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> tuple[list
     )
 
 
-@functools.lru_cache(maxsize=32)
-def _counts(cases: int) -> np.ndarray:
+# The resample matrices kept for the next test over as many cases (a scoring's tests share a few
+# sizes; making one takes 23 ms at 258 cases), the least recently used let go beyond this many
+# bytes: at 8 bytes a draw, 2,000 resamples of 1,000 cases are 16 MB, and 32 of them were kept.
+COUNTS_KEPT_BYTES = 64 * 2**20
+_kept: OrderedDict[int, np.ndarray] = OrderedDict()
+_keeping = threading.Lock()
+
+
+def resamples(cases: int) -> np.ndarray:
     """RESAMPLES bootstrap resamples of `cases` cases, as how often each case is drawn in each
     (seeded: the same for every call). A resample's mean of any per-case values is then one row
     of this matrix times those values, over `cases`."""
+    with _keeping:
+        if (kept := _kept.get(cases)) is not None:
+            _kept.move_to_end(cases)
+            return kept
     rng = np.random.default_rng(SEED)
-    return rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
+    made = rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
+    made.flags.writeable = False  # shared by every caller
+    with _keeping:
+        _kept[cases] = made
+        size = sum(m.nbytes for m in _kept.values())
+        while size > COUNTS_KEPT_BYTES and len(_kept) > 1:
+            size -= _kept.popitem(last=False)[1].nbytes
+    return made
+
+
+def counts_kept_bytes() -> int:
+    """The bytes the kept resample matrices take (at most `COUNTS_KEPT_BYTES`, or one matrix)."""
+    with _keeping:
+        return sum(m.nbytes for m in _kept.values())
 
 
 def _bootstrap_delta(resampled: np.ndarray, seen: float) -> Interval:

@@ -190,3 +190,16 @@ def test_a_run_that_repeats_cases_takes_the_case_as_the_unit(client, viewer):
         # Never narrower than Wilson over attempts treated as independent.
         w = wilson(n, d)
         assert want.high - want.low >= w.high - w.low - 1e-12
+
+
+def test_the_kept_resamples_stay_within_their_bytes_and_are_made_again_alike(monkeypatch):
+    from records import stats
+
+    monkeypatch.setattr(stats, "COUNTS_KEPT_BYTES", 3 * stats.RESAMPLES * 40 * 8)
+    first = stats.resamples(40).copy()
+    for cases in range(41, 60):  # far more sizes than fit
+        stats.resamples(cases)
+        assert stats.counts_kept_bytes() <= stats.COUNTS_KEPT_BYTES
+    again = stats.resamples(40)  # let go long since: made again from the same seed
+    assert np.array_equal(again, first) and not again.flags.writeable
+    assert again is stats.resamples(40)  # and kept while it is among the latest
