@@ -240,13 +240,19 @@ def canonical(value: Any) -> str | None:
 
 
 def equal_value(value: Any, want: str) -> bool:
-    got = canonical(value)
+    return matches_any(canonical(value), [want])
+
+
+def matches_any(got: str | None, accepted: list[str]) -> bool:
+    """Whether a sent value (`canonical`) equals any accepted spelling: as text, else as the
+    same number where both parse as Go's floats. The sent value is parsed once, and only when
+    no spelling equals it as text."""
     if got is None:
         return False
-    if got == want:
+    if got in accepted:
         return True
-    a, b = go_parse_float(got), go_parse_float(want)
-    return a is not None and b is not None and a == b
+    a = go_parse_float(got)
+    return a is not None and any(go_parse_float(w) == a for w in accepted)
 
 
 # --- events (C.2) -----------------------------------------------------------------------------
@@ -474,7 +480,7 @@ def _compare_args(
         if why:
             out.append(ArgVerdict(arg.name, t.kind, arg.required, sent, want, True, False, why))
             continue
-        matched = any(equal_value(raw, w) for w in accepted)
+        matched = matches_any(sent, accepted)
         reason = ""
         if not matched:
             reason = {
