@@ -252,6 +252,27 @@ def test_on_sqlite_a_large_scorings_checkpoint_runs_beside_and_the_rescore_comma
     assert busy == 0 and log == done  # the command returned with nothing left in the log
 
 
+def test_two_threads_settling_at_once_each_return_with_the_background_work_ended():
+    # A server's two requests, each after a scoring whose checkpoint runs in the background.
+    ended = threading.Event()
+    beside.in_background(lambda: (time.sleep(0.3), ended.set()))
+    saw, errors = [], []
+
+    def settle():
+        try:
+            beside.settle()
+            saw.append(ended.is_set())
+        except Exception as exc:  # noqa: BLE001 (the test reports it)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=settle) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and saw == [True, True]
+
+
 def _dies(source, sink):
     os._exit(3)
 
