@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import zipfile
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -290,6 +291,19 @@ class TestSupersededTries:
         assert earlier_try_stopped(["same", "same"])  # an earlier process under this id
 
 
+def _command_line_shown(pid: int) -> None:
+    """Wait until a process just started shows its command line: Popen returns once the exec
+    has begun, and for a moment before the new program's arguments are in place the kernel shows
+    none (a loaded machine made that moment long enough for the liveness check to read it)."""
+    cmdline = Path(f"/proc/{pid}/cmdline")
+    if not cmdline.parent.exists():
+        return  # no /proc: the check takes the pid alone
+    for _ in range(500):
+        if b"db_worker" in cmdline.read_bytes():
+            return
+        time.sleep(0.01)
+
+
 @pytest.mark.django_db
 @pytest.mark.skipif(
     connection.vendor != "sqlite", reason="beats wait for the write lock on SQLite only"
@@ -300,6 +314,7 @@ def test_on_sqlite_a_worker_whose_beat_is_late_but_whose_process_runs_keeps_its_
 
     # A process of this machine whose command line names the worker, as a real one's does.
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", "db_worker"])
+    _command_line_shown(proc.pid)
     try:
         long_ago = timezone.now() - timedelta(seconds=600)
         host = socket.gethostname()
