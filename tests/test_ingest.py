@@ -550,32 +550,33 @@ def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     assert turns == m.Turn.objects.count()
 
 
-def test_on_postgresql_the_bulky_columns_are_compressed_with_lz4():
+def _compression_of(columns: dict[str, tuple[str, ...]]) -> dict[tuple[str, str], str]:
+    """PostgreSQL: each named column's compression method (`l` for lz4), by (table, column)."""
     from django.db import connection
 
     if connection.vendor != "postgresql":
         pytest.skip("column compression is PostgreSQL's")
+    got = {}
     with connection.cursor() as cur:
-        cur.execute(
-            "SELECT attrelid::regclass::text, attname, attcompression FROM pg_attribute "
-            "WHERE attrelid IN ('records_call'::regclass, 'records_turn'::regclass) "
-            "AND attname IN ('result', 'arguments', 'text', 'blocks')"
-        )
-        got = {(t, c): m for t, c, m in cur.fetchall()}
+        for table, names in columns.items():
+            cur.execute(
+                "SELECT attname, attcompression FROM pg_attribute "
+                "WHERE attrelid = %s::regclass AND attname = ANY(%s)",
+                [table, list(names)],
+            )
+            got.update({(table, c): m for c, m in cur.fetchall()})
+    return got
+
+
+def test_on_postgresql_the_bulky_columns_are_compressed_with_lz4():
+    got = _compression_of(
+        {"records_call": ("result", "arguments", "text"), "records_turn": ("blocks",)}
+    )
     assert len(got) == 4 and set(got.values()) == {"l"}, got
 
 
 def test_on_postgresql_a_verdicts_detail_is_compressed_with_lz4():
-    from django.db import connection
-
-    if connection.vendor != "postgresql":
-        pytest.skip("column compression is PostgreSQL's")
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT attcompression FROM pg_attribute "
-            "WHERE attrelid = 'records_verdict'::regclass AND attname = 'detail'"
-        )
-        assert cur.fetchall() == [("l",)]
+    assert _compression_of({"records_verdict": ("detail",)}) == {("records_verdict", "detail"): "l"}
 
 
 def test_on_postgresql_a_compression_the_server_refuses_otherwise_is_not_passed_over():
