@@ -332,6 +332,35 @@ def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, 
     assert _verdicts() == inline
 
 
+@pytest.mark.parametrize("keyed", [True, False], ids=["key stored", "no key"])
+def test_a_large_run_to_be_scored_on_arrival_has_its_scorers_server_started_during_the_store(
+    keyed, settings, monkeypatch
+):
+    # The forkserver's start (a fresh interpreter importing the scorer) overlaps the rest of
+    # the store instead of delaying the first scorer; a run with no key stored starts nothing.
+    from records.models import Scoring
+    from records.scoring.worker import score_worker
+
+    if keyed:
+        _ingest("key.json", _key())
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    prepared: list[tuple[object, bool]] = []
+    real = beside.prepare
+
+    def prepare(target):
+        prepared.append((target, Attempt.objects.exists()))
+        real(target)
+
+    monkeypatch.setattr(beside, "prepare", prepare)
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    # Started before the shard's attempts were written, and the scoring still succeeds.
+    assert prepared == ([(score_worker, False)] if keyed else [])
+    assert Scoring.objects.exists() is keyed
+    if keyed:
+        assert not Scoring.objects.get().error
+
+
 @pytest.mark.parametrize("forced", [False, True], ids=["as started here", "forkserver"])
 @pytest.mark.django_db(transaction=True)
 def test_scorer_processes_that_read_their_own_rows_get_the_verdicts_of_scoring_in_line(

@@ -50,7 +50,7 @@ from records.models import (
     Upload,
     Verify,
 )
-from records.scoring.run import score_if_unscored
+from records.scoring.run import prepare_scorers, score_if_unscored
 from records.search.engine import vectors_wanted
 from records.search.index import index_calls, index_run
 from records.search.models import SearchCall, SearchEntry
@@ -386,6 +386,7 @@ def ingest_shard(
                     read_on()
                     summary = msg[1]
                     session_ids = _store_run(run, summary, shard_row)
+                    prepare_scorers(run)  # they start beside the rest of the store
                 elif kind == "attempts":
                     writer.write_attempts(msg[1], session_ids)
                 elif kind == "done" and sha is None:

@@ -280,6 +280,18 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
 SCORER_PROCESSES = 2
 
 
+def prepare_scorers(run: Run) -> None:
+    """Called once a run's attempts are counted, before they are all stored: when it will be
+    scored on arrival by the scorer processes (its key is stored, it is large enough), have
+    what they fork from ready by then (`processes.prepare`)."""
+    if (
+        run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
+        and run.corpus_digest
+        and CorpusKey.objects.filter(digest=run.corpus_digest).exists()
+    ):
+        processes.prepare(score_worker)
+
+
 def _verdicts(
     run: Run, doc: KeyDocument, stale: bool, reach: Reader | None, rows: list[tuple]
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
