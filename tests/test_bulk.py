@@ -332,6 +332,25 @@ def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, 
     assert _verdicts() == inline
 
 
+def _preparations(monkeypatch) -> list[tuple]:
+    """Each `processes.prepare` and each start of scorer processes, in order: ("prepare",
+    target, fork, whether attempts are stored yet) and ("start", fork)."""
+    events: list[tuple] = []
+    real_prepare, real_several = beside.prepare, beside.Beside.several
+
+    def prepare(target, **kw):
+        events.append(("prepare", target, kw.get("fork", False), Attempt.objects.exists()))
+        real_prepare(target, **kw)
+
+    def several(n, target, args, what, **kw):
+        events.append(("start", kw.get("fork", True)))
+        return real_several(n, target, args, what, **kw)
+
+    monkeypatch.setattr(beside, "prepare", prepare)
+    monkeypatch.setattr(beside.Beside, "several", several)
+    return events
+
+
 @pytest.mark.parametrize("keyed", [True, False], ids=["key stored", "no key"])
 def test_a_large_run_to_be_scored_on_arrival_has_its_scorers_server_started_during_the_store(
     keyed, settings, monkeypatch
@@ -345,20 +364,32 @@ def test_a_large_run_to_be_scored_on_arrival_has_its_scorers_server_started_duri
         _ingest("key.json", _key())
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
-    prepared: list[tuple[object, bool]] = []
-    real = beside.prepare
-
-    def prepare(target):
-        prepared.append((target, Attempt.objects.exists()))
-        real(target)
-
-    monkeypatch.setattr(beside, "prepare", prepare)
+    events = _preparations(monkeypatch)
     assert _ingest("modeleval-s.jsonl", _synth()).stored
-    # Started before the shard's attempts were written, and the scoring still succeeds.
-    assert prepared == ([(score_worker, False)] if keyed else [])
-    assert Scoring.objects.exists() is keyed
     if keyed:
-        assert not Scoring.objects.get().error
+        # Before the shard's attempts are written; the scoring then starts its scorers.
+        assert events[0] == ("prepare", score_worker, False, False)
+        assert events[-1][0] == "start" and not Scoring.objects.get().error
+    else:
+        assert events == [] and not Scoring.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rescore_starts_its_scorers_server_before_reading_the_run(settings, monkeypatch):
+    # `manage.py rescore`: the server's start overlaps the key's parse and the attempts' read.
+    from records.models import Run, Scoring
+    from records.scoring.run import score_run
+    from records.scoring.worker import score_worker
+
+    _ingest("key.json", _key())
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    events = _preparations(monkeypatch)
+    assert not score_run(run, key).error
+    # Asked for as the scorers will be started (on SQLite, never forked from here).
+    fork = connection.vendor != "sqlite"
+    assert events == [("prepare", score_worker, fork, True), ("start", fork)]
 
 
 @pytest.mark.parametrize("forced", [False, True], ids=["as started here", "forkserver"])

@@ -83,6 +83,11 @@ def settle() -> None:
             _background.pop().join()
 
 
+def _forks(fork: bool) -> bool:
+    others = {t for t in threading.enumerate() if t is not threading.current_thread()}
+    return fork and others <= set(_background)
+
+
 def _context(preload: str, *, fork: bool = True) -> Any:
     """A process with no other thread forks (instant, and no lock can be held by a thread
     that does not exist in the child); a threaded one (a web server, or an ingest whose parser
@@ -92,8 +97,7 @@ def _context(preload: str, *, fork: bool = True) -> Any:
     `fork=False`: from the server process whatever the threads, for a worker that opens a
     database file this process holds open (a forked SQLite would believe it holds this
     process's locks)."""
-    others = {t for t in threading.enumerate() if t is not threading.current_thread()}
-    if fork and others <= set(_background):
+    if _forks(fork):
         settle()
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver")
@@ -101,13 +105,13 @@ def _context(preload: str, *, fork: bool = True) -> Any:
     return ctx
 
 
-def prepare(target: Callable[..., None]) -> None:
+def prepare(target: Callable[..., None], *, fork: bool = False) -> None:
     """Start now the clean server process that workers of `target` are forked from where this
-    process cannot fork them itself (`_context`), so that the first of them, wanted later,
-    does not wait for a fresh interpreter to import its module (about 0.2 s). The server starts
-    beside this process and imports its module while this one works on; once per process, as
-    the first worker would start it."""
-    if not available():
+    process cannot fork them itself (`_context`, `fork` as it takes it), so that the first of
+    them, wanted later, does not wait for a fresh interpreter to import its module (about 0.2
+    s). The server starts beside this process and imports its module while this one works on;
+    once per process, as the first worker would start it."""
+    if not available() or _forks(fork):
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload([target.__module__])
     multiprocessing.forkserver.ensure_running()

@@ -292,6 +292,11 @@ def prepare_scorers(run: Run) -> None:
         processes.prepare(score_worker)
 
 
+def _may_fork(reach: Reader | None) -> bool:
+    """Whether the scorers may be forked from this process, for how they read the rows."""
+    return reach is None or reach.may_fork
+
+
 def _verdicts(
     run: Run, doc: KeyDocument, stale: bool, reach: Reader | None, rows: list[tuple]
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
@@ -316,7 +321,7 @@ def _verdicts(
         score_worker,
         (doc, stale, refused, reach),
         what,
-        fork=reach is None or reach.may_fork,
+        fork=_may_fork(reach),
     )
     n = len(scorers)
     sent = received = 0
@@ -377,14 +382,16 @@ def _score(
     first (PostgreSQL; SQLite's immediate transactions already take one writer at a time).
     With `unless_scored`, a run that has a scoring once its turn comes is left as it is (None),
     so callers racing to score one unscored run store one scoring between them."""
-    doc = doc or key.load()
-    stale = key.digest != run.corpus_digest or not key.verified
-
-    table = Table(Verdict, _VERDICT_COLUMNS)
     reach = reader(connection)  # before this transaction: whether the run's rows are committed
     # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
     # next run's scoring, the next shard), as a shard's does, not on the commit's path.
     large = run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
+    if large:  # the scorers' server starts while the key is read and the attempts listed
+        processes.prepare(score_worker, fork=_may_fork(reach))
+    doc = doc or key.load()
+    stale = key.digest != run.corpus_digest or not key.verified
+
+    table = Table(Verdict, _VERDICT_COLUMNS)
     with checkpoints.deferred(large), gc_paused(), transaction.atomic():
         list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
         if unless_scored and Scoring.objects.filter(run=run).exists():
