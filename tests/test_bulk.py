@@ -6,11 +6,13 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import multiprocessing.forkserver
 import os
 import signal
 import threading
 import time
 from datetime import datetime
+from multiprocessing.context import ForkServerProcess
 from pathlib import Path
 
 import pytest
@@ -332,46 +334,81 @@ def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, 
     assert _verdicts() == inline
 
 
-def _preparations(monkeypatch) -> list[tuple]:
-    """Each `processes.prepare` and each start of scorer processes, in order: ("prepare",
-    target, fork, whether attempts are stored yet) and ("start", fork)."""
+def _servers_and_scorers(monkeypatch) -> list[tuple]:
+    """In order: each start of the workers' server asked for ahead (`processes.prepare`), as
+    ("server", whether the run's attempts are stored yet), and each start of scorer processes,
+    as ("scorers", whether they were started from that server rather than forked from here).
+    (A worker's own start reaches the server by another way than the one recorded here.)"""
     events: list[tuple] = []
-    real_prepare, real_several = beside.prepare, beside.Beside.several
+    real_ensure, real_several = multiprocessing.forkserver.ensure_running, beside.Beside.several
 
-    def prepare(target, **kw):
-        events.append(("prepare", target, kw.get("fork", False), Attempt.objects.exists()))
-        real_prepare(target, **kw)
+    def ensure_running():
+        events.append(("server", Attempt.objects.exists()))
+        real_ensure()
 
     def several(n, target, args, what, **kw):
-        events.append(("start", kw.get("fork", True)))
-        return real_several(n, target, args, what, **kw)
+        workers = real_several(n, target, args, what, **kw)
+        events.append(("scorers", isinstance(workers[0].proc, ForkServerProcess)))
+        return workers
 
-    monkeypatch.setattr(beside, "prepare", prepare)
+    monkeypatch.setattr(multiprocessing.forkserver, "ensure_running", ensure_running)
     monkeypatch.setattr(beside.Beside, "several", several)
     return events
 
 
-@pytest.mark.parametrize("keyed", [True, False], ids=["key stored", "no key"])
-def test_a_large_run_to_be_scored_on_arrival_has_its_scorers_server_started_during_the_store(
-    keyed, settings, monkeypatch
+@pytest.mark.parametrize("parse", ["parser process", "in line"])
+@pytest.mark.django_db(transaction=True)
+def test_a_large_run_scored_on_arrival_has_its_scorers_server_started_during_the_store(
+    parse, settings, monkeypatch
 ):
-    # The forkserver's start (a fresh interpreter importing the scorer) overlaps the rest of
-    # the store instead of delaying the first scorer; a run with no key stored starts nothing.
+    # The server's start (a fresh interpreter importing the scorer) overlaps the rest of the
+    # store instead of delaying the first scorer; where the scorers are forked from the writer
+    # instead (PostgreSQL with no other thread running: the shard parsed in line), no server
+    # is started for nothing.
     from records.models import Scoring
-    from records.scoring.worker import score_worker
 
-    if keyed:
-        _ingest("key.json", _key())
+    _ingest("key.json", _key())
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0 if parse == "parser process" else 1 << 40
+    events = _servers_and_scorers(monkeypatch)
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    assert not Scoring.objects.get().error
+    (served,) = [e[1] for e in events if e[0] == "scorers"]
+    if connection.vendor == "sqlite":  # a WAL file the scorers read themselves: never forked
+        assert served
+    if served:  # asked for before the shard's attempts were written (and by the scoring)
+        assert events == [("server", False), ("server", True), ("scorers", True)]
+    else:
+        assert events == [("scorers", False)]
+
+
+def test_a_run_with_no_key_stored_starts_no_scorers_server(settings, monkeypatch):
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
-    events = _preparations(monkeypatch)
+    events = _servers_and_scorers(monkeypatch)
     assert _ingest("modeleval-s.jsonl", _synth()).stored
-    if keyed:
-        # Before the shard's attempts are written; the scoring then starts its scorers.
-        assert events[0] == ("prepare", score_worker, False, False)
-        assert events[-1][0] == "start" and not Scoring.objects.get().error
-    else:
-        assert events == [] and not Scoring.objects.exists()
+    assert events == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_shard_is_stored_and_scored_when_its_scorers_server_cannot_start_ahead(
+    settings, monkeypatch
+):
+    # Starting the server ahead is only a head start, made inside the shard's transaction: its
+    # failure loses nothing, and the scorers' own start then starts it.
+    from records.models import Scoring
+
+    def fails():
+        raise OSError(11, "Resource temporarily unavailable")
+
+    _ingest("key.json", _key())
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    monkeypatch.setattr(multiprocessing.forkserver, "ensure_running", fails)
+    report = _ingest("modeleval-s.jsonl", _synth())
+    assert report.stored and not report.refused
+    assert Attempt.objects.count() == report.stored[0]["attempts"] > 0
+    assert not Scoring.objects.get().error
 
 
 @pytest.mark.django_db(transaction=True)
@@ -379,17 +416,17 @@ def test_a_rescore_starts_its_scorers_server_before_reading_the_run(settings, mo
     # `manage.py rescore`: the server's start overlaps the key's parse and the attempts' read.
     from records.models import Run, Scoring
     from records.scoring.run import score_run
-    from records.scoring.worker import score_worker
 
     _ingest("key.json", _key())
     assert _ingest("modeleval-s.jsonl", _synth()).stored
     run, key = Run.objects.get(), Scoring.objects.get().key
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
-    events = _preparations(monkeypatch)
+    events = _servers_and_scorers(monkeypatch)
     assert not score_run(run, key).error
-    # Asked for as the scorers will be started (on SQLite, never forked from here).
-    fork = connection.vendor != "sqlite"
-    assert events == [("prepare", score_worker, fork, True), ("start", fork)]
+    (served,) = [e[1] for e in events if e[0] == "scorers"]
+    if connection.vendor == "sqlite":
+        assert served
+    assert events == ([("server", True)] if served else []) + [("scorers", served)]
 
 
 @pytest.mark.parametrize("forced", [False, True], ids=["as started here", "forkserver"])

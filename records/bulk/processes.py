@@ -105,16 +105,21 @@ def _context(preload: str, *, fork: bool = True) -> Any:
     return ctx
 
 
-def prepare(target: Callable[..., None], *, fork: bool = False) -> None:
-    """Start now the clean server process that workers of `target` are forked from where this
-    process cannot fork them itself (`_context`, `fork` as it takes it), so that the first of
-    them, wanted later, does not wait for a fresh interpreter to import its module (about 0.2
-    s). The server starts beside this process and imports its module while this one works on;
-    once per process, as the first worker would start it."""
+def prepare(target: Callable[..., None], *, fork: bool) -> None:
+    """Start now the clean server process that workers of `target` are started from where
+    this process will not fork them itself (`_context`, given the same `fork` as they will be),
+    so that the first of them, wanted later, does not wait for a fresh interpreter to import
+    its module (about 0.2 s). The server starts beside this process and imports its module
+    while this one works on; once per process, as the first worker would start it. Only a
+    head start: where the server cannot start now, nothing is said, and the workers' own start
+    tries again and reports why."""
     if not available() or _forks(fork):
         return
     multiprocessing.get_context("forkserver").set_forkserver_preload([target.__module__])
-    multiprocessing.forkserver.ensure_running()
+    try:
+        multiprocessing.forkserver.ensure_running()
+    except Exception:  # noqa: BLE001 (a head start only: never the fault of the work it serves)
+        pass
 
 
 def _widen(conn: Any) -> None:

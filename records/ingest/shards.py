@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from records.bulk import processes
+from records.bulk.apart import reader
 from records.bulk.readahead import CHUNK, Feed, Parser, WorkerError
 from records.bulk.sqlite import checkpoints
 from records.bulk.tables import RowRefused, Table, analyze_if_large, gc_paused, reserve_ids
@@ -358,6 +359,7 @@ def ingest_shard(
         if ShardFile.objects.filter(sha256=sha).exists():
             report.present.append(_present(name, sha))
             return
+    reach = reader(connection)  # as the scoring after the commit will find it
     try:
         with checkpoints.deferred(large), gc_paused(), transaction.atomic():
             shard_row = ShardFile.objects.create(
@@ -386,7 +388,7 @@ def ingest_shard(
                     read_on()
                     summary = msg[1]
                     session_ids = _store_run(run, summary, shard_row)
-                    prepare_scorers(run)  # they start beside the rest of the store
+                    prepare_scorers(run, reach)  # ready once the rest is stored
                 elif kind == "attempts":
                     writer.write_attempts(msg[1], session_ids)
                 elif kind == "done" and sha is None:

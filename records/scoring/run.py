@@ -280,16 +280,22 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
 SCORER_PROCESSES = 2
 
 
-def prepare_scorers(run: Run) -> None:
-    """Called once a run's attempts are counted, before they are all stored: when it will be
+def _by_processes(run: Run) -> bool:
+    """Whether a scoring of `run` is done by the scorer processes: a large run, where a
+    process can be started at all."""
+    return (
+        run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS and processes.available()
+    )
+
+
+def prepare_scorers(run: Run, reach: Reader | None) -> None:
+    """Called once a shard is read, before its attempts are stored: when its run will be
     scored on arrival by the scorer processes (its key is stored, it is large enough), have
-    what they fork from ready by then (`processes.prepare`)."""
-    if (
-        run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
-        and run.corpus_digest
-        and CorpusKey.objects.filter(digest=run.corpus_digest).exists()
-    ):
-        processes.prepare(score_worker)
+    what they are started from ready by then (`processes.prepare`). `reach`: what
+    `records.bulk.apart.reader` answered before the shard's transaction, as it will answer the
+    scoring after its commit."""
+    if _by_processes(run) and run.key() is not None:
+        processes.prepare(score_worker, fork=_may_fork(reach))
 
 
 def _may_fork(reach: Reader | None) -> bool:
@@ -308,10 +314,7 @@ def _verdicts(
     and the first error, are those of scoring in line. `rows`: the run's attempts, as
     `_attempt_rows` reads them."""
     placed, refused = _placements(run, rows)
-    if (
-        run.attempt_count < settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
-        or not processes.available()
-    ):
+    if not _by_processes(run):
         for spec in _chunk_reads(run, doc, rows, placed):
             yield score_chunk(doc, stale, _read_here(spec), refused)
         return
@@ -386,7 +389,7 @@ def _score(
     # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
     # next run's scoring, the next shard), as a shard's does, not on the commit's path.
     large = run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
-    if large:  # the scorers' server starts while the key is read and the attempts listed
+    if _by_processes(run):  # their server starts while the key is read and the attempts listed
         processes.prepare(score_worker, fork=_may_fork(reach))
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
