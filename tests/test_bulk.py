@@ -600,6 +600,7 @@ def test_verdicts_scored_from_the_database_are_those_of_the_shard_read_into_memo
     from records.formats.shard import read_shard_bytes
     from records.models import Verdict
     from records.scorer.score import attempt_inputs, score_attempt
+    from records.scoring.run import account
 
     _ingest("key.json", _key())
     assert _ingest("modeleval-s.jsonl", data).stored
@@ -608,7 +609,7 @@ def test_verdicts_scored_from_the_database_are_those_of_the_shard_read_into_memo
         a.id: score_attempt(a, doc).as_dict()
         for a in attempt_inputs(read_shard_bytes(data, "modeleval-s.jsonl"))
     }
-    got = {v.attempt.key: v.detail for v in Verdict.objects.select_related("attempt")}
+    got = {v.attempt.key: account(v) for v in Verdict.objects.select_related("attempt", "scoring")}
     assert len(got) == len(want) > 6
     assert got == want
     if b'"id": "t1"' in data:  # the edges shard: both answers of each question occur

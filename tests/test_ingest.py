@@ -575,22 +575,18 @@ def test_on_postgresql_the_bulky_columns_are_compressed_with_lz4():
     assert len(got) == 4 and set(got.values()) == {"l"}, got
 
 
-def test_on_postgresql_a_verdicts_detail_is_compressed_with_lz4():
-    assert _compression_of({"records_verdict": ("detail",)}) == {("records_verdict", "detail"): "l"}
-
-
 def test_on_postgresql_a_compression_the_server_refuses_otherwise_is_not_passed_over():
     from django.db import DatabaseError, connection
 
     from records.bulk.tables import compress_columns
 
     if connection.vendor != "postgresql":
-        assert not compress_columns(connection, {"records_verdict": ("detail",)}, "lz4")
+        assert not compress_columns(connection, {"records_call": ("text",)}, "lz4")
         return
-    assert compress_columns(connection, {"records_verdict": ("detail",)}, "lz4")
+    assert compress_columns(connection, {"records_call": ("text",)}, "lz4")
     # Only a server without the method keeps its default quietly; a wrong name is an error.
     with pytest.raises(DatabaseError, match="invalid compression method"):
-        compress_columns(connection, {"records_verdict": ("detail",)}, "lz5")
+        compress_columns(connection, {"records_call": ("text",)}, "lz5")
 
 
 @pytest.mark.parametrize("parser", ["in line", "second process"])

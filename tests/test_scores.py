@@ -339,6 +339,17 @@ class TestPages:
             "<code><bdi>eval-group/eval-project or 42</bdi></code>" in html
         )
 
+    def test_an_attempt_page_shows_no_steps_the_stored_verdict_does_not_rest_on(
+        self, client, viewer, scored
+    ):
+        # The steps are scored again when shown, not stored: where that no longer gives the
+        # stored verdict (here a count changed behind the scorer's back), none are shown.
+        a = scored.attempts.get(key="MT-002/dynamic/2")
+        Verdict.objects.filter(attempt=a).update(discovery=7)
+        html = client.get(f"/attempts/{a.pk}/").content.decode()
+        assert "no longer gives this verdict" in html
+        assert "<th>Reached by</th>" not in html and " · wanted " not in html
+
     def test_the_matrix_shows_outcomes_per_case_and_model(self, client, viewer, scored):
         r = client.get(f"/runs/{scored.pk}/matrix/?surface=dynamic")
         assert r.context["models"] == ["fake:perfect", "fake:wrong-args"]

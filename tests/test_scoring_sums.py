@@ -134,7 +134,7 @@ def test_the_case_figures_are_those_read_from_the_verdicts_in_repeat_order(scori
 def _verdict(attempt: int, outcome: str, clean: bool, counted: bool) -> tuple:
     """A verdict row (`VERDICT_FIELDS`) of row "r", case "c"; no counts, one try."""
     head = ("r", "c", "m", "s", outcome, "", clean, clean, True, counted)
-    row = (attempt, *head, *[0] * len(COUNTS), None, 1, *[0] * len(TOKENS), "{}")
+    row = (attempt, *head, *[0] * len(COUNTS), None, 1, *[0] * len(TOKENS))
     assert len(row) == len(VERDICT_FIELDS)
     return row
 

@@ -218,7 +218,6 @@ VerdictRow = msgspec.defstruct(
         ("session", int | None),
         ("tries", int),
         *((tokens, int) for tokens in TOKENS),
-        ("detail", JsonText),
     ],
     array_like=True,
     module=__name__,

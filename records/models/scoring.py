@@ -15,7 +15,6 @@ from records.models.fields import (
     HasPage,
     KeptFile,
     TokenUsage,
-    WholeJSONField,
     bulk_reference,
     named_within,
     row_columns,
@@ -108,7 +107,7 @@ class Verdict(
     row_columns(
         "VerdictColumns",
         VerdictRow,
-        skip=("attempt", "session", "verified", *TOKENS, "detail"),
+        skip=("attempt", "session", "verified", *TOKENS),
         required=("row_key", "case", "model", "surface", "outcome"),
         zero=(*COUNTS, "tries"),
     ),
@@ -132,7 +131,9 @@ class Verdict(
     session = bulk_reference(Session, models.DO_NOTHING, "+", null=True)
     # Whether every check of the attempt held (C.5): true unless one failed.
     verified = models.BooleanField(default=True)
-    detail = WholeJSONField(default=dict)
+    # The scorer's account of the verdict step by step is not kept (1.7 KB a verdict, most of
+    # a scoring's writing): the attempt's page scores the attempt again for it
+    # (`records.scoring.run.account`).
 
     class Meta:
         ordering = ["scoring", "attempt"]

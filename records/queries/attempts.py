@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from records.models import Attempt, Verdict
 from records.queries.search import Search, SearchQuery
+from records.scoring.run import account
 
 
 def price_for(attempt: Attempt) -> tuple[Any, str]:
@@ -22,11 +23,15 @@ def price_for(attempt: Attempt) -> tuple[Any, str]:
     return provider.price, f"priced from the run line, retrieved on {provider.retrieved_on or '?'}"
 
 
-def verdict_steps(scoring: Any, attempt: Attempt) -> tuple[Verdict | None, list[dict[str, Any]]]:
-    """The attempt's verdict in `scoring` (None when unscored), and the steps it records."""
+def verdict_account(scoring: Any, attempt: Attempt) -> tuple[Verdict | None, dict[str, Any] | None]:
+    """The attempt's verdict in `scoring` (None when unscored), and the scorer's account of it
+    step by step (`records.scoring.run.account`; None without a verdict, or where scoring the
+    attempt again no longer gives it)."""
     verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
-    steps = (verdict.detail.get("steps", []) if verdict and verdict.detail else []) or []
-    return verdict, steps
+    if verdict is None:
+        return None, None
+    verdict.scoring, verdict.attempt = scoring, attempt  # read once already
+    return verdict, account(verdict)
 
 
 def failing_step(steps: list[dict[str, Any]]) -> dict[str, Any] | None:

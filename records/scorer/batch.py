@@ -9,7 +9,7 @@ reads the next chunk and writes the verdicts, so both cores work.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import msgspec
@@ -19,13 +19,13 @@ from records.scorer.score import (
     COUNTED_APART,
     Aggregate,
     AttemptInput,
+    AttemptVerdict,
     CallInput,
     ScoringError,
     score_attempt,
 )
 
 _decode = msgspec.json.Decoder().decode
-_encode = msgspec.json.Encoder().encode
 
 # A chunk: (attempts, facts, calls), each a list of rows:
 #   attempts: (pk, key, case, model, surface, mode, tier, ended_by, reason, row key,
@@ -47,6 +47,23 @@ def score_chunk(
     under a stale key; otherwise an unknown case is a ScoringError) or unscoreable in a row
     upstream refuses before scoring (`refused` row keys: there an attempt the scorer cannot
     read is left out, as upstream never scores it, instead of failing the whole run)."""
+    counts = [0, 0, 0]
+    rows = [row for row, _ in _scored(doc, stale, chunk, refused, counts)]
+    return rows, *counts
+
+
+def account_chunk(doc: KeyDocument, stale: bool, chunk: Chunk) -> list[tuple[tuple, dict]]:
+    """Each scored attempt of a chunk as `score_chunk` scores it: its verdict row and the
+    scorer's account of it step by step (`AttemptVerdict.as_dict`), which is not stored: the
+    attempt's page asks for it again (`records.scoring.run.account`)."""
+    return [(row, v.as_dict()) for row, v in _scored(doc, stale, chunk, (), [0, 0, 0])]
+
+
+def _scored(
+    doc: KeyDocument, stale: bool, chunk: Chunk, refused: Collection[str], counts: list[int]
+) -> Iterator[tuple[tuple, AttemptVerdict]]:
+    """Each attempt of `chunk` scored: its verdict row and verdict. Skipped attempts are counted
+    in `counts` (retired, unknown, unscoreable), as `score_chunk` reports them."""
     attempts, facts_rows, call_rows = chunk
     facts = {pk: _json(text) for pk, text in facts_rows}
     calls: dict[int, list[CallInput]] = defaultdict(list)
@@ -58,16 +75,14 @@ def score_chunk(
         call.result_truncated = bool(call.result_truncated)
         call.dispatch_observed = bool(call.dispatch_observed)
         calls[attempt_pk].append(call)
-    out: list[tuple] = []
-    retired = unknown = unscoreable = 0
     for attempt in attempts:
         pk, key, case, model, surface, mode, tier, ended_by, reason, row_key = attempt[:10]
         last_has_call, failed_checks = attempt[10:12]
         if case in doc.retired:
-            retired += 1
+            counts[0] += 1
             continue
         if stale and doc.case(case) is None:
-            unknown += 1
+            counts[1] += 1
             continue
         a = AttemptInput(
             id=key,
@@ -89,12 +104,12 @@ def score_chunk(
         except ScoringError:
             if row_key not in refused:
                 raise
-            unscoreable += 1
+            counts[2] += 1
             continue
         agg = Aggregate()
         agg.add(v)
         r = agg.ratios
-        out.append(
+        yield (
             (
                 pk,
                 row_key,
@@ -124,7 +139,6 @@ def score_chunk(
                 agg.confirmations.get("server-aided", 0),
                 agg.confirmations.get("never", 0),
                 *attempt[12:],
-                _encode(v.as_dict()).decode(),
-            )
+            ),
+            v,
         )
-    return out, retired, unknown, unscoreable

@@ -4,6 +4,7 @@ rows stored in one transaction."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -33,7 +34,7 @@ from records.models import (
     Upload,
     Verdict,
 )
-from records.scorer.batch import Chunk, score_chunk
+from records.scorer.batch import Chunk, account_chunk, score_chunk
 from records.scorer.score import (
     CALL_COLUMNS,
     SCORER_VERSION,
@@ -184,14 +185,15 @@ _ATTEMPT_READ = (
 _COPIED = slice(10, 15)  # the tries and tokens
 
 
-def _attempt_rows(run: Run) -> list[tuple]:
-    """The run's attempts, in id order, as `_ATTEMPT_READ` names their columns."""
+def _attempt_rows(run: Run, only: int | None = None) -> list[tuple]:
+    """The run's attempts (or the one whose id is `only`), in id order, as `_ATTEMPT_READ`
+    names their columns."""
     qn = connection.ops.quote_name
     columns = ", ".join(qn(c) for c in _ATTEMPT_READ)
+    which, params = ("run_id = %s", [run.pk]) if only is None else ("id = %s", [only])
     with connection.cursor() as cur:
         cur.execute(
-            f"SELECT {columns} FROM {qn(Attempt._meta.db_table)} WHERE run_id = %s ORDER BY id",
-            [run.pk],
+            f"SELECT {columns} FROM {qn(Attempt._meta.db_table)} WHERE {which} ORDER BY id", params
         )
         return cur.fetchall()
 
@@ -275,6 +277,44 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
     rows = _attempt_rows(run)
     for spec in _chunk_reads(run, doc, rows, _placements(run, rows)[0], chunk):
         yield _read_here(spec)
+
+
+@functools.lru_cache(maxsize=4)
+def _key_document(pk: int, sha256: str) -> KeyDocument:
+    # A stored key's file never changes (its digest names it): read it once for the attempts'
+    # accounts a reader opens one after another.
+    return CorpusKey.objects.get(pk=pk, sha256=sha256).load()
+
+
+# What scoring an attempt again must give for its account to stand for the stored verdict: every
+# column but the row key (its placement among the run's other attempts, which the account does
+# not depend on).
+_ACCOUNTED = [name for name in VERDICT_FIELDS if name != "row_key"]
+
+
+def account(verdict: Verdict) -> dict[str, Any] | None:
+    """The scorer's account of `verdict` step by step (`AttemptVerdict.as_dict`: each step, how
+    a call reached it and was answered, each argument sent beside the one wanted), made again
+    from the attempt's stored rows against its scoring's key, as the scoring made the verdict.
+    It is not stored (most of a scoring's writing); one attempt is scored here in a few
+    milliseconds. None when scoring the attempt again no longer gives the stored verdict, as
+    after a change to the scorer: a re-score of the run gives its account again."""
+    scoring = verdict.scoring
+    run, key = scoring.run, scoring.key
+    doc = _key_document(key.pk, key.sha256)
+    rows = _attempt_rows(run, verdict.attempt_id)
+    if not rows:
+        return None
+    (spec,) = _chunk_reads(run, doc, rows, _placements(run, rows)[0])
+    try:
+        scored = account_chunk(doc, scoring.stale, _read_here(spec))
+    except ScoringError:
+        return None
+    stored = [getattr(verdict, Verdict._meta.get_field(name).attname) for name in _ACCOUNTED]
+    for row, told in scored:
+        if [row[VERDICT_FIELDS.index(name)] for name in _ACCOUNTED] == stored:
+            return told
+    return None
 
 
 SCORER_PROCESSES = 2

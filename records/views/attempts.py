@@ -23,7 +23,7 @@ from records.models import (
     Turn,
     Verify,
 )
-from records.queries.attempts import failing_step, neighbours, price_for, verdict_steps
+from records.queries.attempts import failing_step, neighbours, price_for, verdict_account
 from records.queries.cost import Tokens, cost_of
 from records.queries.trace import (
     ITEMS_PER_TURN,
@@ -55,7 +55,8 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     attempt = get_attempt_or_404(pk)
     price, price_note = price_for(attempt)
     scoring = attempt.run.latest_scoring()
-    verdict, steps = verdict_steps(scoring, attempt)
+    verdict, told = verdict_account(scoring, attempt)
+    steps = told["steps"] if told else []
     failing = failing_step(steps)
     target_call = failing.get("call_index") if failing else None
     reached = [st.get("call_index") for st in steps if st.get("reached")]
@@ -79,6 +80,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": attempt.run,
         "scoring": scoring,
         "verdict": verdict,
+        "account": told,
         "turns": trace(attempt, price, start, start + TURNS_PER_PAGE),
         "items_per_turn": ITEMS_PER_TURN,
         "trace_page": page,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from records.models import Attempt, Verdict
+from records.scoring.run import account
 from tests.browser.conftest import check_layout, settled
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -12,8 +13,9 @@ RUN = "run-2026-11-23-f00dfa"
 
 
 def _failed_with_a_call() -> Attempt:
-    for v in Verdict.objects.filter(outcome="failed").order_by("attempt__line"):
-        if any(not s.get("complete") and s.get("reached") for s in v.detail.get("steps", [])):
+    failed = Verdict.objects.filter(outcome="failed").select_related("scoring", "attempt")
+    for v in failed.order_by("attempt__line"):
+        if any(not s["complete"] and s["reached"] for s in (account(v) or {}).get("steps", [])):
             return v.attempt
     raise AssertionError("the demo has no failed attempt whose failing step was reached")
 
