@@ -11,6 +11,7 @@ from django.core.management import call_command
 
 from records.formats.corpus_key import CorpusKeyError, read_corpus_key
 from records.models import ApiToken, CorpusKey, KeyCase, Run, ScoreRow, Scoring, Verdict
+from records.scoring.run import account
 from records.scoring.tables import fnv1a64, score_groups, score_rows
 from records.scoring.vocabulary import coverage_caption
 from tests.builders import (
@@ -258,6 +259,9 @@ class TestScoring:
         )
         (row,) = rows.values()
         assert row.figures["skipped"] == 1 and row.figures["total"] == 3
+        # Its account, made again for its page from its own row, does not need the others'.
+        told = {v.attempt.key: account(v).told for v in Verdict.objects.select_related("scoring")}
+        assert len(told) == 3 and all(told.values()) and told["s1"]["outcome"] == "skipped"
 
     def test_a_session_with_an_empty_mode_is_its_own_row_which_upstream_refuses(self):
         rows = self._rows(
@@ -347,8 +351,17 @@ class TestPages:
         a = scored.attempts.get(key="MT-002/dynamic/2")
         Verdict.objects.filter(attempt=a).update(discovery=7)
         html = client.get(f"/attempts/{a.pk}/").content.decode()
-        assert "no longer gives this verdict" in html
+        assert "no longer gives this verdict&#x27;s figures" in html
         assert "<th>Reached by</th>" not in html and " · wanted " not in html
+
+    def test_an_attempt_page_made_by_another_scorer_version_says_so_instead_of_steps(
+        self, client, viewer, scored
+    ):
+        a = scored.attempts.get(key="MT-002/dynamic/2")
+        Scoring.objects.update(scorer_version="modelscore-port/0")
+        html = client.get(f"/attempts/{a.pk}/").content.decode()
+        assert "made by modelscore-port/0, not by today&#x27;s" in html
+        assert "<th>Reached by</th>" not in html
 
     def test_the_matrix_shows_outcomes_per_case_and_model(self, client, viewer, scored):
         r = client.get(f"/runs/{scored.pk}/matrix/?surface=dynamic")

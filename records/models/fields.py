@@ -16,7 +16,7 @@ from records.formats.rows import JsonText
 
 class WholeJSONField(models.JSONField):
     """JSON written once and always read whole (a turn's blocks, a call's arguments and result,
-    an attempt's facts, a verdict's explanation). PostgreSQL keeps it as `json`, its text
+    an attempt's facts). PostgreSQL keeps it as `json`, its text
     checked, rather than `jsonb`, parsed into a binary form that only queries into the value
     use, and none do: bulk loads skip that parse. SQLite stores text either way."""
 

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from records.models import Attempt, Verdict
 from records.queries.search import Search, SearchQuery
-from records.scoring.run import account
+from records.scoring.run import Account, account
 
 
 def price_for(attempt: Attempt) -> tuple[Any, str]:
@@ -23,10 +23,9 @@ def price_for(attempt: Attempt) -> tuple[Any, str]:
     return provider.price, f"priced from the run line, retrieved on {provider.retrieved_on or '?'}"
 
 
-def verdict_account(scoring: Any, attempt: Attempt) -> tuple[Verdict | None, dict[str, Any] | None]:
-    """The attempt's verdict in `scoring` (None when unscored), and the scorer's account of it
-    step by step (`records.scoring.run.account`; None without a verdict, or where scoring the
-    attempt again no longer gives it)."""
+def verdict_account(scoring: Any, attempt: Attempt) -> tuple[Verdict | None, Account | None]:
+    """The attempt's verdict in `scoring` and the scorer's account of it step by step
+    (`records.scoring.run.account`); (None, None) when the attempt has no verdict there."""
     verdict = Verdict.objects.filter(scoring=scoring, attempt=attempt).first() if scoring else None
     if verdict is None:
         return None, None

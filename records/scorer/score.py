@@ -22,6 +22,9 @@ import orjson
 from records.formats.corpus_key import Arg, Catalog, CatalogEntry, KeyDocument, Step
 from records.formats.shard import CallLine
 
+# Stored with each scoring. Change it with any change to what the scorer finds of an attempt,
+# its step-by-step account included: an attempt's page makes that account again only for a
+# scoring of this version (`records.scoring.run.account`).
 SCORER_VERSION = "modelscore-port/1"
 DISPATCHER_REFUSALS = frozenset(
     {

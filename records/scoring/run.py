@@ -9,7 +9,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.conf import settings
@@ -19,7 +19,7 @@ from records.bulk import processes
 from records.bulk.apart import Reader, reader
 from records.bulk.sqlite import checkpoints
 from records.bulk.tables import Table, analyze_if_large, gc_paused
-from records.formats.corpus_key import KeyDocument, key_to_json, read_corpus_key
+from records.formats.corpus_key import CorpusKeyError, KeyDocument, key_to_json, read_corpus_key
 from records.formats.rows import VERDICT_FIELDS
 from records.models import (
     Attempt,
@@ -290,31 +290,54 @@ def _key_document(pk: int, sha256: str) -> KeyDocument:
 # column but the row key (its placement among the run's other attempts, which the account does
 # not depend on).
 _ACCOUNTED = [name for name in VERDICT_FIELDS if name != "row_key"]
+_RESCORE = "a re-score of the run shows them"
 
 
-def account(verdict: Verdict) -> dict[str, Any] | None:
-    """The scorer's account of `verdict` step by step (`AttemptVerdict.as_dict`: each step, how
-    a call reached it and was answered, each argument sent beside the one wanted), made again
-    from the attempt's stored rows against its scoring's key, as the scoring made the verdict.
-    It is not stored (most of a scoring's writing); one attempt is scored here in a few
-    milliseconds. None when scoring the attempt again no longer gives the stored verdict, as
-    after a change to the scorer: a re-score of the run gives its account again."""
+class Account(NamedTuple):
+    """The scorer's account of a verdict step by step (`told`, `AttemptVerdict.as_dict`), or,
+    when it is None, why not (`missing`, a sentence)."""
+
+    told: dict[str, Any] | None
+    missing: str = ""
+
+
+def account(verdict: Verdict) -> Account:
+    """The scorer's account of `verdict` step by step (each step, how a call reached it and was
+    answered, each argument sent beside the one wanted), made again from the attempt's stored
+    rows against its scoring's key. It is not stored (most of a scoring's writing); one attempt
+    is scored here in a few milliseconds. It stands for the stored verdict only where the
+    scorer is the version that made the scoring and scoring the attempt again gives the stored
+    verdict's figures, every one; otherwise none is given, and `missing` says why."""
     scoring = verdict.scoring
+    if scoring.scorer_version != SCORER_VERSION:
+        return Account(
+            None,
+            f"This scoring was made by {scoring.scorer_version}, not by today's "
+            f"{SCORER_VERSION}, so its steps are not made again here: {_RESCORE}.",
+        )
     run, key = scoring.run, scoring.key
-    doc = _key_document(key.pk, key.sha256)
+    try:
+        doc = _key_document(key.pk, key.sha256)
+    except CorpusKeyError as exc:
+        return Account(
+            None,
+            f"The scoring's corpus key no longer reads ({exc}), so its steps cannot be made again.",
+        )
     rows = _attempt_rows(run, verdict.attempt_id)
-    if not rows:
-        return None
     (spec,) = _chunk_reads(run, doc, rows, _placements(run, rows)[0])
     try:
         scored = account_chunk(doc, scoring.stale, _read_here(spec))
-    except ScoringError:
-        return None
+    except ScoringError as exc:
+        return Account(None, f"The scorer now refuses this attempt ({exc}): {_RESCORE}.")
     stored = [getattr(verdict, Verdict._meta.get_field(name).attname) for name in _ACCOUNTED]
     for row, told in scored:
         if [row[VERDICT_FIELDS.index(name)] for name in _ACCOUNTED] == stored:
-            return told
-    return None
+            return Account(told)
+    return Account(
+        None,
+        "Scoring this attempt again no longer gives this verdict's figures, so its steps are "
+        f"not shown: {_RESCORE}.",
+    )
 
 
 SCORER_PROCESSES = 2

@@ -55,8 +55,8 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     attempt = get_attempt_or_404(pk)
     price, price_note = price_for(attempt)
     scoring = attempt.run.latest_scoring()
-    verdict, told = verdict_account(scoring, attempt)
-    steps = told["steps"] if told else []
+    verdict, explained = verdict_account(scoring, attempt)
+    steps = explained.told["steps"] if explained and explained.told else []
     failing = failing_step(steps)
     target_call = failing.get("call_index") if failing else None
     reached = [st.get("call_index") for st in steps if st.get("reached")]
@@ -80,7 +80,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "run": attempt.run,
         "scoring": scoring,
         "verdict": verdict,
-        "account": told,
+        "account": explained,
         "turns": trace(attempt, price, start, start + TURNS_PER_PAGE),
         "items_per_turn": ITEMS_PER_TURN,
         "trace_page": page,

@@ -15,7 +15,9 @@ RUN = "run-2026-11-23-f00dfa"
 def _failed_with_a_call() -> Attempt:
     failed = Verdict.objects.filter(outcome="failed").select_related("scoring", "attempt")
     for v in failed.order_by("attempt__line"):
-        if any(not s["complete"] and s["reached"] for s in (account(v) or {}).get("steps", [])):
+        if any(
+            not s["complete"] and s["reached"] for s in (account(v).told or {}).get("steps", [])
+        ):
             return v.attempt
     raise AssertionError("the demo has no failed attempt whose failing step was reached")
 
