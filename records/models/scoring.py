@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 
 import orjson
@@ -9,7 +10,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from records.bulk.tables import Table
-from records.formats.corpus_key import read_corpus_key
+from records.formats.corpus_key import KeyDocument, read_corpus_key
 from records.formats.rows import COUNTS, TOKENS, VerdictRow
 from records.models.fields import (
     HasPage,
@@ -47,12 +48,29 @@ class CorpusKey(HasPage, KeptFile):
     def __str__(self) -> str:
         return f"{self.digest} ({self.name})"
 
-    def load(self):
-        """The key as the scorer reads it."""
+    def load(self) -> KeyDocument:
+        """The key as the scorer reads it. A stored key's file never changes (its sha256 names
+        it), so the last few read are kept for the scorings and attempt pages that read them
+        one after another."""
+        which = (self.pk, self.sha256, self.verified)
+        with _LOADED_LOCK:
+            doc = _LOADED.get(which) if self.pk is not None else None
+        if doc is None:
+            doc = read_corpus_key(
+                orjson.dumps(self.document), self.name, allow_digest_mismatch=not self.verified
+            )
+            if self.pk is not None:
+                with _LOADED_LOCK:
+                    while len(_LOADED) >= _LOADED_KEPT:
+                        del _LOADED[next(iter(_LOADED))]
+                    _LOADED[which] = doc
+        return doc
 
-        return read_corpus_key(
-            orjson.dumps(self.document), self.name, allow_digest_mismatch=not self.verified
-        )
+
+# The keys `CorpusKey.load` read last, by (pk, sha256, verified), oldest first.
+_LOADED: dict[tuple[int, str, bool], KeyDocument] = {}
+_LOADED_KEPT = 4
+_LOADED_LOCK = threading.Lock()
 
 
 class KeyCase(named_within("key", "case_id", "case_unique_in_key", listed_by="position")):

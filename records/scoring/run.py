@@ -4,7 +4,6 @@ rows stored in one transaction."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -279,13 +278,6 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
         yield _read_here(spec)
 
 
-@functools.lru_cache(maxsize=4)
-def _key_document(pk: int, sha256: str) -> KeyDocument:
-    # A stored key's file never changes (its digest names it): read it once for the attempts'
-    # accounts a reader opens one after another.
-    return CorpusKey.objects.get(pk=pk, sha256=sha256).load()
-
-
 # What scoring an attempt again must give for its account to stand for the stored verdict: every
 # column but the row key (its placement among the run's other attempts, which the account does
 # not depend on).
@@ -315,9 +307,9 @@ def account(verdict: Verdict) -> Account:
             f"This scoring was made by {scoring.scorer_version}, not by today's "
             f"{SCORER_VERSION}, so its steps are not made again here: {_RESCORE}.",
         )
-    run, key = scoring.run, scoring.key
+    run = scoring.run
     try:
-        doc = _key_document(key.pk, key.sha256)
+        doc = scoring.key.load()
     except CorpusKeyError as exc:
         return Account(
             None,
