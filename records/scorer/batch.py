@@ -47,23 +47,32 @@ def score_chunk(
     under a stale key; otherwise an unknown case is a ScoringError) or unscoreable in a row
     upstream refuses before scoring (`refused` row keys: there an attempt the scorer cannot
     read is left out, as upstream never scores it, instead of failing the whole run)."""
-    counts = [0, 0, 0]
-    rows = [row for row, _ in _scored(doc, stale, chunk, refused, counts)]
-    return rows, *counts
+    rows: list[tuple] = []
+    skipped = [0, 0, 0]  # by _RETIRED, _UNKNOWN, _UNSCOREABLE
+    for row, verdict in _scored(doc, stale, chunk, refused):
+        if row is None:
+            skipped[verdict] += 1
+        else:
+            rows.append(row)
+    return rows, *skipped
 
 
 def account_chunk(doc: KeyDocument, stale: bool, chunk: Chunk) -> list[tuple[tuple, dict]]:
     """Each scored attempt of a chunk as `score_chunk` scores it: its verdict row and the
     scorer's account of it step by step (`AttemptVerdict.as_dict`), which is not stored: the
     attempt's page asks for it again (`records.scoring.run.account`)."""
-    return [(row, v.as_dict()) for row, v in _scored(doc, stale, chunk, (), [0, 0, 0])]
+    return [(row, v.as_dict()) for row, v in _scored(doc, stale, chunk, ()) if row is not None]
+
+
+# Why an attempt is skipped, as `_scored` gives it (and `score_chunk` counts it).
+_RETIRED, _UNKNOWN, _UNSCOREABLE = 0, 1, 2
 
 
 def _scored(
-    doc: KeyDocument, stale: bool, chunk: Chunk, refused: Collection[str], counts: list[int]
-) -> Iterator[tuple[tuple, AttemptVerdict]]:
-    """Each attempt of `chunk` scored: its verdict row and verdict. Skipped attempts are counted
-    in `counts` (retired, unknown, unscoreable), as `score_chunk` reports them."""
+    doc: KeyDocument, stale: bool, chunk: Chunk, refused: Collection[str]
+) -> Iterator[tuple[tuple, AttemptVerdict] | tuple[None, int]]:
+    """Each attempt of `chunk` in turn: scored, its verdict row and verdict; skipped, None and
+    why (`_RETIRED`, `_UNKNOWN` or `_UNSCOREABLE`)."""
     attempts, facts_rows, call_rows = chunk
     facts = {pk: _json(text) for pk, text in facts_rows}
     calls: dict[int, list[CallInput]] = defaultdict(list)
@@ -79,10 +88,10 @@ def _scored(
         pk, key, case, model, surface, mode, tier, ended_by, reason, row_key = attempt[:10]
         last_has_call, failed_checks = attempt[10:12]
         if case in doc.retired:
-            counts[0] += 1
+            yield None, _RETIRED
             continue
         if stale and doc.case(case) is None:
-            counts[1] += 1
+            yield None, _UNKNOWN
             continue
         a = AttemptInput(
             id=key,
@@ -104,7 +113,7 @@ def _scored(
         except ScoringError:
             if row_key not in refused:
                 raise
-            counts[2] += 1
+            yield None, _UNSCOREABLE
             continue
         agg = Aggregate()
         agg.add(v)

@@ -127,12 +127,36 @@ def _among(ids: list[int]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join(['%s'] * len(ids))})", ids
 
 
-def _placements(
-    run: Run, rows: list[tuple]
-) -> tuple[dict[tuple[str, str, int | None], _Placement], set[str]]:
+_Places = dict[tuple[str, str, int | None], _Placement]
+
+
+@dataclass
+class _Placing:
+    """Where each (model, surface, session) of a run's attempts goes (`placed`), and what
+    `refused` needs to say which of those rows upstream refuses."""
+
+    placed: _Places
+    row_of: dict[str, tuple[str, int | None]]  # row key: its model and session
+    sessions: dict[int, Session]
+
+    def refused(self, run: Run) -> set[str]:
+        """The row keys upstream refuses before scoring them (E.3 rules 1-4, those a run alone
+        decides)."""
+        providers = {p.spec: p for p in run.providers.all()}
+        sessions = self.sessions
+        unobserved = {
+            sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count
+        }
+        return {
+            key
+            for key, (model, sid) in self.row_of.items()
+            if provenance_refusal(run, sessions.get(sid or 0), providers.get(model), unobserved)
+        }
+
+
+def _placements(run: Run, rows: list[tuple]) -> _Placing:
     """Where each (model, surface, session) of the run's attempts (`rows`, as `_attempt_rows`
-    reads them) goes (C.9), and the row keys upstream refuses before scoring them (E.3 rules
-    1-4, those a run alone decides).
+    reads them) goes (C.9).
 
     Attempts with a session are keyed by it. A sessionless attempt (a skip, an early harness
     error) joins the one row of the shard with its model and surface: the candidates are rows,
@@ -142,9 +166,9 @@ def _placements(
     session."""
     sessions = {s.pk: s for s in run.sessions.all()}
     triples = sorted({row[3:6] for row in rows}, key=lambda t: (t[0], t[1], t[2] or 0))
-    placed: dict[tuple[str, str, int | None], _Placement] = {}
+    placed: _Places = {}
     rows_of: dict[tuple[str, str], set[str]] = defaultdict(set)
-    row_of: dict[str, tuple[str, int | None]] = {}  # row key: its model and session
+    row_of: dict[str, tuple[str, int | None]] = {}
     for model, surface, session_id in triples:
         session = sessions.get(session_id) if session_id else None
         if session is None:
@@ -162,14 +186,7 @@ def _placements(
         key = next(iter(hosts)) if len(hosts) == 1 else _row_key(model, surface, "", run, None)
         placed[(model, surface, session_id)] = _Placement("", run.tier, key)
         row_of.setdefault(key, (model, None))
-    providers = {p.spec: p for p in run.providers.all()}
-    unobserved = {sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count}
-    refused = {
-        key
-        for key, (model, sid) in row_of.items()
-        if provenance_refusal(run, sessions.get(sid or 0), providers.get(model), unobserved)
-    }
-    return placed, refused
+    return _Placing(placed, row_of, sessions)
 
 
 # What the scoring reads of each attempt: which it is and where its row goes, then what the
@@ -201,7 +218,7 @@ def _chunk_reads(
     run: Run,
     doc: KeyDocument,
     rows: list[tuple],
-    placed: dict[tuple[str, str, int | None], _Placement],
+    placed: _Places,
     chunk: int = 300,
 ) -> Iterator[ChunkRead]:
     """The run's attempts (`rows`) a chunk at a time, each with the two statements that read
@@ -274,7 +291,7 @@ def _read_here(spec: ChunkRead) -> Chunk:
 def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
     """The run's chunks to score (`records.scorer.batch`), read here."""
     rows = _attempt_rows(run)
-    for spec in _chunk_reads(run, doc, rows, _placements(run, rows)[0], chunk):
+    for spec in _chunk_reads(run, doc, rows, _placements(run, rows).placed, chunk):
         yield _read_here(spec)
 
 
@@ -316,7 +333,7 @@ def account(verdict: Verdict) -> Account:
             f"The scoring's corpus key no longer reads ({exc}), so its steps cannot be made again.",
         )
     rows = _attempt_rows(run, verdict.attempt_id)
-    (spec,) = _chunk_reads(run, doc, rows, _placements(run, rows)[0])
+    (spec,) = _chunk_reads(run, doc, rows, _placements(run, rows).placed)
     try:
         scored = account_chunk(doc, scoring.stale, _read_here(spec))
     except ScoringError as exc:
@@ -368,7 +385,8 @@ def _verdicts(
     go to the scorers in turn and their answers are taken in the same order, so the verdicts,
     and the first error, are those of scoring in line. `rows`: the run's attempts, as
     `_attempt_rows` reads them."""
-    placed, refused = _placements(run, rows)
+    placing = _placements(run, rows)
+    placed, refused = placing.placed, placing.refused(run)
     if not _by_processes(run):
         for spec in _chunk_reads(run, doc, rows, placed):
             yield score_chunk(doc, stale, _read_here(spec), refused)
