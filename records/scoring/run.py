@@ -295,10 +295,10 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
         yield _read_here(spec)
 
 
-# What scoring an attempt again must give for its account to stand for the stored verdict: every
-# column but the row key (its placement among the run's other attempts, which the account does
-# not depend on).
-_ACCOUNTED = [name for name in VERDICT_FIELDS if name != "row_key"]
+# What scoring an attempt again must give for its account to stand for the stored verdict, each
+# column by its place in the verdict row and its name: every column but the row key (its
+# placement among the run's other attempts, which the account does not depend on).
+_ACCOUNTED = [(i, name) for i, name in enumerate(VERDICT_FIELDS) if name != "row_key"]
 _RESCORE = "a re-score of the run shows them"
 
 
@@ -338,9 +338,9 @@ def account(verdict: Verdict) -> Account:
         scored = account_chunk(doc, scoring.stale, _read_here(spec))
     except ScoringError as exc:
         return Account(None, f"The scorer now refuses this attempt ({exc}): {_RESCORE}.")
-    stored = [getattr(verdict, Verdict._meta.get_field(name).attname) for name in _ACCOUNTED]
+    stored = [getattr(verdict, Verdict._meta.get_field(name).attname) for _, name in _ACCOUNTED]
     for row, told in scored:
-        if [row[VERDICT_FIELDS.index(name)] for name in _ACCOUNTED] == stored:
+        if [row[i] for i, _ in _ACCOUNTED] == stored:
             return Account(told)
     return Account(
         None,
