@@ -16,7 +16,7 @@ import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import NormalDist
 
 import numpy as np
@@ -101,27 +101,55 @@ def _wilson_rate(p: float, size: float) -> Interval:
 
 @dataclass(frozen=True)
 class Paired:
-    """A candidate against a baseline on the cases both ran."""
+    """A candidate against a baseline on the cases both ran: the difference, its test, and the
+    95% interval that test inverts (`delta`), so the interval excludes 0 exactly when
+    p < 0.05. `interval_at` gives the interval at another level, the one a family-wise
+    decision tests each row at (`records.evidence`)."""
 
     cases: int
     baseline_rate: float
     candidate_rate: float
-    delta: Interval  # candidate minus baseline, as rates
+    given_delta: Interval | None  # at 95%, where known when made (else `delta` works it out)
     p_value: float
     test: str  # "McNemar exact" or "paired bootstrap"
     discordant: tuple[int, int] | None = None  # (baseline only, candidate only), for McNemar
+    # The bootstrap's resampled differences, sorted (for intervals at other levels).
+    resampled: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def difference(self) -> float:
         return self.candidate_rate - self.baseline_rate
 
+    @functools.cached_property
+    def delta(self) -> Interval:
+        """The 95% interval of the difference (candidate minus baseline, as rates) that the
+        test inverts; McNemar's is worked out when first asked for."""
+        return self.given_delta if self.given_delta is not None else self.interval_at(ALPHA)
+
     @property
     def label(self) -> str:
+        """This test read alone at 5%. A page's words come from `records.evidence`, which
+        reads it within the family its decision covers."""
         if self.p_value < ALPHA and self.difference < 0:
             return "regressed"
         if self.p_value < ALPHA and self.difference > 0:
             return "improved"
         return "within noise"
+
+    def interval_at(self, alpha: float) -> Interval:
+        """The interval of the difference at level 1 - alpha that this test inverts: it
+        excludes 0 exactly when p < alpha. For McNemar's test, the exact (Clopper-Pearson)
+        interval of the candidate's share of the changed cases, as a difference of rates;
+        for the bootstrap, the percentile interval read at the order statistics that the
+        bootstrap p counts. A test kept without what it was made from (a stored pair test)
+        gives its 95% interval only."""
+        if self.discordant is not None:
+            return _mcnemar_interval(*self.discordant, self.cases, self.p_value, alpha)
+        if self.resampled is not None:
+            return _percentile_interval(self.resampled, self.difference, alpha)
+        if alpha != ALPHA or self.given_delta is None:
+            raise ValueError("this test was kept without its resamples: 95% only")
+        return self.given_delta
 
 
 def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
@@ -142,6 +170,61 @@ def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
     return min(1.0, 2 * tail / 2**n)  # Python divides whole numbers correctly rounded
 
 
+def _clopper_pearson(x: int, n: int, alpha: float) -> tuple[float, float]:
+    """The exact equal-tailed interval of a binomial share x / n at level 1 - alpha: the
+    shares whose own two-sided test (twice the smaller tail) x does not reject, from the beta
+    quantiles. SciPy's special functions are imported here, when a page asks for an interval,
+    never by a scoring (which keeps its tests without them)."""
+    from scipy.special import betaincinv
+
+    low = 0.0 if x == 0 else float(betaincinv(x, n - x + 1, alpha / 2))
+    high = 1.0 if x == n else float(betaincinv(x + 1, n - x, 1 - alpha / 2))
+    return low, high
+
+
+def _mcnemar_interval(
+    baseline_only: int, candidate_only: int, cases: int, p_value: float, alpha: float
+) -> Interval:
+    """The McNemar test inverted: the changed cases n = b + c split as Binomial(n, share),
+    the share's exact interval, and the difference of rates (2 share - 1) n / cases. It holds
+    1/2 (a difference of 0) exactly when the exact p is at least alpha; the bounds, found in
+    floating point, are held to the side of 0 that the exact p (summed in whole numbers)
+    decides."""
+    n = baseline_only + candidate_only
+    if n == 0 or cases == 0:
+        return Interval(0.0, 0.0)
+    low, high = _clopper_pearson(candidate_only, n, alpha)
+    if p_value < alpha:
+        if candidate_only > baseline_only:
+            low = max(low, math.nextafter(0.5, 1.0))
+        else:
+            high = min(high, math.nextafter(0.5, 0.0))
+    else:
+        low, high = min(low, 0.5), max(high, 0.5)
+    scale = n / cases
+    d_low, d_high = (2 * low - 1) * scale, (2 * high - 1) * scale
+    seen = (candidate_only - baseline_only) / cases
+    return Interval(min(d_low, seen), max(d_high, seen))
+
+
+def _order_k(alpha: float) -> int:
+    """Which order statistic (from 1) bounds a percentile interval at level 1 - alpha so that
+    it excludes 0 exactly when the bootstrap p (`_bootstrap_p`) is below alpha: k is the least
+    whole number with k >= (alpha (B + 1) - 1) / 2; below 1, no interval can exclude 0."""
+    return math.ceil((alpha * (RESAMPLES + 1) - 1) / 2)
+
+
+def _percentile_interval(resampled: np.ndarray, seen: float, alpha: float) -> Interval:
+    """The percentile interval of sorted resampled differences at level 1 - alpha, read at the
+    k-th smallest and k-th largest (`_order_k`), widened to hold the difference seen."""
+    k = _order_k(alpha)
+    if k < 1:
+        low, high = min(float(resampled[0]), 0.0), max(float(resampled[-1]), 0.0)
+    else:
+        low, high = float(resampled[k - 1]), float(resampled[len(resampled) - k])
+    return Interval(min(low, seen), max(high, seen))
+
+
 def compare(
     baseline: Sequence[tuple[int, int]], candidate: Sequence[tuple[int, int]]
 ) -> Paired | None:
@@ -149,28 +232,29 @@ def compare(
     side, in the same case order. Cases with d = 0 on either side are left out.
 
     The difference, its interval and its p all read one estimator over one set of cases: each
-    side's rate is its sum of n over its sum of d on the paired cases (the rate a row shows),
-    and a bootstrap resample of cases recomputes exactly that. A percentile interval of a
-    ratio over few or lopsided cases can fall just short of the estimate itself; it is then
-    widened to hold it, so a difference never reads outside its own interval."""
+    side's rate is its sum of n over its sum of d on the paired cases (the rate a row shows).
+    With one attempt per case the test is McNemar's exact test and the interval the one it
+    inverts; with repeats, a bootstrap resample of cases recomputes exactly that estimator,
+    its p counts the resamples on the far side of 0 and its interval is read at the matching
+    order statistics. Either way the interval excludes 0 exactly when p < 0.05."""
     pairs = [(a, b) for a, b in zip(baseline, candidate, strict=True) if a[1] and b[1]]
     if not pairs:
         return None
     na, da, nb, db = (np.array(column, dtype=np.float64) for column in _columns(pairs))
     one_each = bool(np.all(da == 1) and np.all(db == 1))
     base_rate, cand_rate = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
+    if one_each:
+        discordant = (int(np.sum((na == 1) & (nb == 0))), int(np.sum((na == 0) & (nb == 1))))
+        p = mcnemar_exact(*discordant)
+        return Paired(len(pairs), base_rate, cand_rate, None, p, "McNemar exact", discordant)
     seen = cand_rate - base_rate
     counts = resamples(len(pairs))
     # Every resample draws at least one case, and each kept case has d > 0 on both sides.
-    resampled = (counts @ nb) / (counts @ db) - (counts @ na) / (counts @ da)
-    delta = _bootstrap_delta(resampled, seen)
-    discordant = None
-    if one_each:
-        discordant = (int(np.sum((na == 1) & (nb == 0))), int(np.sum((na == 0) & (nb == 1))))
-        p, test = mcnemar_exact(*discordant), "McNemar exact"
-    else:
-        p, test = _bootstrap_p(seen, resampled), "paired bootstrap"
-    return Paired(len(pairs), base_rate, cand_rate, delta, p, test, discordant)
+    resampled = np.sort((counts @ nb) / (counts @ db) - (counts @ na) / (counts @ da))
+    resampled.flags.writeable = False
+    p = _bootstrap_p(seen, resampled)
+    delta = _percentile_interval(resampled, seen, ALPHA)
+    return Paired(len(pairs), base_rate, cand_rate, delta, p, "paired bootstrap", None, resampled)
 
 
 def _columns(pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> tuple[list[int], ...]:
@@ -215,19 +299,14 @@ def counts_kept_bytes() -> int:
         return sum(m.nbytes for m in _kept.values())
 
 
-def _bootstrap_delta(resampled: np.ndarray, seen: float) -> Interval:
-    """The 95% percentile interval of the paired difference from its resamples, widened where
-    needed to hold the difference seen."""
-    low, high = np.quantile(resampled, [ALPHA / 2, 1 - ALPHA / 2])
-    return Interval(min(float(low), seen), max(float(high), seen))
-
-
 def _bootstrap_p(seen: float, resampled: np.ndarray) -> float:
-    """Two-sided p of no difference: the resampled differences centred on zero (less the one
-    seen); how often is one as far from zero as the one seen?"""
-    if seen == 0 and not np.any(resampled):
+    """Two-sided p of no difference from the resampled differences: twice the share of them
+    on the far side of 0 from the difference seen, counting the one seen as one more (so p
+    is never 0): (2c + 1) / (B + 1). 1 when nothing differs."""
+    if seen == 0:
         return 1.0
-    return float((np.sum(np.abs(resampled - seen) >= abs(seen) - 1e-12) + 1) / (RESAMPLES + 1))
+    far = int(np.sum(resampled <= 0)) if seen > 0 else int(np.sum(resampled >= 0))
+    return float(min(1.0, (2 * far + 1) / (RESAMPLES + 1)))
 
 
 def detectable_difference(cases: int, power: float = 0.8) -> float | None:

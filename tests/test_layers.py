@@ -71,6 +71,7 @@ READERS = [
     "records.replays.gojson",
     "records.conformance.formats",
     "records.stats",
+    "records.evidence",
 ]
 
 

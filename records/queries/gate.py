@@ -1,10 +1,13 @@
-"""The CI gate: did a run regress against a baseline, with evidence, in one column?
+"""The CI gate: did a run regress against a baseline, with evidence, in the gated columns?
 
 The baseline is a run given by its run id, or "previous": the latest earlier run of the same
-corpus digest, models and surfaces (the comparison pages use the same rule). A row regressed when
-its case-by-case test says so (`records.stats`); a difference within noise passes. With
-"previous" and no earlier comparable run there is nothing to compare: the gate passes and says
-so, unless the caller requires a baseline.
+corpus digest, models and surfaces (the comparison pages use the same rule). Whether a row
+regressed is decided once, for every page and the gate, by `records.queries.decisions`: each
+row tested case by case, the tests read together with Holm's adjustment over every row (and
+column) the gate covers, so a steady project fails at most one run in twenty. With "previous"
+and no earlier comparable run there is nothing to compare: the gate passes and says so, unless
+the caller requires a baseline. A baseline with which no row could be compared fails, naming
+why, unless the caller allows an empty comparison.
 
 Every figure is in percent: rates as percentages, differences and their interval in percentage
 points, as the field names say. Every value the Markdown carries (run ids, model specs,
@@ -22,10 +25,11 @@ from django.urls import reverse
 
 from records.formats.markdown import markdown_code
 from records.models import Run
-from records.queries.compare import case_flips, compare_runs
+from records.queries.compare import case_flips
+from records.queries.decisions import RunDecision, decide
 from records.queries.runs import previous_runs
 from records.scoring.run import score_unscored
-from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLE, COLUMN_TITLES
 
 # Regressed cases named per regressed row in the comment (the JSON lists as many).
 CASES_NAMED = 5
@@ -60,19 +64,31 @@ def previous_comparable(run: Run) -> Run | None:
 class GateResult:
     run: Run
     baseline: Run | None
-    column: str  # as titled on the pages
+    columns: list[str]  # as titled on the pages
     regressed: list[dict[str, Any]] = field(default_factory=list)
     rows: int = 0
     problem: str = ""
     reason: str = ""  # why there is no baseline
     require_baseline: bool = False
+    allow_empty: bool = False
     base_url: str = ""  # the dashboard's public address, for the comment's links
+    decision: RunDecision | None = None
+
+    @property
+    def column(self) -> str:
+        return ", ".join(self.columns)
 
     @property
     def passed(self) -> bool:
         if self.baseline is None:
             return not self.require_baseline
-        return not self.regressed and not self.problem
+        if self.problem and not (self.allow_empty and not self.rows):
+            return False
+        return not self.regressed
+
+    @property
+    def rule(self) -> str:
+        return "" if self.decision is None else self.decision.rule
 
     def link(self, path: str) -> str:
         return self.base_url.rstrip("/") + path
@@ -85,7 +101,14 @@ class GateResult:
     def comparison_url(self) -> str | None:
         if self.baseline is None:
             return None
-        query = urlencode({"kind": "runs", "baseline": self.baseline.pk, "candidate": self.run.pk})
+        state: dict[str, Any] = {
+            "kind": "runs",
+            "baseline": self.baseline.pk,
+            "candidate": self.run.pk,
+        }
+        if self.columns != ["Clean"]:
+            state["column"] = self.columns[0]
+        query = urlencode(state)
         return self.link(f"{reverse('records:compare')}?{query}")
 
     def as_dict(self) -> dict[str, Any]:
@@ -93,9 +116,12 @@ class GateResult:
             "run": self.run.run_id,
             "baseline": None if self.baseline is None else self.baseline.run_id,
             "column": self.column,
+            "columns": self.columns,
             "passed": self.passed,
             "reason": self.reason,
             "require_baseline": self.require_baseline,
+            "allow_empty": self.allow_empty,
+            "rule": self.rule,
             "rows_compared": self.rows,
             "regressed": self.regressed,
             "problem": self.problem,
@@ -120,18 +146,21 @@ class GateResult:
             f"{markdown_code(self.baseline.run_id)} on {markdown_code(self.column)}, "
             f"{self.rows} row(s) compared case by case "
             "(exact McNemar test with one attempt per case, paired bootstrap over cases with "
-            f"repeats; [the comparison]({self.comparison_url}))."
+            f"repeats; {self.rule or 'nothing tested'}; [the comparison]({self.comparison_url}))."
         )
         if self.problem:
-            return f"{head}\n\n{markdown_code(self.problem)}\n"
+            allowed = " An empty comparison is allowed, so the gate passes." if self.passed else ""
+            return f"{head}\n\n{markdown_code(self.problem)}{allowed}\n"
+        if self.decision is not None:
+            head += f" {self.decision.sentence[0].upper()}{self.decision.sentence[1:]}."
         if not self.regressed:
             return f"{head}\n\nNo row regressed beyond noise.\n"
         lines = [
             head,
             "",
-            "| Model | Surface | Mode | Baseline (%) | Candidate (%) | Δ (points) "
-            "| 95% interval (points) | p | Test | Regressed cases |",
-            "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+            "| Model | Surface | Mode | Column | Baseline (%) | Candidate (%) | Δ (points) "
+            "| Interval (points) | p | Holm p | Test | Regressed cases |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
         ]
         for r in self.regressed:
             low, high = r["interval_points"]
@@ -141,11 +170,12 @@ class GateResult:
             lines.append(
                 f"| {markdown_code(key['model'], in_table=True)} "
                 f"| {markdown_code(key['surface'], in_table=True)} "
-                f"| {markdown_code(key['mode'], in_table=True)} "
+                f"| {markdown_code(key['mode'], in_table=True)} | {r['column']} "
                 f"| {r['baseline_percent']:.1f} | {r['candidate_percent']:.1f} "
-                f"| {r['delta_points']:+.1f} | {low:+.1f} to {high:+.1f} "
-                f"| {r['p_value']:.3g} | {markdown_code(r['test'], in_table=True)} over "
-                f"{r['cases']} cases | {named or '-'}{f' and {more} more' if more > 0 else ''} |"
+                f"| {r['delta_points']:+.1f} | {low:+.1f} to {high:+.1f} at "
+                f"{r['confidence_percent']:.4g}% | {r['p_value']:.3g} | {r['p_adjusted']:.3g} "
+                f"| {markdown_code(r['test'], in_table=True)} {r['coverage']} "
+                f"| {named or '-'}{f' and {more} more' if more > 0 else ''} |"
             )
         return "\n".join(lines) + "\n"
 
@@ -153,16 +183,26 @@ class GateResult:
 def gate(
     run: Run,
     baseline: Run | None,
-    column_title: str,
+    column_titles: str | list[str],
     *,
     require_baseline: bool = False,
+    allow_empty: bool = False,
     base_url: str = "",
 ) -> GateResult:
-    column = COLUMN_BY_TITLE.get(column_title)
-    if column is None:
-        raise GateError(f"no column {column_title!r}; one of {', '.join(COLUMN_TITLES)}", 400)
+    titles = [column_titles] if isinstance(column_titles, str) else list(column_titles)
+    titles = list(dict.fromkeys(titles or ["Clean"]))
+    columns = []
+    for title in titles:
+        if title not in COLUMN_BY_TITLE:
+            raise GateError(f"no column {title!r}; one of {', '.join(COLUMN_TITLES)}", 400)
+        columns.append(COLUMN_BY_TITLE[title])
     result = GateResult(
-        run, baseline, column_title, require_baseline=require_baseline, base_url=base_url
+        run,
+        baseline,
+        titles,
+        require_baseline=require_baseline,
+        allow_empty=allow_empty,
+        base_url=base_url,
     )
     if baseline is None:
         result.reason = (
@@ -171,40 +211,46 @@ def gate(
         )
         return result
     score_unscored((baseline, run))
-    rows, result.problem = compare_runs(baseline, run, flip_limit=0, page=None)
-    pairs = []
-    for c in rows:
-        test = c.tests.get(column)
-        if test is None:
-            continue
-        result.rows += 1
-        if test.label == "regressed":
-            assert c.baseline and c.candidate
-            pairs.append((c.baseline.row.row_key, c.candidate.row.row_key))
+    result.decision = decision = decide(baseline.pk, run.pk, columns)
+    result.rows = len(decision.rows)
+    result.problem = decision.problem
+    regressed = []
+    for row in decision.rows:
+        for column, d in row.decisions.items():
+            if d.label != "regressed":
+                continue
+            t, interval = d.test, d.interval
+            regressed.append((row, column))
             result.regressed.append(
                 {
-                    "row": c.identity,
-                    "key": c.key.as_dict(),
-                    "baseline_percent": 100 * test.baseline_rate,
-                    "candidate_percent": 100 * test.candidate_rate,
-                    "delta_points": 100 * test.difference,
-                    "interval_points": [100 * test.delta.low, 100 * test.delta.high],
-                    "p_value": test.p_value,
-                    "test": test.test,
-                    "cases": test.cases,
-                    "cases_regressed_total": c.regressions,
+                    "row": row.key.label,
+                    "key": row.key.as_dict(),
+                    "column": COLUMN_TITLE[column],
+                    "baseline_percent": 100 * t.baseline_rate,
+                    "candidate_percent": 100 * t.candidate_rate,
+                    "delta_points": 100 * t.difference,
+                    "interval_points": [100 * interval.low, 100 * interval.high],
+                    "confidence_percent": 100 * d.confidence,
+                    "p_value": t.p_value,
+                    "p_adjusted": d.p_adjusted,
+                    "test": t.test,
+                    "cases": t.cases,
+                    "coverage": row.coverage,
+                    "cases_regressed_total": 0,
                     "cases_regressed": [],
                 }
             )
-    if pairs:
-        # The first regressed cases of the regressed rows only: a bounded read.
-        sides = next(c for c in rows if c.baseline and c.candidate)
-        assert sides.baseline and sides.candidate
-        _, changes = case_flips(
-            sides.baseline.scoring, sides.candidate.scoring, pairs, limit=CASES_NAMED
-        )
-        for (a, _), r in zip(pairs, result.regressed, strict=True):
-            r["cases_regressed"] = [f.case for f in changes.get(a, []) if f.kind == "regressed"]
+    if regressed:
+        # The regressed cases of the regressed rows only: a bounded read.
+        sa, sb = baseline.latest_scoring(), run.latest_scoring()
+        assert sa is not None and sb is not None
+        pairs = list(dict.fromkeys((row.baseline, row.candidate) for row, _ in regressed))
+        counts, changes = case_flips(sa, sb, pairs, limit=CASES_NAMED)
+        for (row, _), r in zip(regressed, result.regressed, strict=True):
+            r["cases_regressed_total"] = counts.get(row.baseline, {}).get("regressed", 0)
+            r["cases_regressed"] = [
+                f.case for f in changes.get(row.baseline, []) if f.kind == "regressed"
+            ]
     return result
 
 

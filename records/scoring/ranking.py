@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from records import stats
 from records.bulk.blas import one_thread
 from records.models import ScoreRow, Scoring
@@ -79,6 +81,16 @@ def _test(tests: PairTests, baseline: str, candidate: str, column: str) -> stats
     other = tests.get((candidate, baseline), {}).get(column)
     if other is None:
         return None
+    if other.discordant is not None:
+        return stats.Paired(
+            other.cases,
+            other.candidate_rate,
+            other.baseline_rate,
+            None,
+            other.p_value,
+            other.test,
+            (other.discordant[1], other.discordant[0]),
+        )
     return stats.Paired(
         other.cases,
         other.candidate_rate,
@@ -86,7 +98,8 @@ def _test(tests: PairTests, baseline: str, candidate: str, column: str) -> stats
         stats.Interval(-other.delta.high, -other.delta.low),
         other.p_value,
         other.test,
-        other.discordant[::-1] if other.discordant else None,
+        None,
+        None if other.resampled is None else np.sort(-other.resampled),
     )
 
 
@@ -119,6 +132,38 @@ def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]
     return out
 
 
+def _kept_test(t: stats.Paired) -> list[Any]:
+    """A pair test as a score row keeps it: McNemar's with its changed cases (its interval is
+    worked out from them when a page asks), a bootstrap's with its 95% interval."""
+    if t.discordant is not None:
+        return [
+            t.cases,
+            t.baseline_rate,
+            t.candidate_rate,
+            None,
+            None,
+            t.p_value,
+            t.test,
+            list(t.discordant),
+        ]
+    return [
+        t.cases,
+        t.baseline_rate,
+        t.candidate_rate,
+        t.delta.low,
+        t.delta.high,
+        t.p_value,
+        t.test,
+    ]
+
+
+def _read_test(kept: list[Any]) -> stats.Paired:
+    cases, base, cand, low, high, p, test, *rest = kept
+    discordant = tuple(rest[0]) if rest and rest[0] is not None else None
+    given = None if low is None else stats.Interval(low, high)
+    return stats.Paired(cases, base, cand, given, p, test, discordant)
+
+
 def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
     """The pair tests kept with the rows; None where a row has none (an older scoring)."""
     out: PairTests = {}
@@ -127,10 +172,7 @@ def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
         if kept is None:
             return None
         for other, columns in kept.items():
-            out[(r.row_key, other)] = {
-                column: stats.Paired(cases, base, cand, stats.Interval(low, high), p, test, None)
-                for column, (cases, base, cand, low, high, p, test) in columns.items()
-            }
+            out[(r.row_key, other)] = {column: _read_test(kept) for column, kept in columns.items()}
     return out
 
 
@@ -146,18 +188,7 @@ def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[st
         tests = pair_tests(groups, per_case)
     kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
     for (a, b), columns in tests.items():
-        kept[a]["pairs"][b] = {
-            column: [
-                t.cases,
-                t.baseline_rate,
-                t.candidate_rate,
-                t.delta.low,
-                t.delta.high,
-                t.p_value,
-                t.test,
-            ]
-            for column, t in columns.items()
-        }
+        kept[a]["pairs"][b] = {column: _kept_test(t) for column, t in columns.items()}
     for r in rows:
         if r.case_intervals is not None:
             kept[r.row_key]["intervals"] = {

@@ -26,6 +26,7 @@ __all__ = [
 TITLED_COLUMNS = list(zip(RATIO_COLUMNS, COLUMN_TITLES, strict=True))
 TITLE_OF = dict(TITLED_COLUMNS)
 COLUMN_BY_TITLE = {title: column for column, title in TITLED_COLUMNS}
+COLUMN_TITLE = dict(TITLED_COLUMNS)
 
 
 LEGEND = [

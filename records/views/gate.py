@@ -12,17 +12,19 @@ from records.views.access import token_read
 @token_read
 def api_gate(request: HttpRequest, run_id: str) -> HttpResponse:
     """The CI gate as JSON, for an upload token."""
-    require = request.GET.get("require_baseline", "0")
-    if require not in ("0", "1", "true", "false"):
-        return JsonResponse(
-            {"error": f"require_baseline={require!r}: use 1 or 0", "field": "require_baseline"},
-            status=400,
-        )
+    flags = {}
+    for name in ("require_baseline", "allow_empty"):
+        value = request.GET.get(name, "0")
+        if value not in ("0", "1", "true", "false"):
+            return JsonResponse(
+                {"error": f"{name}={value!r}: use 1 or 0", "field": name}, status=400
+            )
+        flags[name] = value in ("1", "true")
     try:
         result = gate(
             *resolve(run_id, request.GET.get("baseline") or "previous"),
-            request.GET.get("column") or "Clean",
-            require_baseline=require in ("1", "true"),
+            [c for c in request.GET.getlist("column") if c] or ["Clean"],
+            **flags,
             base_url=settings.EVALDASH_PUBLIC_URL or request.build_absolute_uri("/"),
         )
     except GateError as exc:

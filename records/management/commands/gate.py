@@ -8,16 +8,25 @@ from records.queries.gate import GateError, gate, resolve
 
 
 class Command(BaseCommand):
-    help = "Exit 1 when a run regressed with evidence against its baseline in one column."
+    help = "Exit 1 when a run regressed against its baseline, or when nothing could be compared."
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("run_id", help="the run id (as the shard's run line writes it)")
         parser.add_argument("--baseline", default="previous", help='a run id, or "previous"')
-        parser.add_argument("--column", default="Clean", help="a column title (default: Clean)")
+        parser.add_argument(
+            "--column",
+            action="append",
+            help="a column title, repeatable: the decision covers every one (default: Clean)",
+        )
         parser.add_argument(
             "--require-baseline",
             action="store_true",
             help="fail when there is no earlier comparable run (default: pass, saying so)",
+        )
+        parser.add_argument(
+            "--allow-empty",
+            action="store_true",
+            help="pass when no row of the two runs could be compared (default: fail, saying why)",
         )
         parser.add_argument(
             "--base-url",
@@ -30,16 +39,18 @@ class Command(BaseCommand):
         *args,
         run_id: str,
         baseline: str,
-        column: str,
+        column: list[str] | None,
         require_baseline: bool,
+        allow_empty: bool,
         base_url: str,
         **options,
     ) -> None:
         try:
             result = gate(
                 *resolve(run_id, baseline),
-                column,
+                column or ["Clean"],
                 require_baseline=require_baseline,
+                allow_empty=allow_empty,
                 base_url=base_url,
             )
         except GateError as exc:
