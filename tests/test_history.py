@@ -6,6 +6,7 @@ import pytest
 
 from records import stats
 from records.models import Verdict
+from records.queries.gate import gate
 from records.queries.history import history
 
 pytestmark = pytest.mark.django_db
@@ -19,16 +20,16 @@ NANO, BEFORE, REGRESSED, AFTER = (
 
 def _per_case(run, model, surface):
     out = {}
-    for case, outcome, counted in Verdict.objects.filter(
+    for case, clean, counted in Verdict.objects.filter(
         scoring=run.latest_scoring(), model=model, surface=surface
-    ).values_list("case", "outcome", "counted"):
+    ).values_list("case", "clean", "counted"):
         n, d = out.get(case, (0, 0))
-        out[case] = (n + (counted and outcome == "completed"), d + counted)
+        out[case] = (n + (counted and clean), d + counted)
     return out
 
 
 def test_the_first_drop_beyond_noise_is_marked_with_its_comparison(demo):
-    h = history(demo[BEFORE].corpus_digest, NANO, "meta", None, "Completion")
+    h = history(demo[BEFORE].corpus_digest, NANO, "meta", None, "Clean")
     assert [p.run.run_id for p in h.points] == [BEFORE, REGRESSED, AFTER]
     assert h.mode == "default"
     first, drop, after = h.points
@@ -37,12 +38,15 @@ def test_the_first_drop_beyond_noise_is_marked_with_its_comparison(demo):
     cases = _per_case(demo[REGRESSED], NANO, "meta")
     assert drop.ratio == (sum(n for n, _ in cases.values()), sum(d for _, d in cases.values()))
     assert drop.interval == stats.case_interval(list(cases.values()))
-    # The drop is the paired test over the cases both runs share, and it is marked once.
+    # The drop is the paired test over the cases both runs share, decided as the gate decides
+    # the pair (Holm over its rows), and it is marked once.
     before = _per_case(demo[BEFORE], NANO, "meta")
     shared = sorted(set(before) & set(cases))
     want = stats.compare([before[c] for c in shared], [cases[c] for c in shared])
-    assert (drop.test.p_value, drop.test.label) == (want.p_value, want.label)
-    assert drop.test.label == "regressed" and drop.first_drop and h.first_drop is drop
+    assert drop.test.p_value == want.p_value
+    gated = gate(demo[REGRESSED], demo[BEFORE], "Clean").regressed
+    assert any(r["key"]["model"] == NANO and r["key"]["surface"] == "meta" for r in gated)
+    assert drop.decision.label == "regressed" and drop.first_drop and h.first_drop is drop
     assert not after.first_drop
 
 
@@ -58,12 +62,12 @@ def test_the_history_page_lives_in_the_url(client, viewer, demo):
     assert digest in client.get("/history/").content.decode()
     rows = client.get(f"/history/?digest={digest}").content.decode()
     assert "Pick a row" in rows and NANO in rows
-    q = f"digest={digest}&model={NANO}&surface=meta&column=Completion"
+    q = f"digest={digest}&model={NANO}&surface=meta&column=Clean"
     page = client.get(f"/history/?{q}")
     html = page.content.decode()
     assert "First drop beyond noise" in html
     base, cand = demo[BEFORE].pk, demo[REGRESSED].pk
-    assert f"/compare/?kind=runs&baseline={base}&candidate={cand}" in html
+    assert f"/compare/?kind=runs&amp;baseline={base}&amp;candidate={cand}" in html
     fig = page.context["chart"]
     assert fig["data"][2]["customdata"][1][0] == REGRESSED
     assert fig["data"][3]["name"] == "first drop beyond noise"

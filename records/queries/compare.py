@@ -16,7 +16,8 @@ from django.db import connection
 
 from records import stats
 from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
-from records.queries.cost import Tokens, cost_of
+from records.queries.decisions import decide
+from records.queries.pairing import Side, differences, match_rows, refusal, row_figures
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
 from records.scoring.tables import (
@@ -24,17 +25,10 @@ from records.scoring.tables import (
     RowKey,
     TableRow,
     case_figures,
-    ratio_of,
     row_key_of,
     score_rows,
 )
 from records.scoring.vocabulary import COLUMN_BY_TITLE, TITLED_COLUMNS
-
-
-def _row_figures(row: TableRow) -> dict[str, int]:
-    f = {k: (v or 0) for k, v in row.figures.items() if isinstance(v, int | float) or v is None}
-    f["counted"] = f.get("attempts", 0)
-    return {k: f.get(k, 0) for k in SUMMED}
 
 
 def _sum(per_case: dict[str, dict[str, int]], cases: Iterable[str]) -> dict[str, int]:
@@ -43,39 +37,6 @@ def _sum(per_case: dict[str, dict[str, int]], cases: Iterable[str]) -> dict[str,
         for k, v in per_case.get(c, {}).items():
             total[k] += v
     return total
-
-
-@dataclass
-class Side:
-    """One row's figures as compared: all its cases, or a stated subset."""
-
-    run: Run
-    scoring: Scoring
-    row: TableRow
-    figures: dict[str, int]
-    price: tuple[float, float, float, float] | None
-
-    def ratio(self, column: str) -> tuple[int, int]:
-        return ratio_of(self.figures, column)
-
-    @property
-    def tokens(self) -> Tokens:
-        return Tokens.of_figures(self.figures)
-
-    @property
-    def cost(self) -> float | None:
-        c = cost_of(self.tokens, self.price)
-        return None if c is None else c.total
-
-    @property
-    def cost_per_attempt(self) -> float | None:
-        n = self.figures["total"]
-        return None if self.cost is None or not n else self.cost / n
-
-    @property
-    def overhead(self) -> tuple[int, int]:
-        f = self.figures
-        return f["discovery"] + f["invalid_params"], f["steps"]
 
 
 def rate(pair: tuple[int, int]) -> float | None:
@@ -96,30 +57,6 @@ def parse_row_key(row_key: str) -> dict[str, str]:
     may hold spaces (a model spec can), so this never decides which rows are the same row:
     `RowKey` does."""
     return dict(part.split("=", 1) for part in row_key.split(" ") if "=" in part)
-
-
-def differences(a: Side, b: Side, *, across_vendors: bool = False) -> list[str]:
-    """The comparison keys on which two rows differ (E.4), in words."""
-    ka, kb = row_key_of(a.row), row_key_of(b.row)
-    out = []
-    for key, words in (
-        ("corpus", "corpus digest"),
-        ("contract", "contract digest"),
-        ("repeat", "repeat"),
-    ):
-        va, vb = getattr(ka, key), getattr(kb, key)
-        if va != vb:
-            out.append(f"{words} ({va or '-'} vs {vb or '-'})")
-    if across_vendors and ka.tools != kb.tools:
-        out.append(f"tool schema digest ({ka.tools or '-'} vs {kb.tools or '-'})")
-    if (a.row.case_count, a.row.coverage) != (b.row.case_count, b.row.coverage):
-        out.append(
-            f"case coverage ({a.row.case_count} cases `{a.row.coverage}` vs "
-            f"{b.row.case_count} cases `{b.row.coverage}`)"
-        )
-    if a.scoring.stale != b.scoring.stale:
-        out.append("one side is scored against a stale corpus")
-    return out
 
 
 # --- runs side by side --------------------------------------------------------------------------
@@ -291,13 +228,6 @@ def row_cases(sa: Scoring, sb: Scoring, a: str, b: str, page: int) -> CasePage:
     return CasePage(changes.get(a, []), page, total)
 
 
-def evidence_of(labels: Iterable[str]) -> str:
-    """What tests' labels say together: "regressed" if any regressed, else "improved" if any
-    improved, else "within noise" ("" for no test)."""
-    found = set(labels)
-    return next((x for x in ("regressed", "improved", "within noise") if x in found), "")
-
-
 @dataclass
 class RowComparison:
     key: RowKey  # the rows' identity (model, surface, mode, pins), as parts
@@ -310,6 +240,9 @@ class RowComparison:
     flips: list[CaseFlip] = field(default_factory=list)  # the changes shown (capped)
     kinds: dict[str, int] = field(default_factory=dict)  # every case, counted per kind
     tests: dict[str, stats.Paired] = field(default_factory=dict)  # per column, case by case
+    # The row's decision on the decided column(s), within its run pair's family
+    # (`records.queries.decisions.RowDecision`); None where the rows were not tested.
+    decision: Any = None
 
     @property
     def identity(self) -> str:
@@ -318,9 +251,10 @@ class RowComparison:
 
     @property
     def evidence(self) -> str:
-        """ "regressed" if any column fell beyond noise, else "improved" if any rose, else
-        "within noise" (or "" when the rows were not compared case by case)."""
-        return evidence_of(t.label for t in self.tests.values())
+        """The row's decision, as the gate reads it: "regressed", "improved" or "within noise"
+        on the decided column, Holm-adjusted over the rows of the two runs (or "" when the
+        rows were not compared case by case)."""
+        return "" if self.decision is None else self.decision.label
 
     @property
     def shared(self) -> int:
@@ -367,12 +301,13 @@ class RowComparison:
             out.append((title, a, b, d))
         return out
 
-    def tested_columns(
-        self,
-    ) -> list[tuple[str, tuple[int, int], tuple[int, int], float | None, stats.Paired | None]]:
-        """`columns` with each column's case-by-case test, where there is one."""
+    def tested_columns(self) -> list[tuple[Any, ...]]:
+        """`columns` with each column's case-by-case test, where there is one, and its decision
+        where the column is decided (None for a column shown but not decided)."""
+        decided = {} if self.decision is None else self.decision.decisions
         return [
-            (*col, self.tests.get(c)) for c, col in zip(RATIO_COLUMNS, self.columns(), strict=True)
+            (*col, self.tests.get(c), decided.get(c))
+            for c, col in zip(RATIO_COLUMNS, self.columns(), strict=True)
         ]
 
     @property
@@ -385,29 +320,6 @@ class RowComparison:
             return None
         a, b = self.baseline.cost, self.candidate.cost
         return None if a is None or b is None else b - a
-
-
-def match_rows(
-    left: list[TableRow], right: list[TableRow]
-) -> list[tuple[TableRow | None, TableRow | None]]:
-    """Two scorings' rows paired on their identity (model, surface, mode, pins), in its order;
-    where one run holds several rows of one identity (sessions given different tool lists),
-    those pair on their tool schema digest too. Every row appears exactly once."""
-    sides: dict[tuple[Any, ...], tuple[list[TableRow], list[TableRow]]] = {}
-    for n, rows in enumerate((left, right)):
-        for row in rows:
-            sides.setdefault(row_key_of(row).identity, ([], []))[n].append(row)
-    out: list[tuple[TableRow | None, TableRow | None]] = []
-    for _, (a, b) in sorted(sides.items()):
-        if len(a) <= 1 and len(b) <= 1:
-            out.append((a[0] if a else None, b[0] if b else None))
-            continue
-        by_tools: dict[str, list[TableRow | None]] = {}
-        for n, rows in enumerate((a, b)):
-            for row in rows:
-                by_tools.setdefault(row_key_of(row).tools, [None, None])[n] = row
-        out += [(x, y) for _, (x, y) in sorted(by_tools.items())]
-    return out
 
 
 def row_label(scoring: Scoring, row_key: str) -> str:
@@ -432,41 +344,35 @@ def _prices(run: Run) -> dict[str, tuple[float, float, float, float] | None]:
     return {p.spec: p.price for p in Provider.objects.filter(run=run)}
 
 
-def refusal(a: Side, b: Side, differs: list[str]) -> str:
-    """Why two matched rows are not compared ("" when they are): a different corpus, or a
-    difference (`differences`) other than case coverage, whose shared cases still compare."""
-    if row_key_of(a.row).corpus != row_key_of(b.row).corpus:
-        return (
-            "the two rows were scored against different corpora, so their "
-            "answers differ: re-score one run against the other's key to "
-            "compare them (it is then fenced as stale corpus)"
-        )
-    apart = [d for d in differs if not d.startswith("case coverage")]
-    if apart:
-        return "the rows differ in " + "; ".join(apart) + ", so they are not placed in one table"
-    return ""
-
-
 ROWS_PER_PAGE = 12
 
 
 def compare_runs(
-    baseline: Run, candidate: Run, *, flip_limit: int | None = FLIPS_SHOWN, page: int | None = 1
+    baseline: Run,
+    candidate: Run,
+    *,
+    flip_limit: int | None = FLIPS_SHOWN,
+    page: int | None = 1,
+    decision: Any = None,
 ) -> tuple[list[RowComparison], str]:
-    """Row by row (matched on model, surface, mode and pins), regressions first, every pair
-    with its counts per kind; the changes case by case only for the pairs on `page` (all
-    pairs when page is None), so a page costs the same however many models a run has."""
+    """Row by row (matched on model, surface, mode and pins), the rows that regressed first,
+    every pair with its counts per kind and its decision (`decision`, the run pair's
+    `records.queries.decisions.RunDecision`; on Clean when not given); the changes case by
+    case only for the pairs on `page` (all pairs when page is None), so a page costs the same
+    however many models a run has."""
     sa, sb = baseline.latest_scoring(), candidate.latest_scoring()
     if sa is None or sb is None or not sa.verdict_count or not sb.verdict_count:
         return [], "both runs must be scored to be compared"
+    if decision is None:
+        decision = decide(baseline.pk, candidate.pk)
     left, right = _sides(sa), _sides(sb)
     prices_a, prices_b = _prices(baseline), _prices(candidate)
     # Rows are matched on their key's parts, never on the key string split apart: a model spec
     # may hold spaces, and `openai:gpt-5` and `openai:gpt-5 preview` are two rows.
     out = []
     for a, b in match_rows(list(left.values()), list(right.values())):
-        ra = Side(baseline, sa, a, _row_figures(a), prices_a.get(a.model)) if a else None
-        rb = Side(candidate, sb, b, _row_figures(b), prices_b.get(b.model)) if b else None
+        ra = Side(baseline, sa, a, row_figures(a), prices_a.get(a.model)) if a else None
+        rb = Side(candidate, sb, b, row_figures(b), prices_b.get(b.model)) if b else None
         comp = RowComparison(row_key_of(b or a), ra, rb)
         if ra and rb:
             comp.differs = differences(ra, rb)
@@ -485,7 +391,15 @@ def compare_runs(
     for c in out:
         if c.baseline and c.candidate and not c.refused:
             c.kinds = counts.get(c.baseline.row.row_key, {})
-    out.sort(key=lambda c: (-c.regressions, c.refused != "", c.key.identity))
+            c.decision = decision.row(c.baseline.row.row_key, c.candidate.row.row_key)
+    out.sort(
+        key=lambda c: (
+            c.evidence != "regressed",
+            -c.regressions,
+            c.refused != "",
+            c.key.identity,
+        )
+    )
     first = 0 if page is None else (page - 1) * ROWS_PER_PAGE
     shown = out[first:] if page is None else out[first : first + ROWS_PER_PAGE]
     keys = {c.baseline.row.row_key for c in shown if c.baseline and c.candidate and not c.refused}
@@ -500,15 +414,6 @@ def compare_runs(
                 per_case_a.get(c.baseline.row.row_key, {}),
                 per_case_b.get(c.candidate.row.row_key, {}),
             )
-    shown.sort(
-        key=lambda c: (
-            c.evidence != "regressed",
-            -c.regressions,
-            c.refused != "",
-            c.key.identity,
-        )
-    )
-    out[first : first + len(shown)] = shown
     # The changed cases of the rows shown, `flip_limit` of each (every one when None; none
     # when 0, as the gate asks, which reads only the counts above).
     _, changes = case_flips(
@@ -576,7 +481,7 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
                     run,
                     scoring,
                     m,
-                    _row_figures(m) if same else _shared(scoring, m, shared),
+                    row_figures(m) if same else _shared(scoring, m, shared),
                     prices.get(m.model),
                 )
                 for m in members

@@ -9,18 +9,23 @@ from typing import Any
 from records.formats.markdown import markdown_code
 from records.models import Run
 from records.queries.compare import FLIP_ORDER, compare_runs
-from records.scoring.vocabulary import COLUMN_TITLES
+from records.queries.decisions import decide
+from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 
 
 def comparison_rows(
-    baseline: Run, candidates: list[Run], *, cases: bool = False
+    baseline: Run, candidates: list[Run], *, cases: bool = False, column: str = "Clean"
 ) -> Iterator[dict[str, Any]]:
     """Every row of every candidate against the baseline, each changed case too with `cases`:
-    an export is whole, never a page."""
+    an export is whole, never a page. Rows are decided on the column titled `column`, as the
+    page and the gate decide them."""
     for candidate in candidates:
-        rows, problem = compare_runs(baseline, candidate, flip_limit=None, page=None)
+        decision = decide(baseline.pk, candidate.pk, (COLUMN_BY_TITLE[column],))
+        rows, problem = compare_runs(
+            baseline, candidate, flip_limit=None, page=None, decision=decision
+        )
         for c in rows:
-            yield comparison_row(baseline, candidate, c, problem, cases=cases)
+            yield comparison_row(baseline, candidate, c, problem, cases=cases, rule=decision.rule)
 
 
 def comparison_markdown(baseline: Run, candidates: list[Run], rows: list[dict[str, Any]]) -> str:
@@ -36,7 +41,8 @@ def comparison_markdown(baseline: Run, candidates: list[Run], rows: list[dict[st
             + (
                 f"not compared: {markdown_code(r['refused'])}"
                 if r["refused"]
-                else f"{r['regressed']} regressed, {r['fixed']} fixed"
+                else f"{r['reading'] or 'not tested'} ({r['rule'] or 'no test'}); "
+                f"{r['regressed']} case(s) now failing, {r['fixed']} now passing"
                 + ("; shared cases only" if r["shared_cases_only"] else "")
                 + "; "
                 + ", ".join(
@@ -50,7 +56,7 @@ def comparison_markdown(baseline: Run, candidates: list[Run], rows: list[dict[st
 
 
 def comparison_row(
-    baseline: Run, candidate: Run, c: Any, problem: str, *, cases: bool = False
+    baseline: Run, candidate: Run, c: Any, problem: str, *, cases: bool = False, rule: str = ""
 ) -> dict[str, Any]:
     """One compared row as the exports carry it: what the page shows, as numbers. Every row has
     every key (None where the rows were not compared), so a CSV's header fits each line."""
@@ -63,23 +69,33 @@ def comparison_row(
         "refused": c.refused or problem,
         "shared_cases_only": c.shared_only,
         "reading": c.evidence or None,
+        "rule": rule if c.decision is not None else None,
         "shared cases": c.shared or None,
         **{k: c.kinds.get(k, 0) for k in FLIP_ORDER},
     }
     compared = bool(c.baseline and c.candidate and not c.refused)
     columns = (
-        c.tested_columns() if compared else [(t, None, None, None, None) for t in COLUMN_TITLES]
+        c.tested_columns()
+        if compared
+        else [(t, None, None, None, None, None) for t in COLUMN_TITLES]
     )
-    for title, a, b, d, t in columns:
+    for title, a, b, d, t, decided in columns:
         for side, pair in (("before", a), ("after", b)):
             out[f"{title} {side} n"] = pair[0] if pair else None
             out[f"{title} {side} d"] = pair[1] if pair else None
             out[f"{title} {side} rate"] = round(pair[0] / pair[1], 6) if pair and pair[1] else None
         out[f"{title} delta (points)"] = None if d is None else round(d, 2)
-        out[f"{title} delta low (points)"] = round(100 * t.delta.low, 2) if t else None
-        out[f"{title} delta high (points)"] = round(100 * t.delta.high, 2) if t else None
+        # A decided column's interval is the one its Holm step tested (its confidence given);
+        # another column's is its test's own 95% interval, and it decides nothing.
+        interval = decided.interval if decided else (t.delta if t else None)
+        out[f"{title} delta low (points)"] = round(100 * interval.low, 2) if interval else None
+        out[f"{title} delta high (points)"] = round(100 * interval.high, 2) if interval else None
+        out[f"{title} interval confidence"] = (
+            round(decided.confidence, 6) if decided else (0.95 if t else None)
+        )
         out[f"{title} p"] = round(t.p_value, 6) if t else None
-        out[f"{title} reading"] = t.label if t else None
+        out[f"{title} p adjusted"] = round(decided.p_adjusted, 6) if decided else None
+        out[f"{title} reading"] = decided.label if decided else None
         out[f"{title} test"] = t.test if t else None
     out["cost delta usd"] = None if not compared or c.cost_delta is None else round(c.cost_delta, 6)
     if cases:

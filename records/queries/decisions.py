@@ -20,7 +20,7 @@ from typing import Any
 from records import evidence
 from records.models import CaseFigure, ScoreRow, Scoring
 from records.queries.cases import fill_missing
-from records.queries.compare import Side, differences, match_rows, refusal
+from records.queries.pairing import Side, differences, match_rows, refusal
 from records.scoring.ranking import paired_tests
 from records.scoring.tables import RowKey, TableRow, case_figures
 from records.scoring.vocabulary import COLUMN_TITLE

@@ -1,15 +1,19 @@
 """A row's history: one model on one surface over the runs of one corpus digest, each run's score
-on a column with its interval, and the first run where it fell by more than noise."""
+on a column with its interval, and the first run where it fell by more than noise, each run
+against the one before it decided as their comparison and the gate decide them."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import urlencode
 
-from records import stats
+from django.urls import reverse
+
+from records import evidence, stats
 from records.models import PublishedRow, Run, ScoreRow, Scoring, Verdict
 from records.queries.compare import parse_row_key
-from records.scoring.ranking import paired_tests
+from records.queries.decisions import decide_pairs
 from records.scoring.tables import figure_sums, ratio_of, summed
 from records.scoring.vocabulary import COLUMN_BY_TITLE
 
@@ -23,8 +27,27 @@ class Point:
     ratio: tuple[int, int]
     interval: stats.Interval | None
     previous: Run | None = None
-    test: stats.Paired | None = None  # against the previous point's run, over shared cases
+    # Against the previous point's run, as the comparison and the gate decide that pair
+    # (`records.queries.decisions`: Holm over the pair's rows on this column).
+    decision: evidence.Decision | None = None
+    rule: str = ""
     first_drop: bool = False
+
+    column: str = "Clean"  # as titled
+
+    @property
+    def test(self) -> stats.Paired | None:
+        return None if self.decision is None else self.decision.test
+
+    @property
+    def compare_url(self) -> str | None:
+        """The comparison of this run with the one before it, deciding the same column."""
+        if self.previous is None:
+            return None
+        state = {"kind": "runs", "baseline": self.previous.pk, "candidate": self.run.pk}
+        if self.column != "Clean":
+            state["column"] = self.column
+        return f"{reverse('records:compare')}?{urlencode(state)}"
 
     @property
     def when(self) -> datetime | None:
@@ -109,7 +132,6 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
         if rows.get(r["scoring"]) == r["row_key"]:
             per_case.setdefault(r["scoring"], {})[r["case"]] = summed(r)
     previous: Point | None = None
-    previous_cases: dict[str, dict[str, int]] = {}
     for run in runs:
         scoring = latest.get(run.pk)
         if scoring is None or scoring.pk not in rows:
@@ -119,18 +141,27 @@ def history(digest: str, model: str, surface: str, mode: str | None, title: str)
         ratio = (sum(n for n, _ in pairs), sum(d for _, d in pairs))
         # The interval as the run's own pages show it: the case as the unit where cases repeat.
         interval = stats.case_interval(pairs) if run.repeat > 1 else stats.wilson(*ratio)
-        point = Point(run, rows[scoring.pk], ratio, interval)
+        point = Point(run, rows[scoring.pk], ratio, interval, column=title)
         if previous is not None:
             point.previous = previous.run
-            point.test = paired_tests(previous_cases, cases, (column,)).get(column)
-            if (
-                point.test
-                and point.test.label == "regressed"
-                and not any(p.first_drop for p in out.points)
-            ):
-                point.first_drop = True
         out.points.append(point)
-        previous, previous_cases = point, cases
+        previous = point
+    # Each run against the one before it, decided as its comparison decides it.
+    decided = decide_pairs({p.run.pk: p.previous.pk for p in out.points if p.previous}, (column,))
+    before = {p.run.pk: p for p in out.points}
+    for point in out.points:
+        if point.previous is None:
+            continue
+        pair = decided[point.run.pk]
+        row = pair.row(before[point.previous.pk].row_key, point.row_key)
+        point.rule = pair.rule
+        point.decision = None if row is None else row.decisions.get(column)
+        if (
+            point.decision
+            and point.decision.label == evidence.REGRESSED
+            and not any(p.first_drop for p in out.points)
+        ):
+            point.first_drop = True
     for row in PublishedRow.objects.filter(
         corpus_digest=digest, model=model, surface=surface
     ).select_related("record")[:RUNS_SHOWN]:

@@ -18,8 +18,9 @@ from records.models import (
 )
 from records.queries import compare as cmp
 from records.queries.compare_export import comparison_markdown, comparison_rows
+from records.queries.decisions import decide
 from records.scoring.tables import score_groups
-from records.scoring.vocabulary import COLUMN_TITLES
+from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 from records.views import charts
 from records.views.access import (
     bad_request,
@@ -48,13 +49,18 @@ def compare(request: HttpRequest) -> HttpResponse:
         page_no = data.get("page") or 1
         comparisons = []
         pages_needed = 1
+        title = data.get("column") or COLUMN_TITLES[0]
         for pk in data["candidate"]:
             candidate = get_run_or_404(pk)
-            rows, problem = cmp.compare_runs(baseline, candidate, page=page_no)
+            decision = decide(baseline.pk, candidate.pk, (COLUMN_BY_TITLE[title],))
+            rows, problem = cmp.compare_runs(baseline, candidate, page=page_no, decision=decision)
             pages_needed = max(pages_needed, -(-len(rows) // cmp.ROWS_PER_PAGE))
             start = (page_no - 1) * cmp.ROWS_PER_PAGE
-            comparisons.append((candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem))
+            comparisons.append(
+                (candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem, decision)
+            )
         context.update(
+            decided_column=title,
             baseline=baseline,
             column_titles=COLUMN_TITLES,
             comparisons=comparisons,
@@ -107,7 +113,12 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         )
     baseline = get_run_or_404(form.cleaned_data["baseline"])
     candidates = [get_run_or_404(pk) for pk in form.cleaned_data["candidate"]]
-    rows = comparison_rows(baseline, candidates, cases=fmt == "json")
+    rows = comparison_rows(
+        baseline,
+        candidates,
+        cases=fmt == "json",
+        column=form.cleaned_data.get("column") or COLUMN_TITLES[0],
+    )
     if fmt == "md":
         text = comparison_markdown(baseline, candidates, list(rows))
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
