@@ -144,7 +144,9 @@ class Paired:
         bootstrap p counts. A test kept without what it was made from (a stored pair test)
         gives its 95% interval only."""
         if self.discordant is not None:
-            return _mcnemar_interval(*self.discordant, self.cases, self.p_value, alpha)
+            i = _mcnemar_interval(*self.discordant, self.cases, self.p_value, alpha)
+            # Held to the difference as the rates give it (the same number, rounded apart).
+            return Interval(min(i.low, self.difference), max(i.high, self.difference))
         if self.resampled is not None:
             return _percentile_interval(self.resampled, self.difference, alpha)
         if alpha != ALPHA or self.given_delta is None:
