@@ -11,8 +11,9 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass, field
 from typing import Any
 
+from records import evidence
 from records.formats.rows import SUMMARY_COLUMNS
-from records.models import ENDINGS, Provider, Run, SurfaceSummary
+from records.models import ENDINGS, Provider, Run, ScoreRow, SurfaceSummary
 
 Price = tuple[float, float, float, float]  # input, output, cache write, cache read; per million
 
@@ -133,22 +134,31 @@ class SurfaceRow:
     tokens: Tokens
     cost: Cost | None
     without_cache: float | None
+    # What the latest scoring found (`scored` figures): attempts Completed, and cases run;
+    # None where the run is not scored (or the figures were not asked for).
+    completed: int | None = None
+    cases: int | None = None
 
     @property
     def endings(self) -> list[tuple[str, int]]:
         return [(e, getattr(self.summary, e)) for e in ENDINGS]
 
     @property
+    def total(self) -> float | None:
+        return None if self.cost is None else self.cost.total
+
+    @property
     def cost_per_attempt(self) -> float | None:
-        if self.cost is None or not self.summary.attempts:
-            return None
-        return self.cost.total / self.summary.attempts
+        return evidence.cost_per_attempt(self.total, self.summary.attempts)
 
     @property
     def cost_per_completed(self) -> float | None:
-        if self.cost is None or not self.summary.completed:
-            return None
-        return self.cost.total / self.summary.completed
+        """Over the attempts the scorer found Completed, as every page divides it."""
+        return evidence.cost_per_completed(self.total, self.completed)
+
+    @property
+    def cost_per_case(self) -> float | None:
+        return evidence.cost_per_case(self.total, self.cases)
 
     @property
     def mean_latency_ms(self) -> float | None:
@@ -188,12 +198,34 @@ class RunFigures:
         return total
 
 
+def scored_counts(run: Run) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """(Completed attempts, cases) per model, surface and mode, as the run's latest scoring
+    found them: what cost per completed and per case divide by (two queries; none scored:
+    empty)."""
+    scoring = run.latest_scoring()
+    if scoring is None or not scoring.verdict_count:
+        return {}
+    out: dict[tuple[str, str, str], tuple[int, int]] = {}
+    for model, surface, mode, completed, cases in ScoreRow.objects.filter(
+        scoring=scoring
+    ).values_list("model", "surface", "session__mode", "figures__completed", "case_count"):
+        key = (model, surface, mode or "")
+        done, seen = out.get(key, (0, 0))
+        out[key] = (done + int(completed or 0), seen + (cases or 0))
+    return out
+
+
 def run_figures(
     run: Run,
     summaries: Iterable[SurfaceSummary] | None = None,
     providers: Iterable[Provider] | None = None,
+    *,
+    scored: bool = False,
 ) -> RunFigures:
+    """The run's tokens and cost per model, surface and mode (and per model); with `scored`,
+    the per-completed and per-case figures too, from the latest scoring."""
     prices = {p.spec: p for p in (run.providers.all() if providers is None else providers)}
+    counts = scored_counts(run) if scored else {}
     rows = []
     for s in run.summaries.all() if summaries is None else summaries:
         provider = prices.get(s.model)
@@ -209,6 +241,7 @@ def run_figures(
                 tokens,
                 cost_of(tokens, price),
                 cost_without_cache(tokens, price),
+                *counts.get((s.model, s.surface, s.mode), (None, None)),
             )
         )
     figures = RunFigures(rows)
@@ -222,6 +255,7 @@ def run_figures(
         provider = group[0].provider
         price = provider.price if provider else None
         tokens = Tokens.of(merged)
+        known = [g for g in group if g.completed is not None]
         figures.by_model[model] = SurfaceRow(
             model,
             "all",
@@ -231,6 +265,8 @@ def run_figures(
             tokens,
             cost_of(tokens, price),
             cost_without_cache(tokens, price),
+            sum(g.completed or 0 for g in known) if known else None,
+            None,  # a case is run once per surface: per case is a surface's figure
         )
     return figures
 
@@ -254,6 +290,7 @@ ROW_SORTS: dict[str, Any] = {
     "cache_share": lambda r: r.tokens.cache_read_share,
     "per_attempt": lambda r: r.cost_per_attempt,
     "per_completed": lambda r: r.cost_per_completed,
+    "per_case": lambda r: r.cost_per_case,
     "without_cache": lambda r: r.without_cache,
 }
 

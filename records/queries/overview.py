@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from records import stats
+from records import evidence, stats
 from records.models import Scoring
 from records.queries.compare import rank_models
 from records.queries.cost import row_cost
@@ -72,8 +72,8 @@ def _standing(row: TableRow, column: str) -> Standing:
         row.interval(column),
         (completed, attempts),
         total,
-        total / f["total"] if total is not None and f["total"] else None,
-        total / completed if total is not None and completed else None,
+        evidence.cost_per_attempt(total, f["total"]),
+        evidence.cost_per_completed(total, completed),
         attempts - completed,
         set(),
     )

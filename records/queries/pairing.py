@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from records import evidence
 from records.models import Run, Scoring
 from records.queries.cost import Tokens, cost_of
 from records.scoring.tables import SUMMED, TableRow, ratio_of, row_key_of
@@ -47,8 +48,11 @@ class Side:
 
     @property
     def cost_per_attempt(self) -> float | None:
-        n = self.figures["total"]
-        return None if self.cost is None or not n else self.cost / n
+        return evidence.cost_per_attempt(self.cost, self.figures["total"])
+
+    @property
+    def cost_per_completed(self) -> float | None:
+        return evidence.cost_per_completed(self.cost, self.figures["completed"])
 
     @property
     def overhead(self) -> tuple[int, int]:

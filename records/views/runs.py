@@ -260,7 +260,7 @@ def _figures_tab(
     def wrapper(request: HttpRequest, pk: int, form: FiguresSortForm, tab: str) -> HttpResponse:
         run = get_run_or_404(pk)
         context, _ = _run_page(run, tab)
-        figures = run_figures(run)
+        figures = run_figures(run, scored=True)
         sort_figures(figures, form.cleaned_data.get("sort") or "")
         context.update(figures=figures, **view(request, run, figures))
         return _render_tab(request, context)

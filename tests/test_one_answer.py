@@ -1,0 +1,125 @@
+"""One answer per question: the runs list, the comparison, a row's history and the CI gate give
+the same words for the same pair of runs, decided once (`records.queries.decisions`); a
+comparison with nothing compared fails the gate; each cost figure is divided one way on every
+page."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+from django.core.management import call_command
+
+from records import evidence
+from records.models import ApiToken, Run
+from records.queries.answers import answers
+from records.queries.compare import compare_runs
+from records.queries.cost import run_figures
+from records.queries.decisions import decide
+from records.queries.gate import gate
+from records.queries.history import history
+from records.queries.overview import boards
+from records.scoring.tables import score_groups
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def auth(db):
+    _, raw = ApiToken.issue("ci")
+    return {"Authorization": f"Bearer {raw}"}
+
+
+BEFORE, REGRESSED = "run-2026-11-16-a1b2c3", "run-2026-11-23-f00dfa"
+
+
+def test_every_page_and_the_gate_say_the_same_of_one_pair(client, viewer, demo, auth):
+    base, cand = demo[BEFORE], demo[REGRESSED]
+    decision = decide(base.pk, cand.pk)
+    assert decision.label == "regressed" and decision.rule.startswith("Holm-adjusted over ")
+    # The runs list: the mark and its sentence.
+    answer = answers([cand])[cand.pk]
+    assert (answer.label, answer.sentence) == (decision.label, decision.sentence)
+    runs_page = html.unescape(client.get("/").content.decode())
+    assert decision.sentence in runs_page
+    # The comparison page: the pair's words, and each row's.
+    page = client.get(f"/compare/?kind=runs&baseline={base.pk}&candidate={cand.pk}")
+    text = html.unescape(page.content.decode())
+    assert decision.sentence[1:] in text and decision.rule in text
+    rows, _ = compare_runs(base, cand, page=None)
+    for c in rows:
+        row = (
+            decision.row(c.baseline.row.row_key, c.candidate.row.row_key)
+            if c.baseline and c.candidate
+            else None
+        )
+        assert c.evidence == (row.label if row else "")
+    # The gate, as JSON and Markdown.
+    g = client.get(f"/api/v1/runs/{REGRESSED}/gate?baseline={BEFORE}", headers=auth).json()
+    assert g["passed"] is False and g["rule"] == decision.rule
+    assert {r["row"] for r in g["regressed"]} == {r.key.label for r in decision.regressed}
+    assert decision.sentence[1:] in g["markdown"]
+    # A row's history: each regressed row's point against the run before reads the same.
+    for r in decision.rows:
+        h = history(base.corpus_digest, r.key.model, r.key.surface, r.key.mode, "Clean")
+        point = next(p for p in h.points if p.run == cand)
+        assert point.decision.label == r.label and point.rule == decision.rule
+
+
+def test_a_decisions_interval_and_its_words_agree_on_the_comparison(demo):
+    decision = decide(demo[BEFORE].pk, demo[REGRESSED].pk)
+    for row in decision.rows:
+        for d in row.decisions.values():
+            i = d.interval
+            assert (i.low > 0 or i.high < 0) == (d.label != evidence.NOISE)
+
+
+def test_runs_whose_rows_pair_with_none_fail_the_gate_saying_why(client, demo, auth):
+    Run.objects.filter(pk=demo[REGRESSED].pk).update(repeat=7)
+    cand = Run.objects.get(pk=demo[REGRESSED].pk)
+    result = gate(cand, demo[BEFORE], "Clean")
+    assert result.rows == 0 and not result.passed
+    assert "repeat (2 vs 7)" in result.problem
+    assert result.as_dict()["rows_compared"] == 0 and result.as_dict()["problem"]
+    assert gate(cand, demo[BEFORE], "Clean", allow_empty=True).passed
+    r = client.get(
+        f"/api/v1/runs/{REGRESSED}/gate?baseline={BEFORE}&allow_empty=1", headers=auth
+    ).json()
+    assert r["passed"] is True and r["allow_empty"] is True
+    with pytest.raises(SystemExit) as exit_:
+        call_command("gate", REGRESSED, "--baseline", BEFORE)
+    assert exit_.value.code == 1
+    assert answers([cand])[cand.pk].label in ("not compared", "no baseline")
+
+
+def test_cost_per_completed_is_one_figure_on_the_overview_the_cost_tab_and_the_comparison(
+    client, viewer, demo
+):
+    run = demo[REGRESSED]
+    scoring = run.latest_scoring()
+    standings = [s for b in boards(scoring, score_groups(scoring), "Clean") for s in b.standings]
+    figures = run_figures(run, scored=True)
+    rows, _ = compare_runs(demo[BEFORE], run, page=None)
+    checked = 0
+    for s in standings:
+        if s.cost is None:
+            continue
+        key = (s.row.model, s.row.surface)
+        tab = [r for r in figures.rows if (r.model, r.surface) == key]
+        assert len(tab) == 1
+        # One definition: every attempt's cost over the attempts the scorer found Completed.
+        want = evidence.cost_per_completed(tab[0].cost.total, s.row.figures["completed"])
+        assert s.cost_per_completed == pytest.approx(want)
+        assert tab[0].cost_per_completed == pytest.approx(want)
+        assert s.cost_per_attempt == pytest.approx(tab[0].cost_per_attempt)
+        side = next(
+            c.candidate
+            for c in rows
+            if c.candidate and c.candidate.row.model == key[0] and c.candidate.row.surface == key[1]
+        )
+        if not next(c for c in rows if c.candidate is side).shared_only:
+            assert side.cost_per_completed == pytest.approx(want)
+        checked += 1
+    assert checked
+    page = html.unescape(client.get(f"/runs/{run.pk}/cost/").content.decode())
+    assert "Per case" in page
