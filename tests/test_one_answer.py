@@ -19,7 +19,7 @@ from records.queries.decisions import decide
 from records.queries.gate import gate
 from records.queries.history import history
 from records.queries.overview import boards
-from records.scoring.tables import score_groups
+from records.scoring.tables import ranking_groups, score_groups
 
 pytestmark = pytest.mark.django_db
 
@@ -123,3 +123,31 @@ def test_cost_per_completed_is_one_figure_on_the_overview_the_cost_tab_and_the_c
     assert checked
     page = html.unescape(client.get(f"/runs/{run.pk}/cost/").content.decode())
     assert "Per case" in page
+
+
+def test_a_surfaces_models_are_ranked_together_when_their_rows_cover_different_cases(
+    client, viewer, db
+):
+    from tests.builders import demo_key, ingest_bytes, synth_run
+
+    # A run cut off after 90 attempts (of 96): its rows on one surface ran different cases.
+    ingest_bytes(("key.json", demo_key()), ("modeleval-cut.jsonl", synth_run(max_attempts=90)))
+    run = Run.objects.get(run_id="run-synth")
+    scoring = run.latest_scoring()
+    upstream = score_groups(scoring)
+    surfaces = {g.surface for g in upstream}
+    assert len(upstream) > len(surfaces), "the cut run should split a surface into tables"
+    board = boards(scoring, ranking_groups(upstream), "Clean")
+    assert len(board) == len(surfaces)
+    joined = 0
+    for b in board:
+        rows = [s.row for s in b.standings]
+        assert len({r.model for r in rows}) == len(rows) > 1
+        if len({r.case_count for r in rows}) > 1:
+            joined += 1
+            assert "compared on the cases both ran" in b.caption
+            assert b.ranking.cases > 0  # every pair was tested on its shared cases
+            assert b.ranking.together + len(b.ranking.apart) == len(rows) * (len(rows) - 1) // 2
+    assert joined
+    page = client.get(f"/runs/{run.pk}/")
+    assert len(page.context["boards"]) == len(surfaces)

@@ -523,6 +523,13 @@ def rank_models(scoring: Scoring, groups: list[Any], title: str) -> list[Ranking
     column = COLUMN_BY_TITLE[title]
     rows = [r for g in groups for r in g.rows]
     tests = stored_pair_tests(rows)
+    if tests is not None and not all(
+        (a, b) in tests or (b, a) in tests
+        for g in groups
+        for i, a in enumerate(r.row_key for r in g.rows)
+        for b in [r.row_key for r in g.rows][i + 1 :]
+    ):
+        tests = None  # kept before tables of one surface were ranked together
     if tests is None:
         tests = pair_tests(groups, case_figures(scoring, [r.row_key for r in rows]))
     return [rank(g.rows, column, title, tests) for g in groups]

@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from records import stats
+from records import evidence, stats
 from records.bulk.blas import one_thread
 from records.models import ScoreRow, Scoring
 from records.scorer.score import RATIO_COLUMNS
-from records.scoring.tables import TableRow, ratio_of, score_groups, score_rows
+from records.scoring.tables import TableRow, ranking_groups, ratio_of, score_groups, score_rows
 
 PairTests = dict[tuple[str, str], dict[str, stats.Paired]]  # (baseline, candidate) row keys
 
@@ -37,7 +37,10 @@ class Ranking:
         if n < 2:
             return "One model has a rate here: there is nothing to rank it against."
         pairs = n * (n - 1) // 2
-        size = f"at this sample size ({self.cases} case{'s' if self.cases != 1 else ''} shared)"
+        size = (
+            f"at this sample size ({self.cases} case{'s' if self.cases != 1 else ''} shared; "
+            f"{evidence.rule_words(pairs, 'pairs')})"
+        )
         if not self.apart:
             return (
                 f"No pair of the {n} models can be told apart {size}: every paired test "
@@ -53,22 +56,24 @@ class Ranking:
 
 
 def rank(rows: list[TableRow], column: str, title: str, tests: PairTests) -> Ranking:
-    """A group's rows ranked on `column`, best first, read against their pair tests."""
+    """A group's rows ranked on `column`, best first, read against their pair tests: a pair is
+    told apart when its test, Holm-adjusted over every pair of the group
+    (`records.evidence`), puts the difference beyond noise."""
     scored = [(r, dict(r.columns)[column]) for r in rows]
     ranked = sorted(
         ((r, pair, r.interval(column)) for r, pair in scored if pair[1]),
         key=lambda x: (-x[1][0] / x[1][1], x[0].model),
     )
+    pairs = [(hi, lo) for i, (hi, _, _) in enumerate(ranked) for lo, _, _ in ranked[i + 1 :]]
+    found = [_test(tests, lo.row_key, hi.row_key, column) for hi, lo in pairs]
     apart, together, most = [], 0, 0
-    for i, (hi, _, _) in enumerate(ranked):
-        for lo, _, _ in ranked[i + 1 :]:
-            test = _test(tests, lo.row_key, hi.row_key, column)
-            most = max(most, test.cases if test else 0)
-            if test and test.p_value < stats.ALPHA and test.difference != 0:
-                higher, lower = (hi, lo) if test.difference > 0 else (lo, hi)
-                apart.append((higher.model, lower.model, test))
-            else:
-                together += 1
+    for (hi, lo), test, decided in zip(pairs, found, evidence.decide(found), strict=True):
+        most = max(most, test.cases if test else 0)
+        if test and decided and decided.label != evidence.NOISE:
+            higher, lower = (hi, lo) if test.difference > 0 else (lo, hi)
+            apart.append((higher.model, lower.model, test))
+        else:
+            together += 1
     without = [r.model for r, pair in scored if not pair[1]]
     return Ranking(title, ranked, apart, together, most, without)
 
@@ -184,7 +189,7 @@ def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[st
     per case (`records.scoring.tables.case_figures`), as the scoring summed them."""
     with one_thread():
         rows = score_rows(scoring, live=True, per_case=per_case)
-        groups = score_groups(scoring, rows)
+        groups = ranking_groups(score_groups(scoring, rows))
         tests = pair_tests(groups, per_case)
     kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
     for (a, b), columns in tests.items():

@@ -482,6 +482,40 @@ def score_groups(scoring: Scoring, rows: list[TableRow] | None = None) -> list[G
     return out
 
 
+def ranking_groups(groups: list[Group]) -> list[Group]:
+    """The score tables joined where they differ only in case coverage, for ranking the models
+    of a surface together: their pair tests pair each two rows on the cases both ran. Upstream's
+    tables (the scores tab, the published blocks) keep the split; a ranking need not."""
+    joined: dict[tuple[Any, ...], list[Group]] = defaultdict(list)
+    for g in groups:
+        joined[row_key_of(g.rows[0]).group if g.rows else (id(g),)].append(g)
+    out = []
+    for same in joined.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        shared = [p for p in same[0].parts if all(p in g.parts for g in same[1:])]
+        counts = sorted({r.case_count for g in same for r in g.rows})
+        parts = [
+            *shared,
+            "case coverage differing ("
+            + " / ".join(str(c) for c in counts)
+            + " cases): each pair is compared on the cases both ran",
+        ]
+        rows = sorted((r for g in same for r in g.rows), key=lambda r: r.model)
+        out.append(Group(caption(parts), rows, any(g.opaque_meta for g in same), parts=parts))
+    by_surface: dict[str, list[Group]] = defaultdict(list)
+    for g in out:
+        g.distinct = []
+        by_surface[g.surface].append(g)
+    for same_surface in by_surface.values():
+        if len(same_surface) > 1:
+            common = set.intersection(*(set(g.parts) for g in same_surface))
+            for g in same_surface:
+                g.distinct = [p for p in g.parts if p not in common]
+    return sorted(out, key=lambda g: g.caption)
+
+
 def case_matrix(scoring: Scoring, surface: str, cases: list[str]) -> tuple[list[str], dict]:
     """Outcomes per (case, model) on one surface, repeats side by side, for the given cases."""
     cells: dict[tuple[str, str], list[tuple[int, int, str, bool]]] = defaultdict(list)

@@ -19,7 +19,7 @@ from records.models import (
 from records.queries import compare as cmp
 from records.queries.compare_export import comparison_markdown, comparison_rows
 from records.queries.decisions import decide
-from records.scoring.tables import score_groups
+from records.scoring.tables import ranking_groups, score_groups
 from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 from records.views import charts
 from records.views.access import (
@@ -74,7 +74,9 @@ def compare(request: HttpRequest) -> HttpResponse:
             context["surface_groups"] = cmp.compare_surfaces(run)
         else:
             scoring = run.latest_scoring()
-            groups = score_groups(scoring) if scoring and scoring.verdict_count else []
+            groups = (
+                ranking_groups(score_groups(scoring)) if scoring and scoring.verdict_count else []
+            )
             column = data.get("column") or COLUMN_TITLES[0]
             rankings = cmp.rank_models(scoring, groups, column) if groups else []
             context.update(

@@ -44,7 +44,7 @@ from records.scoring.run import (
     PAGE_SCORING_MAX_ATTEMPTS,
     score_if_unscored,
 )
-from records.scoring.tables import score_groups
+from records.scoring.tables import ranking_groups, score_groups
 from records.scoring.vocabulary import (
     COLUMN_BY_TITLE,
     COLUMN_TITLES,
@@ -218,7 +218,7 @@ def run_overview(request: HttpRequest, pk: int, form: ColumnForm) -> HttpRespons
     column = form.cleaned_data.get("column") or COLUMN_TITLES[0]
     context.update(column=column, column_key=COLUMN_BY_TITLE[column], columns=COLUMN_TITLES)
     if usable:
-        context["boards"] = overview_boards(usable, score_groups(usable), column)
+        context["boards"] = overview_boards(usable, ranking_groups(score_groups(usable)), column)
     else:
         context["figures"] = run_figures(run)
         context["endings"] = ENDINGS
