@@ -195,8 +195,8 @@ def test_the_ranking_sentence_names_what_can_and_cannot_be_told_apart():
     assert none.sentence.startswith("No pair of the 2 models can be told apart")
     rows = [("a", (20, 20), None), ("b", (0, 20), None)]
     assert Ranking("Clean", rows, [("a", "b", test)], 0, 20, []).sentence.startswith(
-        "Every pair of the 2 models can be told apart at this sample size (20 cases shared): "
-        "a above b"
+        "Every pair of the 2 models can be told apart at this sample size (20 cases shared; "
+        "Holm-adjusted over 1 pair, 5% family-wise): a above b"
     )
 
 
@@ -233,7 +233,17 @@ def test_a_changed_case_opens_both_runs_attempts_side_by_side(client, viewer, de
     before = [(c.requested_action or c.tool, c.arguments) for c in x.calls[:i]]
     after = [(c.requested_action or c.tool, c.arguments) for c in y.calls[:i]]
     assert before == after  # everything up to the marked call agrees
-    assert 'class="call differs"' in r.content.decode()
+    assert 'class="call differs' in r.content.decode()
+    # The call each verdict turns on is the one its attempt page marks (the failing step's).
+    from records.queries.attempts import failing_step, verdict_account
+
+    for side in (s for pair in pairs for s in pair):
+        _, told = verdict_account(side.verdict.scoring, side.attempt)
+        step = failing_step(told.told["steps"]) if told and told.told else None
+        assert side.turns_at == (step.get("call_index") if step else None)
+    failed = [s for pair in pairs for s in pair if s.turns_at is not None]
+    assert failed and f'id="candidate-call-{failed[-1].turns_at}"' in r.content.decode()
+    assert "The call this verdict turns on" in r.content.decode()
     assert client.get("/compare/case/?baseline=1").status_code == 400
 
 

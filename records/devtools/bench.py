@@ -41,7 +41,7 @@ from records.scoring.run import score_run, store_key
 CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
 
 
-def _models(attempts: int) -> tuple[ModelSpec, ...]:
+def bench_models(attempts: int) -> tuple[ModelSpec, ...]:
     """More models for bigger runs (variants of the four priced ones), as teams compare more."""
     n = 4 if attempts <= 20_000 else 12
     out = []
@@ -56,7 +56,7 @@ def generate(directory: Path, attempts: int, *, run_id: str, seed: int) -> tuple
     """One shard of `attempts` attempts over a corpus of upstream's size: runs grow through
     models, surfaces and repeats, as real evaluation programs do, not through the corpus."""
     key = widen_key(load_demo_key(), CORPUS_CASES)
-    models = _models(attempts)
+    models = bench_models(attempts)
     repeat = max(1, -(-attempts // (CORPUS_CASES * 3 * len(models))))
     path = directory / f"modeleval-{seed:06d}.jsonl"
     with open(path, "wb") as fh:
@@ -483,10 +483,10 @@ def corpus_store(tmp: Path, runs: int, attempts: int, say: Callable[[str], None]
     first = Run.objects.get(pk=figs["runs"][0])
     stored_key = _stored(key)
     scoring = score_run(first, stored_key)
-    models = [m.spec for m in _models(attempts)]
+    models = [m.spec for m in bench_models(attempts)]
     surfaces = ("dynamic", "meta", "individual")
     repeat = max(1, -(-attempts // (CORPUS_CASES * len(surfaces) * len(models))))
-    quality = {m.spec: m.quality for m in _models(attempts)}
+    quality = {m.spec: m.quality for m in bench_models(attempts)}
     cases = [c.id for c in key.cases]
     rng = random.Random(500)
     CaseFigure.objects.filter(scoring=scoring).delete()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from records import evidence, stats
-from records.devtools.bench import CORPUS_CASES, _models
+from records.devtools.bench import CORPUS_CASES, bench_models
 from records.devtools.synth import load_demo_key, widen_key, write_run
 from records.formats.corpus_key import KeyDocument
 from records.formats.shard import read_shard_bytes
@@ -40,7 +40,7 @@ def run_figures(seed: int, attempts: int, key: KeyDocument) -> Figures:
         commit=f"{seed:040x}",
         started_at=datetime(2026, 11, 1, 9),
         seed=seed,
-        models=_models(attempts),
+        models=bench_models(attempts),
         max_attempts=attempts,
     )
     shard = read_shard_bytes(out.getvalue(), f"modeleval-{seed:06d}.jsonl")

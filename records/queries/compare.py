@@ -16,10 +16,12 @@ from django.db import connection
 
 from records import stats
 from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
+from records.queries.attempts import failing_step
 from records.queries.decisions import decide
 from records.queries.pairing import Side, differences, match_rows, refusal, row_figures
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.ranking import Ranking, pair_tests, paired_tests, rank, stored_pair_tests
+from records.scoring.run import account
 from records.scoring.tables import (
     SUMMED,
     RowKey,
@@ -544,14 +546,19 @@ class CaseAttempt:
     verdict: Verdict
     calls: list[Call]  # in order
     differs_at: int | None = None  # the index of the first call unlike the other side's
+    # The index of the call the verdict turns on: the one that reached the first step that did
+    # not complete (as the attempt page marks it); None where no call did (or no account).
+    turns_at: int | None = None
+    turns_step: dict[str, Any] | None = None
 
 
 def case_side_by_side(
     sa: Scoring, sb: Scoring, a_key: str, b_key: str, case: str
 ) -> list[tuple[CaseAttempt | None, CaseAttempt | None]]:
-    """A case's attempts in two rows of two scorings, paired by repeat, each with its verdict and
-    calls; in each pair, the first call that differs (in what was asked for or its arguments) is
-    marked on both sides. Three queries."""
+    """A case's attempts in two rows of two scorings, paired by repeat, each with its verdict,
+    its calls and the call its verdict turns on (the scorer's account, as the attempt page
+    reads it); in each pair, the first call that differs (in what was asked for or its
+    arguments) is marked on both sides too. Three queries, and each attempt's account."""
     sides: list[dict[int, CaseAttempt]] = []
     for scoring, key in ((sa, a_key), (sb, b_key)):
         verdicts = list(
@@ -559,7 +566,15 @@ def case_side_by_side(
             .select_related("attempt")
             .order_by("attempt__repeat", "attempt__line")
         )
-        sides.append({v.attempt.repeat: CaseAttempt(v.attempt, v, []) for v in verdicts})
+        side = {}
+        for v in verdicts:
+            v.scoring = scoring  # read once already
+            told = account(v).told
+            step = failing_step(told["steps"]) if told else None
+            side[v.attempt.repeat] = CaseAttempt(
+                v.attempt, v, [], turns_at=step.get("call_index") if step else None, turns_step=step
+            )
+        sides.append(side)
     by_attempt = {ca.attempt.pk: ca for side in sides for ca in side.values()}
     for call in Call.objects.filter(attempt__in=list(by_attempt)).order_by(
         "attempt", "index", "line"
