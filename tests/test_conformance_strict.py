@@ -339,3 +339,79 @@ class TestOutputAsTheRunnerPrintsIt:
 
 
 pytestmark = pytest.mark.django_db
+
+
+class TestFailuresAsTheJudgeWritesThem:
+    ROLE = 'memory message 0 has role "system"; it must be "user", never system, never assistant'
+    UNTRUSTED = "memory message 0 is not marked untrusted"
+
+    def _with(self, failures: list[str]) -> bytes:
+        lines = _lines()
+        listed = ",".join(go_json_string(t) for t in failures)
+        lines[0] = lines[0].replace(f'["{self.UNTRUSTED}"]', f"[{listed}]")
+        return _joined(lines)
+
+    def test_failures_in_the_judges_order_are_accepted(self):
+        out = read_output(
+            self._with([self.ROLE, self.UNTRUSTED]), "o", exit_status=1, suite=conformance_suite()
+        )
+        assert out.results[0].failures == [self.ROLE, self.UNTRUSTED]
+
+    def test_a_line_whose_failures_the_judge_cannot_have_written_in_that_order_is_refused(self):
+        # runner.go's judge checks a memory message's role before whether it is untrusted.
+        err = _refusal(self._with([self.UNTRUSTED, self.ROLE]))
+        assert (err.line, err.field) == (1, "failures[1]")
+        assert "the runner cannot print them in this order" in err.message
+
+    @pytest.mark.parametrize(
+        "failures",
+        [
+            # A memory message's carries come in the suite's memory_carries order (watermark,
+            # plan, facts for this case), each once.
+            [
+                "memory message 0 carries no plan",
+                "memory message 0 carries no watermark",
+            ],
+            ["memory message 0 carries no plan", "memory message 0 carries no plan"],
+            # The memory messages in turn, each message's checks together.
+            ["memory message 1 is not marked untrusted", UNTRUSTED],
+            # One count, written once, before every message's checks.
+            [
+                UNTRUSTED,
+                "expected 1 memory message(s) handed to the model, got 2",
+            ],
+            [
+                "the deployment holds 2 more observation(s) after the turn; expected 1",
+                "the turn was fatal=true; expected false",
+            ],
+        ],
+    )
+    def test_other_orders_the_judge_never_writes_are_refused(self, failures):
+        assert _refusal(self._with(failures)).field == "failures[1]"
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "expected 1 memory message(s) handed to the model, got 00",
+            "expected 1 memory message(s) handed to the model, got -0",
+            "expected 1 memory message(s) handed to the model, got -1",
+            "memory message 01 is not marked untrusted",
+            'the model was not handed "caf\\u00e9" as a message of its own: a compaction keeps '
+            "what the deployment did not replace",
+            'the model was not handed "a\\qb" as a message of its own: a compaction keeps what '
+            "the deployment did not replace",
+        ],
+    )
+    def test_a_number_or_string_gos_verbs_never_print_is_refused(self, text):
+        # %d never writes a leading zero or -0, a length is never negative, and %q keeps a
+        # printable rune as it is and writes only Go's escapes.
+        assert _refusal(self._with([text])).field == "failures[0]"
+
+    def test_gos_own_spellings_of_those_verbs_are_accepted(self):
+        texts = [
+            "expected -1 memory message(s) handed to the model, got 0",
+            'the model was not handed "café \\"x\\"\\n" as a message of its own: a compaction '
+            "keeps what the deployment did not replace",
+        ]
+        out = read_output(self._with(texts), "o", exit_status=1, suite=conformance_suite())
+        assert out.results[0].failures == texts

@@ -1,7 +1,8 @@
-"""Text a run supplied cannot become Markdown in what evaldash publishes: wherever a value lands
-in the managed blocks, the refusal lines, `scores.md` and `publish/blocks.md`, a link, an image,
-an HTML tag, emphasis, a pipe, a line break or a backtick in it adds no syntax the same row with
-a plain value lacks."""
+"""Text a run supplied cannot become Markdown in the managed blocks evaldash publishes: wherever a
+value lands in them, in `scores.md` and `publish/blocks.md`, a link, an image, an HTML tag,
+emphasis, a pipe, a line break or a backtick in it adds no syntax the same row with a plain value
+lacks. The report lines after the blocks carry it as upstream prints it (refusal.String, main.go's
+Fprintf), one line per row."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from records.formats.markdown import markdown_code, markdown_text
 from records.formats.model_results import BLOCKS, Row, refused_line, render_block
 from records.models import Run
-from records.scoring.publish import Publication
+from records.scoring.publish import Publication, Refusal
 from tests.builders import SAMPLE_KEY, ingest_bytes, line, published_session, published_shard
 from tests.test_publish_render import two_models
 
@@ -74,19 +75,12 @@ def with_value(row: Row, part: str, name: str, value: str) -> Row:
 
 def published(row: Row) -> str:
     """Every block drawn from the row and a meta row agreeing with it (so a cross-surface note
-    names both), then the report lines naming it."""
+    names both)."""
     peer = copy.deepcopy(row)
     peer.key.update(surface="meta", meta_param_schema=row.key.get("meta_param_schema") or "opaque")
     peer.key["tier"] = row.key["tier"]
-    odd = copy.deepcopy(row)
-    odd.key["surface"] = "individual"
-    report = Publication(rows=[odd], lines=[f"merged into the published row {row.name}: ok"])
     blocks = [render_block(b, [row, peer], 10) for b in BLOCKS if not b.legend]
-    lines = [
-        refused_line(row.name, "fake-provider", f"{row.key['model']} is fake"),
-        *report.report(),
-    ]
-    return "\n\n".join(blocks) + "\n" + "\n".join(lines) + "\n"
+    return "\n\n".join(blocks) + "\n"
 
 
 def outside_code_spans(text: str) -> str:
@@ -149,12 +143,28 @@ def test_a_hostile_value_adds_no_markdown_wherever_a_row_carries_it(vector):
 
 
 @pytest.mark.parametrize("vector", VECTORS)
-def test_a_hostile_surface_is_named_inertly_in_the_unpublished_line(vector):
+def test_the_report_lines_carry_a_value_as_upstream_prints_it_one_line_per_row(vector):
     row = two_models()[0]
-    got = Publication(rows=[with_value(row, "key", "surface", VECTORS[vector])]).report()
-    plain = Publication(rows=[with_value(row, "key", "surface", PLAIN)]).report()
-    assert len(got) == 1
-    assert_inert(got[0], plain[0])
+    value = VECTORS[vector]
+    odd = with_value(row, "key", "surface", value)
+    merged = f"merged into the published row {row.name}: ok"
+    report = Publication(
+        rows=[odd], printed=[Refusal(row.name, "fake-provider", f"{value} is fake"), merged]
+    ).report()
+    ends = {"\n": "\\u000a", "\r": "\\u000d", "\u2028": "\\u2028"}
+    shown = "".join(ends.get(c, c) for c in value)
+    assert report == [
+        f"refused [fake-provider] {row.name}: {shown} is fake",
+        merged,
+        f"no managed block publishes the row {odd.name.replace(value, shown)}",
+    ]
+    assert all(len(one.splitlines()) == 1 for one in report)
+
+
+def test_a_refusal_keeps_markdowns_punctuation_as_upstream_prints_it():
+    assert refused_line(
+        "model=o1_mini_ x", "filtered-run", 'with -run "MT-0.*" & [x] #1 @a ~b'
+    ) == ('refused [filtered-run] model=o1_mini_ x: with -run "MT-0.*" & [x] #1 @a ~b')
 
 
 def test_the_checker_sees_what_raw_text_would_inject():

@@ -64,12 +64,18 @@ def test_a_fake_provider_row_is_listed_as_refused_and_kept_on_the_page(client, v
     assert "fake-provider" in page and "fake:perfect" in page
 
 
-def test_a_duplicate_row_is_refused_naming_where_the_first_stands(client, viewer):
-    _run("modeleval-a.jsonl", published_shard(line("attempt")))
+def test_a_runs_own_export_is_its_table_once_an_earlier_run_of_its_setup_exists(client, viewer):
+    # What gen_model_results prints of the run alone: nothing claims its key in an empty record.
+    first = _run("modeleval-a.jsonl", published_shard(line("attempt")))
     again = published_shard(line("attempt")).replace(b'"c0ffee"', b'"c0ffee2"')
-    md = _md(client, _run("modeleval-b.jsonl", again))
-    assert md == (
-        f"refused [duplicate-row] {KEY}: a row with this key already stands in modeleval-a.jsonl\n"
+    second = _run("modeleval-b.jsonl", again)
+    md = _md(client, second)
+    assert "refused [" not in md and "| `fake:perfect` | `real`   | `c0ffee2` |" in md
+    assert md.startswith("Compared as one table") and md.count("| `fake:perfect` |") == 4
+    # Folding it over the earlier run is /publish/'s, as -refold merges it.
+    blocks = client.get(f"/publish/blocks.md?run={first.pk}&run={second.pk}").content.decode()
+    assert blocks.endswith(
+        f"merged into the published row {KEY}: 1 case(s) replaced (MS-001), 0 kept as they stood\n"
     )
 
 

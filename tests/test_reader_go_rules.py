@@ -153,3 +153,22 @@ def test_a_refusal_names_the_line():
     with pytest.raises(ShardError) as info:
         read_shard_bytes(data.replace(b'"Ended_By":"completed"', b'"Ended_By":7'), "x.jsonl")
     assert (info.value.line, info.value.field) == (1, "attempt.ended_by")
+
+
+def test_a_call_index_go_reads_into_its_int_is_stored_whole(db):
+    # Upstream's reader vector 077: the largest int Go's decoder puts in Call.Index.
+    from records.models import Call
+    from tests.builders import shard
+
+    largest = 2**63 - 1
+    data = shard(line("call", index=largest), line("call", index=2))
+    assert ingest_bytes(("modeleval-077.jsonl", data)).ok
+    assert sorted(Call.objects.values_list("index", flat=True)) == [1, 2, largest]
+
+
+def test_a_call_index_past_gos_int_is_refused_by_line_and_field():
+    from tests.builders import shard
+
+    with pytest.raises(ShardError) as info:
+        read_shard_bytes(shard(line("call", index=2**63)), "modeleval-edge.jsonl")
+    assert (info.value.line, info.value.field) == (5, "call.index")

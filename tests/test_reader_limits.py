@@ -45,7 +45,6 @@ def refusal(data: bytes) -> ShardError:
         (line("turn", index=INT32_MAX + 1), "turn.index"),
         (line("turn", **{"try": INT32_MAX + 1}), "turn.try"),
         (line("call", turn=INT32_MAX + 1), "call.turn"),
-        (line("call", index=INT32_MAX + 1), "call.index"),
         (line("call", requests=INT32_MAX + 1), "call.requests"),
         (line("call", requests=-(2**31) - 1), "call.requests"),
         (line("attempt", repeat=INT32_MAX + 1), "attempt.repeat"),

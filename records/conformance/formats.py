@@ -24,6 +24,7 @@ from records.formats.text import (
     invalid_utf8,
     nul_field,
 )
+from records.scorer.score import go_quote
 
 SUITE = "taisce-conformance/v1"
 PREFIX = "taisce-memory/v1 untrusted"
@@ -486,6 +487,17 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
                     field=f"failures[{i}]",
                 )
         name = doc["case"]
+        expect = None
+        if suite is not None and len(results) < len(suite.cases):
+            expect = suite.cases[len(results)].get("expect") or {}
+        if (k := out_of_judges_order(failures, expect)) is not None:
+            raise ConformanceError(
+                file,
+                f"{failures[k]!r} follows {failures[k - 1]!r}, and the judge (runner.go judge) "
+                "checks it before: the runner cannot print them in this order",
+                line=n,
+                field=f"failures[{k}]",
+            )
         if suite is not None:
             # The runner prints one line per suite case, in the suite's order.
             position = len(results)
@@ -604,29 +616,38 @@ TEMPLATES = [
     "distinct turns were sent with one idempotency key; the deployment would keep only the first",
     "the deployment holds %d more observation(s) after the turn; expected %d",
 ]
-# What each verb of a template prints, by the Go type runner.go's judge hands it: %d an int, %q
-# a string (strconv.Quote) or a []string (`["a" "b"]`), %v an error's text, a bool or a list.
+# What each verb of a template prints, by the Go type runner.go's judge hands it: %d an int
+# (never a leading zero, never -0; a count or an index is never negative), %q a string
+# (strconv.Quote) or a []string (`["a" "b"]`), %v an error's text, a bool or a list.
 _QUOTED = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
+_INT = r"0|-?[1-9]\d*"
 _KINDS = {
-    "int": r"-?\d+",
+    "int": _INT,
+    "count": r"0|[1-9]\d*",
     "quoted": _QUOTED,
     "quoted list": rf"\[(?:{_QUOTED}(?: {_QUOTED})*)?\]",
     "bool": "true|false",
-    "int list": r"\[(?:-?\d+(?: -?\d+)*)?\]",
+    "int list": rf"\[(?:(?:{_INT})(?: (?:{_INT}))*)?\]",
     "list": r"\[.*\]",
     "text": ".+",
 }
+# Each template's verbs in turn, where they are not all `int`.
 _ARGS: dict[int, tuple[str, ...]] = {
     0: ("text",),
-    2: ("int", "quoted", "quoted"),
+    1: ("int", "count"),  # the suite's figure, then len(memory)
+    2: ("count", "quoted", "quoted"),
+    **{i: ("count",) for i in range(3, 9)},  # memory message i
     9: ("quoted",),
     10: ("quoted",),
     11: ("bool", "bool"),
     13: ("text",),
+    15: ("count",),
     16: ("text",),
     17: ("int list", "int list"),
     18: ("list", "list"),
-    19: ("int", "quoted list", "quoted list"),
+    19: ("count", "quoted list", "quoted list"),
+    20: ("count", "int"),
+    21: ("count",),
 }
 
 
@@ -634,20 +655,128 @@ def _template_regex(index: int, template: str) -> re.Pattern[str]:
     parts = re.split(r"(%[dqvs])", template)
     kinds = iter(_ARGS.get(index, ()))
     body = "".join(
-        f"(?:{_KINDS[next(kinds, 'int')]})" if len(p) == 2 and p[0] == "%" else re.escape(p)
+        f"({_KINDS[next(kinds, 'int')]})" if len(p) == 2 and p[0] == "%" else re.escape(p)
         for p in parts
     )
     return re.compile(body, re.DOTALL)
 
 
-_COMPILED = [(t, _template_regex(i, t)) for i, t in enumerate(TEMPLATES)]
+_COMPILED = [(i, t, _template_regex(i, t)) for i, t in enumerate(TEMPLATES)]
+
+
+def _judged(failure: str) -> tuple[int, list[str]] | None:
+    """The index of the judge template a failure text was made from and what its verbs
+    printed, or None if the judge cannot write it: each %q as strconv.Quote spells it."""
+    for index, _, pattern in _COMPILED:
+        found = pattern.fullmatch(failure)
+        if found is None:
+            continue
+        kinds = _ARGS.get(index, ())
+        quoted = [
+            token
+            for printed, kind in zip(found.groups(), kinds, strict=False)
+            if kind in ("quoted", "quoted list")
+            for token in re.findall(_QUOTED, printed)
+        ]
+        if all(map(_go_quoted, quoted)):
+            return index, list(found.groups())
+    return None
+
+
+_UNQUOTE = re.compile(
+    r'\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{3}|[abfnrtv\\"])'
+)
+_QUOTED_BODY = re.compile(rf"(?:{_UNQUOTE.pattern}|[^\\\\])*", re.DOTALL)
+_SIMPLE = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def _go_quoted(token: str) -> bool:
+    """Whether `token` is a string as strconv.Quote writes it (its escapes Go's, printable runes
+    left as they are)."""
+    body = token[1:-1]
+    if not _QUOTED_BODY.fullmatch(body):
+        return False
+
+    def one(m: re.Match[str]) -> str:
+        e = m.group()[1:]
+        if e in _SIMPLE:
+            return _SIMPLE[e]
+        if e[0] in "xuU":
+            return chr(int(e[1:], 16))
+        return e if e in '\\"' else chr(int(e, 8))
+
+    try:
+        return go_quote(_UNQUOTE.sub(one, body)) == token
+    except ValueError:
+        return False
 
 
 def judge_template(failure: str) -> str | None:
     """The judge template a failure text was made from, or None if the judge cannot write it."""
-    for template, pattern in _COMPILED:
-        if pattern.fullmatch(failure):
-            return template
+    found = _judged(failure)
+    return None if found is None else TEMPLATES[found[0]]
+
+
+# The kinds of memory_carries, by the template that reports each missing.
+_CARRIES = {4: "watermark", 5: "plan", 6: "facts", 7: "segments", 8: "turns"}
+
+
+def _places(index: int, args: list[str], expect: dict[str, Any] | None) -> list[tuple[tuple, bool]]:
+    """Where in runner.go's judge a failure of template `index` is written, as places in its
+    order, each with whether the judge may write it there more than once."""
+    if index == 0:
+        return [((0,), True)]
+    if index == 1:
+        return [((1,), False)]
+    if index in (2, 3):
+        return [((2, int(args[0]), index - 2), False)]
+    if index in _CARRIES:
+        # Each message's carries in the suite's memory_carries order (unknown: any order).
+        if expect is None:
+            return [((2, int(args[0]), 2, 0), True)]
+        carries = expect.get("memory_carries") or []
+        at = [j for j, kind in enumerate(carries) if kind == _CARRIES[index]]
+        return [((2, int(args[0]), 2, j), False) for j in at]
+    fixed = {
+        9: [((3,), True)],
+        10: [((4,), True)],
+        11: [((5,), False)],
+        12: [((6,), False)],
+        13: [((6,), False)],
+        # expect.Observed, then the observed groups, then the observed roles and contents.
+        14: [((7,), False), ((8, 0), False), ((9, 0), False)],
+        15: [((7,), False)],
+        16: [((8, 1), False), ((9, 1), False), ((11, 0), True)],
+        17: [((8, 2), False)],
+        18: [((9, 2), False)],
+        19: [((9, 3), False)],
+        20: [((10,), False)],
+        21: [((11, 1), False)],
+        22: [((11, 1), False)],
+        23: [((12,), False)],
+    }
+    return fixed[index]
+
+
+def out_of_judges_order(failures: list[str], expect: dict[str, Any] | None = None) -> int | None:
+    """The position of the first failure the judge (runner.go judge) cannot have written after
+    the ones before it, or None when the list is in an order it writes: its checks run in one
+    order, each writing at most once where it can write once. `expect`: the case's, when the
+    suite is known (it orders the carries of a memory message)."""
+    at: tuple = ()
+    again = True
+    for k, failure in enumerate(failures):
+        found = _judged(failure)
+        if found is None:
+            return k
+        later = [
+            (place, repeats)
+            for place, repeats in _places(*found, expect)
+            if place > at or (place == at and again)
+        ]
+        if not later:
+            return k
+        at, again = min(later)
     return None
 
 

@@ -15,6 +15,9 @@ import re
 # characters, and the bidirectional controls that reorder what a reader sees.
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
+# What ends a line (Python's `str.splitlines`, and so a Markdown renderer's line too).
+LINE_ENDS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+
 
 def shown_escapes(text: str) -> str:
     """Control and direction characters shown as `\\uXXXX`, so none acts and each is seen."""

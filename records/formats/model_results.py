@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from records.formats.markdown import markdown_code, markdown_text
+from records.formats.markdown import LINE_ENDS, markdown_code, markdown_text
 from records.formats.text import go_field, go_fold, go_json_string
 from records.scorer.score import RATIO_COLUMNS, go_quote
 
@@ -546,13 +546,21 @@ def unpublished(rows: list[Row]) -> list[Row]:
     return [r for r in rows if not any(b.selects(r) for b in BLOCKS)]
 
 
+def report_text(value: object) -> str:
+    """Run-supplied text in a line of the report, as upstream prints it (raw), but for the
+    characters that would end the line: shown as `\\uXXXX`, so a report keeps one line per
+    row (refusal.String)."""
+    return LINE_ENDS.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+
+
 def refused_line(key: str, rule: str, reason: str) -> str:
-    """A refusal as `gen_model_results` reports it, its key and reason as escaped text."""
-    return f"refused [{rule}] {markdown_text(key)}: {markdown_text(reason)}"
+    """A refusal as `gen_model_results` reports it (refusal.String)."""
+    return report_text(f"refused [{rule}] {key}: {reason}")
 
 
 def unpublished_line(row: Row) -> str:
-    return f"no managed block publishes the row {markdown_text(row.name)}"
+    """main.go runWrite's line for a row no managed block publishes."""
+    return report_text(f"no managed block publishes the row {row.name}")
 
 
 # --- the legend (legend.go) ------------------------------------------------------------------
@@ -807,7 +815,7 @@ def merge_rows(held: list[Row], incoming: list[Row]) -> list[str]:
             continue
         standing = held[index[name]]
         if why := merge_refusal(standing, row):
-            lines.append(f"refused to merge into the published row {name}: {why}")
+            lines.append(report_text(f"refused to merge into the published row {name}: {why}"))
             continue
         replaced = sorted((c for c in row.cases if c in standing.cases), key=str.encode)
         kept = len(standing.cases) - len(replaced)
@@ -817,8 +825,10 @@ def merge_rows(held: list[Row], incoming: list[Row]) -> list[str]:
         row.coverage = fnv1a64(list(row.cases))
         held[index[name]] = row
         lines.append(
-            f"merged into the published row {name}: {len(replaced)} case(s) replaced "
-            f"({', '.join(replaced)}), {kept} kept as they stood"
+            report_text(
+                f"merged into the published row {name}: {len(replaced)} case(s) replaced "
+                f"({', '.join(replaced)}), {kept} kept as they stood"
+            )
         )
     return lines
 

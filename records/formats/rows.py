@@ -22,6 +22,9 @@ from records.formats.shard import ENDINGS, PAYLOADS
 
 # A JSON value carried as its text (stored as JSON).
 JsonText = Annotated[str, msgspec.Meta(description="JSON text")]
+# An integer that takes Go's int whole (64 bits), where the other counts and positions of a row
+# are kept in 32.
+Int64 = Annotated[int, msgspec.Meta(description="64-bit integer")]
 
 
 def _line_row(
@@ -75,7 +78,7 @@ class CallRow(msgspec.Struct, array_like=True):
     attempt: int  # as in TurnRow
     line: int
     turn: int
-    index: int
+    index: Int64
     tool: str
     arguments: JsonText | None
     requested_action: str

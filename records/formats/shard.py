@@ -709,8 +709,11 @@ def _check_call(p: CallLine) -> None:
     _short_ref(p.attempt, "call.attempt")
     if not p.tool.strip():
         raise ShardFieldError("call.tool", "is required and is empty")
-    if not (1 <= p.turn <= INT32_MAX and 1 <= p.index <= INT32_MAX):
-        _positions((p.turn, "call.turn"), (p.index, "call.index"))
+    # The call's index is Go's int (64 bits) upstream, and so a 64-bit column here: any index
+    # Go reads is stored (upstream's reader vector 077, 2**63 - 1). Its turn stays in 32 bits.
+    if not (1 <= p.turn <= INT32_MAX and p.index >= 1):
+        _positions((p.turn, "call.turn"))
+        _low(p.index, "call.index", 1)
     requests = p.requests
     if requests is not None and not INT32_MIN <= requests <= INT32_MAX:
         raise ShardFieldError(

@@ -11,7 +11,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
-from records.formats.rows import JsonText
+from records.formats.rows import Int64, JsonText
 
 
 class WholeJSONField(models.JSONField):
@@ -142,6 +142,8 @@ def _column(kind: Any, required: bool, zero: bool) -> tuple[type[models.Field], 
     optional = type(None) in typing.get_args(kind)
     if optional:
         (kind,) = (a for a in typing.get_args(kind) if a is not type(None))
+    if kind == Int64:
+        return models.BigIntegerField, {"null": True, "blank": True} if optional else {}
     if kind == JsonText:
         return WholeJSONField, (
             {"null": True, "blank": True} if optional else {"default": list, "blank": True}

@@ -12,10 +12,8 @@ from django.db import transaction
 from django.db.models import Case, IntegerField, Max, Min, Q, Sum, When
 
 from records.formats.corpus_key import CorpusKeyError
-from records.formats.markdown import markdown_text
 from records.formats.model_results import (
     BLOCKS,
-    RECORD_PATH,
     Block,
     RecordError,
     Row,
@@ -30,9 +28,18 @@ from records.formats.model_results import (
     unpublished_line,
 )
 from records.formats.rows import CONFIRMATIONS
-from records.models import PublishedRecord, PublishedRow, Run, Scoring, Upload, Verdict
+from records.models import (
+    Provider,
+    PublishedRecord,
+    PublishedRow,
+    Run,
+    Scoring,
+    Upload,
+    Verdict,
+)
 from records.models import ScoreRow as StoredRow
 from records.scorer.score import OUTCOMES, go_quote
+from records.scoring.run import candidates
 from records.scoring.tables import (
     Group,
     RowKey,
@@ -79,20 +86,25 @@ class Refusal:
 
 @dataclass
 class Publication:
-    """What upstream would make of some runs: the rows it publishes and the ones it refuses."""
+    """What upstream would make of some runs: the rows it publishes, and what its command
+    prints about the rest as it folds each run (`printed`: each run's refusals in `judge`'s
+    candidate order, then the lines `mergeRows` printed), in the order it prints them."""
 
     rows: list[Row] = field(default_factory=list)
-    refused: list[Refusal] = field(default_factory=list)
+    printed: list[Refusal | str] = field(default_factory=list)
     corpus_cases: int = 0
-    lines: list[str] = field(default_factory=list)  # what merging rows printed
+
+    @property
+    def refused(self) -> list[Refusal]:
+        return [r for r in self.printed if isinstance(r, Refusal)]
 
     def report(self) -> list[str]:
-        """The lines upstream's command prints about rows it does not publish as they came."""
-        return (
-            [str(r) for r in self.refused]
-            + [markdown_text(line) for line in self.lines]
-            + [unpublished_line(r) for r in unpublished(self.rows)]
-        )
+        """The lines upstream's command prints about rows it does not publish as they came:
+        what folding printed, then each row no block publishes, in the order the last fold's
+        record holds them (main.go runWrite)."""
+        return [str(line) for line in self.printed] + [
+            unpublished_line(r) for r in unpublished(self.rows)
+        ]
 
     def blocks(self) -> str:
         """The nine managed blocks with their markers, in the order a reader meets them."""
@@ -231,41 +243,61 @@ def record_row(row: TableRow, run: Run, corpus_cases: int, shown: dict | None) -
 
 
 def publishable(
-    scoring: Scoring, groups: list[Group], refused: list[Refusal], stood: dict[str, str] | None
+    scoring: Scoring, groups: list[Group], printed: list[Refusal | str]
 ) -> list[TableRow]:
-    """The rows of `groups` upstream would take; each other one is added to `refused` with
-    upstream's reason. A duplicate row is refused naming where its key first stood when `stood`
-    says where (a run published on its own), and taken to be merged when it is None."""
+    """The rows of `groups` upstream would take from the run folded on its own (`-shards`, or
+    `-refold` over a record holding its keys: no row of it is a duplicate), in refusals.go
+    `judge`'s candidate order (record.go groupShard's); each row it refuses is added to
+    `printed` in that order, with upstream's reason, the rows it refuses before scoring whose
+    attempts could not be scored included."""
+    run = scoring.run
+    placing = candidates(run)
+    scored = {r.row_key: r for g in groups for r in g.rows}
+    before = dict(placing.refusals(run))
+    providers: dict[str, Provider] = {}
+    if before.keys() - scored.keys():
+        providers = {p.spec: p for p in run.providers.all()}
     kept = []
-    for g in groups:
-        for r in g.rows:
-            if not r.refusal or (r.refusal[0] == "duplicate-row" and stood is None):
-                kept.append(r)
-                continue
-            rule, why = r.refusal
-            if rule == "duplicate-row":
-                reason = (
-                    f"a row with this key already stands in {stood.get(r.row_key, RECORD_PATH)}"
-                )
-            else:
-                reason = upstream_reason(rule, r, scoring.run, scoring, why)
-            refused.append(Refusal(r.row_key, rule, reason))
+    for key in [*placing.order, *sorted(scored.keys() - set(placing.order))]:
+        r = scored.get(key)
+        if r is None:
+            if key not in before:
+                continue  # no verdict and no refusal: its attempts named retired cases
+            model, sid = placing.row_of[key]
+            r = TableRow(key, model, "", {}, provider=providers.get(model))
+            r.session = placing.sessions.get(sid or 0)
+            r.refusal = before[key]
+        if not r.refusal or r.refusal[0] == "duplicate-row":
+            kept.append(r)
+            continue
+        rule, why = r.refusal
+        printed.append(Refusal(key, rule, upstream_reason(rule, r, run, scoring, why)))
     return kept
+
+
+def publishes(scoring: Scoring | None) -> bool:
+    """Whether upstream's fold of the scored run goes through: the scoring holds verdicts, or
+    upstream refuses every row of the run before scoring it (refusals.go judge), where it
+    prints the refusals and publishes no row (`"rows": null`, exit 0), although none of the
+    attempts could be scored."""
+    if scoring is None:
+        return False
+    if scoring.verdict_count:
+        return True
+    placing = candidates(scoring.run)
+    return bool(placing.order) and set(placing.order) <= placing.refused(scoring.run)
 
 
 def publication_of_run(
     scoring: Scoring, groups: list[Group] | None = None, *, intervals: bool = False
 ) -> Publication:
-    """What `gen_model_results -shards` would publish of one scored run (its `groups`, as
-    `score_groups` reads them) into a record holding the rows of the runs stored before it
-    (evaldash's duplicate-row rule); with `intervals`, each row carries its 95% intervals."""
+    """What `gen_model_results -shards` prints and publishes of one scored run (its `groups`,
+    as `score_groups` reads them) folded on its own into an empty record: earlier runs of its
+    setup are `/publish/`'s to fold; with `intervals`, each row carries its 95% intervals."""
     out = Publication(corpus_cases=scoring.key.case_count)
     shown = _shown(scoring)
     groups = score_groups(scoring) if groups is None else groups
-    dupes = [
-        r.row_key for g in groups for r in g.rows if r.refusal and r.refusal[0] == "duplicate-row"
-    ]
-    for r in publishable(scoring, groups, out.refused, _first_claims(dupes, scoring.run)):
+    for r in publishable(scoring, groups, out.printed):
         one = record_row(r, scoring.run, out.corpus_cases, shown.get(r.row_key))
         if intervals:
             one.intervals = "; ".join(
@@ -273,20 +305,6 @@ def publication_of_run(
             )
         out.rows.append(one)
     return out
-
-
-def _first_claims(keys: list[str], run: Run) -> dict[str, str]:
-    """Where each key first stood: the shard of the earliest run before `run` that scored it."""
-    if not keys:
-        return {}
-    found: dict[str, str] = {}
-    for key, name in (
-        StoredRow.objects.filter(row_key__in=keys, scoring__run__pk__lt=run.pk)
-        .order_by("scoring__run__pk")
-        .values_list("row_key", "scoring__run__shard__name")
-    ):
-        found.setdefault(key, name)
-    return found
 
 
 def upstream_markdown(publication: Publication) -> str:
@@ -393,11 +411,11 @@ def publication_of_runs(scorings: list[Scoring]) -> Publication:
     key already published is merged into it case by case, or refused by the merge guard. Each
     row carries its cases, and its figures are their sum, as record.go derives them."""
     out = Publication(corpus_cases=scorings[0].key.case_count if scorings else 0)
-    for scoring in scorings:
+    for i, scoring in enumerate(scorings):
         run = scoring.run
         incoming = [
             (r, record_row(r, run, out.corpus_cases, None))
-            for r in publishable(scoring, score_groups(scoring), out.refused, None)
+            for r in publishable(scoring, score_groups(scoring), out.printed)
         ]
         cases = _cases(scoring, run, [r.row_key for r, _ in incoming])
         rows = []
@@ -405,7 +423,11 @@ def publication_of_runs(scorings: list[Scoring]) -> Publication:
             one.cases = cases.get(r.row_key, {})
             one.counts, one.columns, one.tokens = sum_cases(one.cases)
             rows.append(one)
-        out.lines += merge_rows(out.rows, rows)
+        if i:
+            # Each later run is folded by a command of its own, into the record the last one
+            # wrote: its rows sorted by key (record.go marshal), as runWrite reads them back.
+            out.rows.sort(key=lambda r: r.name.encode())
+        out.printed += merge_rows(out.rows, rows)
     return out
 
 

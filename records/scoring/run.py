@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import orjson
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Min
 
 from records.bulk import processes
 from records.bulk.apart import Reader, reader
@@ -127,48 +128,63 @@ def _among(ids: list[int]) -> tuple[str, list[Any]]:
     return f"IN ({', '.join(['%s'] * len(ids))})", ids
 
 
-_Places = dict[tuple[str, str, int | None], _Placement]
+_Triple = tuple[str, str, int | None]  # an attempt's model, surface and session id
+_Places = dict[_Triple, _Placement]
 
 
 @dataclass
-class _Placing:
-    """Where each (model, surface, session) of a run's attempts goes (`placed`), and what
-    `refused` needs to say which of those rows upstream refuses."""
+class Placing:
+    """Where each (model, surface, session) of a run's attempts goes (`placed`), the rows in
+    upstream's candidate order (`order`), and what `refused` needs to say which of those rows
+    upstream refuses."""
 
     placed: _Places
     row_of: dict[str, tuple[str, int | None]]  # row key: its model and session
     sessions: dict[int, Session]
+    order: list[str]
 
     def refused(self, run: Run) -> set[str]:
         """The row keys upstream refuses before scoring them (E.3 rules 1-4, those a run alone
         decides)."""
+        return {key for key, _ in self.refusals(run)}
+
+    def refusals(self, run: Run) -> list[tuple[str, tuple[str, str]]]:
+        """Each row upstream refuses before scoring it, in candidate order, with the E.3 rule
+        (1-4) and evaldash's reason."""
         providers = {p.spec: p for p in run.providers.all()}
         sessions = self.sessions
         unobserved = {
             sid for sid, s in sessions.items() if s.call_count and not s.observed_call_count
         }
-        return {
-            key
-            for key, (model, sid) in self.row_of.items()
-            if provenance_refusal(run, sessions.get(sid or 0), providers.get(model), unobserved)
-        }
+        out = []
+        for key in self.order:
+            model, sid = self.row_of[key]
+            found = provenance_refusal(
+                run, sessions.get(sid or 0), providers.get(model), unobserved
+            )
+            if found:
+                out.append((key, found))
+        return out
 
 
-def _placements(run: Run, rows: list[tuple]) -> _Placing:
-    """Where each (model, surface, session) of the run's attempts (`rows`, as `_attempt_rows`
-    reads them) goes (C.9).
+def _placements(run: Run, firsts: dict[_Triple, int]) -> Placing:
+    """Where each (model, surface, session) of the run's attempts goes (C.9); `firsts`: each
+    triple with the place of its first attempt in the shard.
 
-    Attempts with a session are keyed by it. A sessionless attempt (a skip, an early harness
-    error) joins the one row of the shard with its model and surface: the candidates are rows,
-    so two sessions sharing one row key are one candidate. With none or several it forms a row
-    of its own, keyed with no session, which the provenance rule refuses. A sessionless attempt
-    is scored in the default mode at the run's tier, as upstream reads an attempt with no
-    session."""
+    Attempts with a session are keyed by it, as record.go's groupShard keys them: the row takes
+    the session of its key's first attempt (two sessions sharing one row key are one candidate,
+    whose provenance is the first's). A sessionless attempt (a skip, an early harness error)
+    joins the one row of the shard with its model and surface (placeSessionless); with none or
+    several it forms a row of its own, keyed with no session, which the provenance rule
+    refuses. A sessionless attempt is scored in the default mode at the run's tier, as upstream
+    reads an attempt with no session. The rows are in groupShard's order: by first attempt, the
+    sessionless rows of their own after the others."""
     sessions = {s.pk: s for s in run.sessions.all()}
-    triples = sorted({row[3:6] for row in rows}, key=lambda t: (t[0], t[1], t[2] or 0))
+    triples = sorted(firsts, key=firsts.__getitem__)
     placed: _Places = {}
     rows_of: dict[tuple[str, str], set[str]] = defaultdict(set)
     row_of: dict[str, tuple[str, int | None]] = {}
+    order: list[str] = []
     for model, surface, session_id in triples:
         session = sessions.get(session_id) if session_id else None
         if session is None:
@@ -178,15 +194,41 @@ def _placements(run: Run, rows: list[tuple]) -> _Placing:
             session.mode, session.tier_pin or run.tier, key
         )
         rows_of[(model, surface)].add(key)
-        row_of[key] = (model, max(session_id, row_of.get(key, (model, 0))[1] or 0))
+        if key not in row_of:
+            row_of[key] = (model, session_id)
+            order.append(key)
     for model, surface, session_id in triples:
         if (model, surface, session_id) in placed:
             continue
         hosts = rows_of.get((model, surface), set())
         key = next(iter(hosts)) if len(hosts) == 1 else _row_key(model, surface, "", run, None)
         placed[(model, surface, session_id)] = _Placement("", run.tier, key)
-        row_of.setdefault(key, (model, None))
-    return _Placing(placed, row_of, sessions)
+        if key not in row_of:
+            row_of[key] = (model, None)
+            order.append(key)
+    return Placing(placed, row_of, sessions, order)
+
+
+def _firsts(rows: list[tuple]) -> dict[_Triple, int]:
+    """Each (model, surface, session) of `rows` (as `_attempt_rows` reads them, in the shard's
+    order) with the place of its first attempt."""
+    firsts: dict[_Triple, int] = {}
+    for i, row in enumerate(rows):
+        firsts.setdefault(row[3:6], i)
+    return firsts
+
+
+def candidates(run: Run) -> Placing:
+    """The run's rows as upstream's groupShard forms them, read from its attempts in one
+    grouped query (not a row per attempt): in candidate order, each with its session."""
+    firsts = {
+        (r["model"], r["effective_surface"], r["session_id"]): r["first"]
+        for r in Attempt.objects.filter(run=run)
+        .values("model", "effective_surface", "session_id")
+        .annotate(first=Min("line"))
+        .order_by()
+    }
+    return _placements(run, firsts)
 
 
 # What the scoring reads of each attempt: which it is and where its row goes, then what the
@@ -291,7 +333,7 @@ def _read_here(spec: ChunkRead) -> Chunk:
 def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
     """The run's chunks to score (`records.scorer.batch`), read here."""
     rows = _attempt_rows(run)
-    for spec in _chunk_reads(run, doc, rows, _placements(run, rows).placed, chunk):
+    for spec in _chunk_reads(run, doc, rows, _placements(run, _firsts(rows)).placed, chunk):
         yield _read_here(spec)
 
 
@@ -333,7 +375,7 @@ def account(verdict: Verdict) -> Account:
             f"The scoring's corpus key no longer reads ({exc}), so its steps cannot be made again.",
         )
     rows = _attempt_rows(run, verdict.attempt_id)
-    (spec,) = _chunk_reads(run, doc, rows, _placements(run, rows).placed)
+    (spec,) = _chunk_reads(run, doc, rows, _placements(run, _firsts(rows)).placed)
     try:
         scored = account_chunk(doc, scoring.stale, _read_here(spec))
     except ScoringError as exc:
@@ -376,7 +418,12 @@ def _may_fork(reach: Reader | None) -> bool:
 
 
 def _verdicts(
-    run: Run, doc: KeyDocument, stale: bool, reach: Reader | None, rows: list[tuple]
+    run: Run,
+    doc: KeyDocument,
+    stale: bool,
+    reach: Reader | None,
+    rows: list[tuple],
+    placing: Placing,
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one writes the verdicts (`records.bulk.processes`). Each scorer reads its
@@ -384,8 +431,7 @@ def _verdicts(
     only sends which rows and writes what comes back; else they are read here and sent. Chunks
     go to the scorers in turn and their answers are taken in the same order, so the verdicts,
     and the first error, are those of scoring in line. `rows`: the run's attempts, as
-    `_attempt_rows` reads them."""
-    placing = _placements(run, rows)
+    `_attempt_rows` reads them, placed by `placing`."""
     placed, refused = placing.placed, placing.refused(run)
     if not _by_processes(run):
         for spec in _chunk_reads(run, doc, rows, placed):
@@ -481,8 +527,10 @@ def _score(
             attempts = _attempt_rows(run)
             repeats = {row[0]: row[-1] for row in attempts}
             sums = ScoringSums()
+            placing = _placements(run, _firsts(attempts))
+            verdicts = _verdicts(run, doc, stale, reach, attempts, placing)
             try:
-                for rows, retired, unknown, refused in _verdicts(run, doc, stale, reach, attempts):
+                for rows, retired, unknown, refused in verdicts:
                     skipped_retired += retired
                     skipped_unknown += unknown
                     skipped_refused += refused
@@ -505,7 +553,7 @@ def _score(
             return Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
             )
-        store_rows(scoring, sums)
+        store_rows(scoring, sums, {key: sid for key, (_, sid) in placing.row_of.items()})
         # ANALYZE in the transaction counts its own new rows: the pages' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
         store_row_statistics(scoring, sums.per_case())

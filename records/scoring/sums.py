@@ -70,7 +70,7 @@ class ScoringSums:
     def __init__(self) -> None:
         self._cells: dict[tuple[str, str], list[int]] = {}
         self._totals: dict[tuple[str, str], int] = {}
-        self._rows: dict[str, list[Any]] = {}  # row key: [model, surface, session (the highest)]
+        self._rows: dict[str, list[Any]] = {}  # row key: [model, surface, first session]
         # Each attempt's mark as one int, (repeat, attempt id, mark) in that order of bits, so
         # they sort in repeat order: one small object each, not a tuple of three.
         self._marks: dict[tuple[str, str], list[int]] = {}
@@ -100,7 +100,7 @@ class ScoringSums:
             if row is None:
                 row = keyed[r[i_key]] = [r[i_model], r[i_surface], None]
             session = r[i_session]
-            if session is not None and (row[2] is None or session > row[2]):
+            if row[2] is None:  # verdicts come in the shard's order: the first attempt's session
                 row[2] = session
             pk = r[i_attempt]
             mark = (2 if r[i_clean] else 1) if r[i_counted] else 0

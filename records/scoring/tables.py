@@ -373,8 +373,13 @@ def score_rows(
     return rows
 
 
-def store_rows(scoring: Scoring, sums: ScoringSums) -> None:
-    """Store the scoring's rows and their per-case counts, as its verdicts summed them."""
+def store_rows(
+    scoring: Scoring, sums: ScoringSums, sessions: dict[str, int | None] | None = None
+) -> None:
+    """Store the scoring's rows and their per-case counts, as its verdicts summed them; each
+    row's session is the one `sessions` gives its key (its first attempt's, as upstream's
+    groupShard takes it), else the session of its first verdict."""
+    sessions = sessions or {}
     table = Table(ScoreCase, ["scoring", "row_key", "case", "completed", "counted", "total"])
     table.rows = [(scoring.pk, *counts) for counts in sums.case_counts()]
     with connection.cursor() as cursor:
@@ -385,7 +390,7 @@ def store_rows(scoring: Scoring, sums: ScoringSums) -> None:
             row_key=row_key,
             model=model,
             surface=surface,
-            session_id=session_id,
+            session_id=sessions.get(row_key, session_id),
             figures=figures,
             case_count=len(cases),
             coverage=fnv1a64(cases),

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET
 
 from records.formats.model_results import COLUMN_KEYS
 from records.models import PublishedRecord, Run, Scoring
-from records.scoring.publish import publication_of_runs, stored_rows_like
+from records.scoring.publish import publication_of_runs, publishes, stored_rows_like
 from records.scoring.vocabulary import COLUMN_TITLES
 from records.views.access import query_form, read_access
 
@@ -34,7 +34,7 @@ class PublishForm(forms.Form):
         scorings = []
         for pk in dict.fromkeys(ids):
             scoring = runs[pk].latest_scoring()
-            if scoring is None or not scoring.verdict_count:
+            if not publishes(scoring):
                 raise forms.ValidationError(f"run {pk} has not been scored")
             scorings.append(scoring)
         return scorings

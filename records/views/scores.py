@@ -26,6 +26,7 @@ from records.queries.scores import flip_summary, score_export_rows
 from records.scorer.score import OUTCOMES
 from records.scoring.changes import verdict_changes
 from records.scoring.markdown import markdown
+from records.scoring.publish import publishes
 from records.scoring.run import score_run
 from records.scoring.tables import case_matrix, cases_on, score_groups
 from records.tasks.scoring import rescoring_progress, run_states
@@ -59,7 +60,9 @@ def run_score(request: HttpRequest, pk: int, form: ScoreForm) -> HttpResponse:
 def run_scores_export(request: HttpRequest, pk: int, fmt: str) -> HttpResponse:
     run = get_run_or_404(pk)
     scoring = run.latest_scoring()
-    if scoring is None or not scoring.verdict_count:
+    # The Markdown is upstream's: a run whose every row it refuses before scoring is its
+    # refusals, although none of its attempts could be scored.
+    if not (publishes(scoring) if fmt == "md" else scoring and scoring.verdict_count):
         return HttpResponse("This run has not been scored.", status=404, content_type="text/plain")
     groups = score_groups(scoring)
     if fmt == "md":
