@@ -209,7 +209,9 @@ class TestRunPage:
         assert row.without_cache == pytest.approx((2000 * 1.0 + 200 * 5.0) / 1e6)
         assert row.tokens.cache_read_share == pytest.approx(600 / 2000)
         assert row.cost_per_attempt == pytest.approx(0.00256)
-        assert row.cost_per_completed == pytest.approx(0.00256)
+        # Per completed divides by the attempts the scorer found Completed: none, unscored.
+        assert row.cost_per_completed is None
+        assert "not scored" in client.get(f"/runs/{run.pk}/cost/").content.decode()
 
     def test_an_unpriced_model_has_unknown_cost_and_the_page_says_why(self, client):
         run = store(FIXTURE_SHARD.read_bytes(), FIXTURE_SHARD.name)
