@@ -39,7 +39,11 @@ def compare(request: HttpRequest) -> HttpResponse:
 
     run_choices = list(Run.objects.order_by("-started_at", "-id").values_list("pk", "run_id")[:200])
     form = CompareForm(request.GET or None, run_choices=run_choices)
-    context: dict[str, Any] = {"form": form, "run_choices": run_choices}
+    context: dict[str, Any] = {
+        "form": form,
+        "run_choices": run_choices,
+        "column_titles_all": COLUMN_TITLES,
+    }
     if request.GET and not form.is_valid():
         return bad_request(form, request)
     data = form.cleaned_data if request.GET else {"kind": "runs"}
