@@ -151,7 +151,8 @@ def test_the_report_lines_carry_a_value_as_upstream_prints_it_one_line_per_row(v
     report = Publication(
         rows=[odd], printed=[Refusal(row.name, "fake-provider", f"{value} is fake"), merged]
     ).report()
-    ends = {"\n": "\\u000a", "\r": "\\u000d", "\u2028": "\\u2028"}
+    # Raw but for what would end the line, and no tag a shard wrote (`<` `>` as entities).
+    ends = {"\n": "\\u000a", "\r": "\\u000d", "\u2028": "\\u2028", "<": "&lt;", ">": "&gt;"}
     shown = "".join(ends.get(c, c) for c in value)
     assert report == [
         f"refused [fake-provider] {row.name}: {shown} is fake",

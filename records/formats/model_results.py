@@ -547,10 +547,13 @@ def unpublished(rows: list[Row]) -> list[Row]:
 
 
 def report_text(value: object) -> str:
-    """Run-supplied text in a line of the report, as upstream prints it (raw), but for the
-    characters that would end the line: shown as `\\uXXXX`, so a report keeps one line per
-    row (refusal.String)."""
-    return LINE_ENDS.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+    """Run-supplied text in a line of the report, as upstream prints it (raw, Markdown's
+    punctuation included), but for the characters that would end the line, shown as `\\uXXXX`
+    so a report keeps one line per row (refusal.String), and `<` and `>`, written `&lt;` and
+    `&gt;`, so that a report pasted where Markdown is rendered never carries a tag a shard
+    wrote (the one departure, in docs/upstream.md)."""
+    text = LINE_ENDS.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+    return text.replace("<", "&lt;").replace(">", "&gt;")
 
 
 def refused_line(key: str, rule: str, reason: str) -> str:
