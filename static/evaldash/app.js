@@ -221,6 +221,40 @@
       });
     });
   }
+  // The snapshot htmx keeps for Back and Forward is taken as the answer to a click arrives, while
+  // that click's marks are still up: the old target dimmed with its "Loading" note, the clicked
+  // tab already highlighted. The snapshot is put back as the page was before the click (the live
+  // page is left alone: the answer replaces it next), and charts in it are drawn again when it is
+  // restored rather than coming back as a lifeless picture.
+  function asBeforeTheClick(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    var root = t.content;
+    root.querySelectorAll("[aria-busy]").forEach(function (el) { el.removeAttribute("aria-busy"); });
+    root.querySelectorAll("nav.tabs").forEach(function (nav) {
+      var was = nav.querySelectorAll("a[data-was-current]");
+      if (!was.length) return;
+      nav.querySelectorAll("a").forEach(function (a) {
+        a.classList.remove("current");
+        a.removeAttribute("aria-current");
+      });
+      was.forEach(function (a) {
+        a.classList.add("current");
+        a.setAttribute("aria-current", a.dataset.wasCurrent);
+        delete a.dataset.wasCurrent;
+      });
+    });
+    root.querySelectorAll("[data-plotly][data-drawn]").forEach(function (el) {
+      delete el.dataset.drawn;
+      el.textContent = "";
+      el.classList.remove("js-plotly-plot");
+    });
+    root.querySelectorAll(".row-cursor").forEach(function (el) { el.classList.remove("row-cursor"); });
+    return t.innerHTML;
+  }
+  document.addEventListener("htmx:historyItemCreated", function (e) {
+    e.detail.item.content = asBeforeTheClick(e.detail.item.content);
+  });
   // A restored page is new markup: its controls follow the address, and its forms are wired again.
   document.addEventListener("htmx:historyRestore", function () {
     followAddress();
