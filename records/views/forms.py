@@ -89,6 +89,13 @@ class CompareForm(forms.Form):
         return data
 
 
+class ProgressForm(forms.Form):
+    """An upload's state as polled: `recent` by the upload page, whose list of recent uploads
+    comes back with the finished state."""
+
+    recent = forms.BooleanField(required=False)
+
+
 class HistoryForm(forms.Form):
     digest = forms.CharField(required=False, max_length=64)
     model = forms.CharField(required=False, max_length=500)
