@@ -321,11 +321,14 @@
     settleBusy(e);
   });
   // Keys, as in other trace viewers: j or → the next attempt, k or ← the previous one (the
-  // attempt page's own links), / the search field (or the search page), ? this list. Never while
-  // typing, and never with a modifier held (the browser's own shortcuts stay).
+  // attempt page's own links); on a list (runs, attempts, search hits, cases) j and k move a row
+  // cursor and Enter opens the row; / the search words (on another page: the search page, its
+  // words field focused), ? this list. Never while typing, and never with a modifier held (the
+  // browser's own shortcuts stay).
   var KEYS = [
     ["j  or  →", "next attempt (on an attempt's page)"],
     ["k  or  ←", "previous attempt"],
+    ["j  /  k", "next / previous row of a list; Enter opens it"],
     ["/", "search"],
     ["?", "this list of keys"],
     ["Esc", "close it"],
@@ -367,17 +370,53 @@
     if (e.key === "j" || e.key === "ArrowRight") go = document.querySelector("nav.neighbours a[rel=next]");
     else if (e.key === "k" || e.key === "ArrowLeft") go = document.querySelector("nav.neighbours a[rel=prev]");
     if (go) { e.preventDefault(); go.click(); return; }
+    if ((e.key === "j" || e.key === "k") && moveCursor(e.key === "j" ? 1 : -1)) { e.preventDefault(); return; }
     if (e.key === "/") {
-      var field = document.querySelector("main input[type=search]");
       e.preventDefault();
-      if (field) { field.focus(); field.select(); return; }
+      if (focusSearch()) return;
       var page = document.querySelector("header.top a[data-search]");
-      if (page) window.location.href = page.href;
+      if (page) {
+        try { sessionStorage.setItem("evaldash-focus-search", "1"); } catch (err) { /* storage off: no focus */ }
+        window.location.href = page.href;
+      }
       return;
     }
     if (e.key === "?") { e.preventDefault(); keyHelp(); }
   });
 
+  // The search's words field (not any search box: the compare page's finds a run).
+  function focusSearch() {
+    var field = document.querySelector("main form[role=search] input[name=q]");
+    if (!field) return false;
+    field.focus();
+    field.select();
+    return true;
+  }
+  // Sent here by / from another page: the words field takes the keys at once.
+  document.addEventListener("DOMContentLoaded", function () {
+    var asked = null;
+    try { asked = sessionStorage.getItem("evaldash-focus-search"); sessionStorage.removeItem("evaldash-focus-search"); } catch (err) { return; }
+    if (asked) focusSearch();
+  });
+  // The row cursor of a list: the row holding the focus (or the marked one) moves by `step`; the
+  // row's first link takes the focus, so Enter opens it as a click would.
+  function moveCursor(step) {
+    var list = Array.prototype.find.call(document.querySelectorAll("main [data-cursor-rows]"), function (el) {
+      return el.offsetParent !== null && el.children.length;
+    });
+    if (!list) return false;
+    var rows = Array.prototype.filter.call(list.children, function (r) { return r.querySelector("a[href]"); });
+    if (!rows.length) return false;
+    var at = rows.findIndex(function (r) { return r.contains(document.activeElement) || r.classList.contains("row-cursor"); });
+    var next = at < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.min(rows.length - 1, Math.max(0, at + step));
+    rows.forEach(function (r) { r.classList.remove("row-cursor"); r.removeAttribute("aria-current"); });
+    var row = rows[next];
+    row.classList.add("row-cursor");
+    row.setAttribute("aria-current", "true");
+    row.querySelector("a[href]").focus({ preventScroll: true });
+    row.scrollIntoView({ block: "nearest" });
+    return true;
+  }
   // A page the browser kept (its back-forward cache) shows the controls as last touched.
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
