@@ -8,7 +8,7 @@ are, labelled as such; a different corpus digest is refused outright (different 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -551,21 +551,31 @@ class SurfaceGroup:
         return out
 
 
-def compare_surfaces(run: Run) -> list[SurfaceGroup]:
-    """Each model's rows on its surfaces side by side, on the cross-surface key (E.4)."""
+def compare_surfaces(
+    run: Run, surfaces: Sequence[str] = (), baseline: str = ""
+) -> list[SurfaceGroup]:
+    """Each model's rows on its surfaces side by side, on the cross-surface key (E.4): only
+    `surfaces` when named, and measured against `baseline` when named (else the first)."""
     scoring = run.latest_scoring()
     if scoring is None or not scoring.verdict_count:
         return []
     prices = _prices(run)
     groups: dict[tuple, list[TableRow]] = {}
     for row in _sides(scoring).values():
+        if surfaces and row.surface not in surfaces:
+            continue
         k = row_key_of(row)
         gk = (k.model, k.mode, k.tier, k.tier_pin, k.corpus, k.contract, k.repeat)
         groups.setdefault(gk, []).append(row)
     out = []
     order = ["dynamic", "meta", "individual"]
     for gk, members in sorted(groups.items(), key=lambda kv: kv[0]):
-        members.sort(key=lambda m: order.index(m.surface) if m.surface in order else 9)
+        members.sort(
+            key=lambda m: (
+                m.surface != baseline,
+                order.index(m.surface) if m.surface in order else 9,
+            )
+        )
         same = len({(m.case_count, m.coverage) for m in members}) == 1
         shared = [] if same else shared_cases([(scoring, m.row_key) for m in members])
         group = SurfaceGroup(

@@ -65,7 +65,9 @@ def compare(request: HttpRequest) -> HttpResponse:
         run = get_run_or_404(data["run"])
         context["run"] = run
         if data["kind"] == "surfaces":
-            context["surface_groups"] = cmp.compare_surfaces(run)
+            context["surface_groups"] = cmp.compare_surfaces(
+                run, data.get("surface") or (), data.get("baseline_surface") or ""
+            )
         else:
             scoring = run.latest_scoring()
             groups = score_groups(scoring) if scoring and scoring.verdict_count else []

@@ -99,10 +99,10 @@
     if (!form) return;
     var kind = form.querySelector("select[name=kind]");
     function showKind() {
-      form.querySelectorAll("label[data-kind]").forEach(function (label) {
+      form.querySelectorAll("[data-kind]").forEach(function (label) {
         var wanted = label.dataset.kind.split(" ").indexOf(kind.value || "runs") >= 0;
         label.hidden = !wanted;
-        label.querySelectorAll("select").forEach(function (s) { s.disabled = !wanted; });
+        label.querySelectorAll("select, input[type=checkbox]").forEach(function (s) { s.disabled = !wanted; });
       });
     }
     kind.addEventListener("change", showKind);
