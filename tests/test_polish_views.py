@@ -62,6 +62,6 @@ def test_a_baseline_surface_not_among_those_chosen_is_a_bad_request(client, view
 
 def test_a_hit_names_the_runners_ending_and_the_scorers_verdict_apart(client, viewer, demo):
     html = client.get("/search/?verdict=completed").content.decode()
-    assert ">runner:</span>" in html and ">· scorer:</span>" in html
+    assert ">runner:</span>" in html and ">scorer:</span>" in html
     assert ">verdict</span>" not in html and ">ended</span>" not in html
     assert "Ended by (runner)" in html and "Verdict (scorer)" in html
