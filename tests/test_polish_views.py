@@ -50,7 +50,7 @@ def test_the_surfaces_comparison_keeps_the_surfaces_chosen_against_the_baseline_
     html = client.get(url).content.decode()
     assert 'value="meta" checked' in html and 'value="individual">' in html
     assert re.search(r'<option value="meta"\s+selected>meta</option>', html)
-    assert re.search(r"Δ is against <strong>meta</strong>, the\s+baseline surface", html)
+    assert re.search(r"Δ is against <strong\s*>meta</strong>, the\s+baseline surface", html)
 
 
 def test_a_baseline_surface_not_among_those_chosen_is_a_bad_request(client, viewer, demo):
