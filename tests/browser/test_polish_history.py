@@ -85,3 +85,21 @@ def test_back_to_a_tab_with_a_chart_draws_the_chart_again(pg, site):
     # Drawn again by the page's script (a copy of the old drawing would carry no mark of it).
     assert pg.locator("#cost-chart[data-drawn]").count() == 1
     assert pg.problems == [], pg.problems
+
+
+def test_back_without_a_kept_snapshot_asks_the_server_for_the_whole_page(pg, site):
+    pk = run_pk(site, RUN)
+    pg.goto(pg.base + f"/runs/{pk}/")
+    pg.click("nav.run-tabs >> text=Cost")
+    pg.wait_for_url(f"**/runs/{pk}/cost/")
+    settled(pg)
+    pg.evaluate("() => sessionStorage.removeItem('htmx-history-cache')")
+    with pg.expect_request(
+        lambda r: r.url.endswith(f"/runs/{pk}/") and "hx-history-restore-request" in r.headers
+    ):
+        pg.go_back()
+    pg.wait_for_url(f"**/runs/{pk}/")
+    pg.locator("section#tab[data-tab=overview]").wait_for()
+    shows(pg, "overview", "Overview")
+    assert pg.locator("header.top").count() == 1  # the page once, not a page inside a page
+    assert pg.problems == [], pg.problems
