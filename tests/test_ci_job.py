@@ -28,6 +28,7 @@ pytestmark = [
     pytest.mark.skipif(not (shutil.which("jq") and shutil.which("curl")), reason="needs jq, curl"),
 ]
 NANO_META = ("openai:gpt-5.4-nano", "meta")
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def ci_job_commands() -> list[str]:
@@ -36,6 +37,9 @@ def ci_job_commands() -> list[str]:
     assert block, "README.md has no CI job between <!-- ci-job --> markers"
     lines = [ln.strip()[2:] for ln in block.group(1).splitlines() if ln.strip().startswith("- ")]
     assert 1 <= len(lines) <= 3, lines
+    # Each is a plain YAML scalar, as GitLab reads the list: ": " or " #" would make it a key
+    # or cut it at a comment.
+    assert not [ln for ln in lines if ": " in ln or " #" in ln or ln[0] in "'\"{[&*!|>%@`"], lines
     return lines
 
 
@@ -130,3 +134,15 @@ def test_the_readme_ci_job_gates_first_regressed_noisy_and_retried_uploads(live,
     r = job(noisy)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "already_present" in (tmp_path / "noisy" / "upload.json").read_text()
+
+    # A refused artifact fails the job at its first command, and the log names what was refused.
+    refused = made / "refused.zip"
+    with zipfile.ZipFile(refused, "w") as z:
+        z.write(FIXTURES / "hostile" / "modeleval-unknown-field.jsonl", "modeleval-bad.jsonl")
+    r = job(refused)
+    assert r.returncode != 0, r.stdout + r.stderr
+    assert (
+        "refused artifact.zip!modeleval-bad.jsonl, line 1, field attempt.score - unknown field"
+        in r.stdout
+    )
+    assert "the gate failed" not in r.stdout + r.stderr  # stopped before the gate was asked

@@ -312,13 +312,13 @@ class TestCommand:
         (tmp_path / "ce" / "modeleval-1.jsonl").write_bytes(GOOD)
         (tmp_path / "ce" / "calls-1.jsonl").write_bytes(b"{}")
         call_command("ingest", str(tmp_path), "--quiet")
-        assert "1 shard(s) stored (2 attempts, 12 lines)" in capsys.readouterr().out
+        assert "1 shard stored (2 attempts, 12 lines)" in capsys.readouterr().out
         other = tmp_path / "modeleval-2.jsonl"
         other.write_bytes(encode([line("attempt"), line("session"), line("run", run_id="r2")]))
         archive = tmp_path / "a.tar.gz"
         archive.write_bytes(_tgz({"modeleval-3.jsonl": shard(line("attempt", id="a9"))}))
         call_command("ingest", str(other), str(archive), "--quiet")
-        assert "2 shard(s) stored" in capsys.readouterr().out
+        assert "2 shards stored" in capsys.readouterr().out
         assert m.Run.objects.count() == 3
 
     def test_it_fails_naming_what_it_refused(self, tmp_path: Path, capsys):

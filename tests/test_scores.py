@@ -388,7 +388,7 @@ class TestPages:
         call_command(
             "rescore", "--run", str(scored.pk), "--key", str(CorpusKey.objects.latest("id").pk)
         )
-        assert "1 run(s) scored" in capsys.readouterr().out
+        assert "1 run scored" in capsys.readouterr().out
         r = client.get(f"/runs/{scored.pk}/flips/")
         changed = {f["key"]: (f["before"], f["after"]) for f in r.context["flips"]}
         assert changed == {

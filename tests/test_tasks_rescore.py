@@ -149,7 +149,7 @@ def test_rescore_enqueue_queues_one_rebuild_per_run_and_scores_nothing_itself(
     ingest_bytes(("corpus-key.json", demo_key()))
     settings.TASKS = DATABASE
     call_command("rescore", "--enqueue")
-    assert "3 run(s) queued" in capsys.readouterr().out
+    assert "3 runs queued" in capsys.readouterr().out
     tasks = DBTaskResult.objects.filter(task_path=SCORE_TASK)
     assert sorted(t.args_kwargs["args"][0] for t in tasks) == [r.pk for r in runs]
     assert all(t.args_kwargs["kwargs"] == {"rebuild": True} for t in tasks)

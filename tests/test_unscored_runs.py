@@ -156,7 +156,7 @@ def test_rescore_pending_scores_only_the_pending_runs(key, killed, capsys):
     (run,) = killed(SHARD)
     scored = ingest_bytes(("modeleval-b.jsonl", synth_run("run-b", seed=4))).stored[0]
     call_command("rescore", "--pending")
-    assert "1 pending run(s) scored, 0 failed" in capsys.readouterr().out
+    assert "1 pending run scored, 0 failed" in capsys.readouterr().out
     assert run.scorings.count() == 1 and Scoring.objects.filter(run=scored["run"]).count() == 1
 
 

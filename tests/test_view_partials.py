@@ -40,7 +40,10 @@ def test_a_tab_is_the_whole_page_or_for_htmx_the_tab_alone(client, viewer, run, 
     assert page.status_code == 200 and "<html" in page.content.decode()
     part = client.get(url, headers={"HX-Request": "true", "HX-Target": "tab"})
     body = part.content.decode()
-    assert body.lstrip().startswith('<section id="tab">') and "<html" not in body
+    assert body.lstrip().startswith(
+        f'<section id="tab" data-tab="{tab.rstrip("/") or "overview"}">'
+    )
+    assert "<html" not in body
     for r in (page, part):
         assert "HX-Request" in r["Vary"]
     # A history restore asks for the whole page again.

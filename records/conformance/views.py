@@ -55,10 +55,26 @@ def _matrix() -> tuple[list[str], list[tuple[ConformanceRun, list[Any]]]]:
     return cases, [(run, [results[run.pk].get(c) for c in cases]) for run in runs]
 
 
+def failures_first(
+    cases: list[str], rows: list[tuple[ConformanceRun, list[Any]]]
+) -> tuple[list[str], list[tuple[ConformanceRun, list[Any]]]]:
+    """The matrix with the cases some adapter failed leftmost (most failures first, then the
+    suite's order), so no failure waits off-screen; the adapters that failed something on top."""
+
+    def failed(res: Any) -> bool:
+        return res is not None and not res.passed
+
+    fails = [sum(failed(cells[i]) for _, cells in rows) for i in range(len(cases))]
+    order = sorted(range(len(cases)), key=lambda i: (-fails[i], i))
+    moved = [(run, [cells[i] for i in order]) for run, cells in rows]
+    moved.sort(key=lambda rc: not any(failed(res) for res in rc[1]))
+    return [cases[i] for i in order], moved
+
+
 @require_GET
 @read_access
 def conformance(request: HttpRequest) -> HttpResponse:
-    cases, rows = _matrix()
+    cases, rows = failures_first(*_matrix())
     return render(
         request,
         "records/conformance/matrix.html",

@@ -66,14 +66,19 @@ class IngestReport:
         lines = sum(s["lines"] for s in self.stored)
         attempts = sum(s["attempts"] for s in self.stored)
         return (
-            f"{len(self.stored)} shard(s) stored ({attempts} attempts, {lines} lines), "
-            f"{len(self.present)} already present, {len(self.refused)} refused, "
-            f"{len(self.ignored)} ignored"
-            + (f", {len(self.keys)} corpus key(s)" if self.keys else "")
-            + (f", {len(self.replays)} replay document(s)" if self.replays else "")
-            + (f", {len(self.suites)} conformance suite(s)" if self.suites else "")
-            + (f", {len(self.records)} model results record(s)" if self.records else "")
+            f"{counted(len(self.stored), 'shard')} stored ({counted(attempts, 'attempt')}, "
+            f"{counted(lines, 'line')}), {len(self.present)} already present, "
+            f"{len(self.refused)} refused, {len(self.ignored)} ignored"
+            + (f", {counted(len(self.keys), 'corpus key')}" if self.keys else "")
+            + (f", {counted(len(self.replays), 'replay document')}" if self.replays else "")
+            + (f", {counted(len(self.suites), 'conformance suite')}" if self.suites else "")
+            + (f", {counted(len(self.records), 'model results record')}" if self.records else "")
         )
+
+
+def counted(n: int, one: str) -> str:
+    """`n` and its noun, plural unless it is one: "1 attempt", "2 attempts", "0 shards"."""
+    return f"{n:,} {one}{'' if n == 1 else 's'}"
 
 
 def inputs_from_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[Input | ShardError]:

@@ -8,13 +8,13 @@ are, labelled as such; a different corpus digest is refused outright (different 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from django.db import connection
 
-from records import stats
+from records import evidence, stats
 from records.models import Attempt, Call, Provider, Run, ScoreCase, Scoring, Verdict
 from records.queries.attempts import failing_step
 from records.queries.decisions import decide
@@ -438,8 +438,10 @@ class SurfaceGroup:
     shared_cases: int = 0
     note: str = ""
     # For each side after the first: its columns tested case by case against the first side's,
-    # over the cases both surfaces ran (`stats`).
+    # over the cases both surfaces ran (`stats`), and each test's decision within the group.
     tests: list[dict[str, stats.Paired]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    rule: str = ""
 
     @property
     def table(
@@ -450,29 +452,43 @@ class SurfaceGroup:
         out = []
         for column, title in TITLED_COLUMNS:
             first = self.sides[0].ratio(column)
-            cells = [(first, None, None)]
-            for side, tests in zip(self.sides[1:], self.tests, strict=True):
+            cells = [(first, None, None, None)]
+            for side, tests, decided in zip(
+                self.sides[1:], self.tests, self.decisions or [{}] * len(self.tests), strict=True
+            ):
                 pair = side.ratio(column)
-                cells.append((pair, delta_points(first, pair), tests.get(column)))
+                cells.append(
+                    (pair, delta_points(first, pair), tests.get(column), decided.get(column))
+                )
             out.append((title, cells))
         return out
 
 
-def compare_surfaces(run: Run) -> list[SurfaceGroup]:
-    """Each model's rows on its surfaces side by side, on the cross-surface key (E.4)."""
+def compare_surfaces(
+    run: Run, surfaces: Sequence[str] = (), baseline: str = ""
+) -> list[SurfaceGroup]:
+    """Each model's rows on its surfaces side by side, on the cross-surface key (E.4): only
+    `surfaces` when named, and measured against `baseline` when named (else the first)."""
     scoring = run.latest_scoring()
     if scoring is None or not scoring.verdict_count:
         return []
     prices = _prices(run)
     groups: dict[tuple, list[TableRow]] = {}
     for row in _sides(scoring).values():
+        if surfaces and row.surface not in surfaces:
+            continue
         k = row_key_of(row)
         gk = (k.model, k.mode, k.tier, k.tier_pin, k.corpus, k.contract, k.repeat)
         groups.setdefault(gk, []).append(row)
     out = []
     order = ["dynamic", "meta", "individual"]
     for gk, members in sorted(groups.items(), key=lambda kv: kv[0]):
-        members.sort(key=lambda m: order.index(m.surface) if m.surface in order else 9)
+        members.sort(
+            key=lambda m: (
+                m.surface != baseline,
+                order.index(m.surface) if m.surface in order else 9,
+            )
+        )
         same = len({(m.case_count, m.coverage) for m in members}) == 1
         shared = [] if same else shared_cases([(scoring, m.row_key) for m in members])
         group = SurfaceGroup(
@@ -500,6 +516,12 @@ def compare_surfaces(run: Run) -> list[SurfaceGroup]:
     for g in out:
         first = per_case.get(g.sides[0].row.row_key, {})
         g.tests = [paired_tests(first, per_case.get(s.row.row_key, {})) for s in g.sides[1:]]
+        # Read as one family: every column of every surface against the first.
+        flat = [(i, c, t) for i, tests in enumerate(g.tests) for c, t in tests.items()]
+        g.decisions = [{} for _ in g.tests]
+        for (i, c, _), d in zip(flat, evidence.decide([t for _, _, t in flat]), strict=True):
+            g.decisions[i][c] = d
+        g.rule = evidence.rule_words(len(flat), "tests")
     return out
 
 

@@ -13,6 +13,7 @@ from django.http import (
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from records import evidence
 from records.models import (
     Run,
 )
@@ -31,6 +32,17 @@ from records.views.access import (
 )
 from records.views.exports import export
 from records.views.forms import CaseCompareForm, CompareForm, RowCasesForm
+
+
+def row_changed(c: cmp.RowComparison) -> bool:
+    """Whether a compared row shows a change: a side missing or refused, or the comparison's
+    own reading beyond noise (a row not tested case by case: a case that flipped). A row whose
+    flips are within noise folds away on the page; its counts stay in the summary table."""
+    if c.refused or c.baseline is None or c.candidate is None:
+        return True
+    if not c.evidence:
+        return bool(c.regressions or c.fixes)
+    return c.evidence != evidence.NOISE
 
 
 @require_GET
@@ -60,9 +72,13 @@ def compare(request: HttpRequest) -> HttpResponse:
             rows, problem = cmp.compare_runs(baseline, candidate, page=page_no, decision=decision)
             pages_needed = max(pages_needed, -(-len(rows) // cmp.ROWS_PER_PAGE))
             start = (page_no - 1) * cmp.ROWS_PER_PAGE
-            comparisons.append(
-                (candidate, rows[start : start + cmp.ROWS_PER_PAGE], problem, decision)
+            # On the page (whose rows alone carry their tests): the changed rows first, in the
+            # comparison's order, and the unchanged after them, folded away.
+            shown = sorted(
+                rows[start : start + cmp.ROWS_PER_PAGE], key=lambda c: not row_changed(c)
             )
+            changed = sum(row_changed(c) for c in shown)
+            comparisons.append((candidate, shown, problem, decision, changed, len(shown) - changed))
         context.update(
             decided_column=title,
             baseline=baseline,
@@ -75,7 +91,9 @@ def compare(request: HttpRequest) -> HttpResponse:
         run = get_run_or_404(data["run"])
         context["run"] = run
         if data["kind"] == "surfaces":
-            context["surface_groups"] = cmp.compare_surfaces(run)
+            context["surface_groups"] = cmp.compare_surfaces(
+                run, data.get("surface") or (), data.get("baseline_surface") or ""
+            )
         else:
             scoring = run.latest_scoring()
             groups = (

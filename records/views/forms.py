@@ -71,6 +71,10 @@ class CompareForm(forms.Form):
     run = forms.IntegerField(required=False, min_value=1)
     page = forms.IntegerField(required=False, min_value=1)
     column = forms.ChoiceField(required=False, choices=COLUMN_CHOICES)
+    # The surfaces comparison: which surfaces (none named: every one), and which the others
+    # are measured against (none named: the first in the usual order).
+    surface = forms.MultipleChoiceField(required=False, choices=SURFACE_CHOICES)
+    baseline_surface = forms.ChoiceField(required=False, choices=SURFACE_CHOICES)
 
     def __init__(self, *args, run_choices=(), **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -86,7 +90,17 @@ class CompareForm(forms.Form):
             and data.get("baseline") in (data.get("candidate") or [])
         ):
             raise forms.ValidationError("the baseline is also a candidate")
+        chosen, against = data.get("surface") or [], data.get("baseline_surface")
+        if against and chosen and against not in chosen:
+            self.add_error("baseline_surface", "the baseline surface is not one of those chosen")
         return data
+
+
+class ProgressForm(forms.Form):
+    """An upload's state as polled: `recent` by the upload page, whose list of recent uploads
+    comes back with the finished state."""
+
+    recent = forms.BooleanField(required=False)
 
 
 class HistoryForm(forms.Form):

@@ -34,10 +34,12 @@ from records.tasks.pending import incoming_dir, keep_files
 from records.views.access import (
     api_token_of,
     is_partial,
+    query_form,
     read_access,
     render_page,
     token_read,
 )
+from records.views.forms import ProgressForm
 
 # Staff pages send a reader who is not logged in to the site's login, not the admin site's.
 staff_member_required = admin_staff_required(login_url="login")
@@ -163,10 +165,16 @@ def upload_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @require_GET
 @read_access
-def upload_progress(request: HttpRequest, pk: int) -> HttpResponse:
-    """An upload's state as the partial the upload page polls; it stops asking once done."""
+@query_form(ProgressForm)
+def upload_progress(request: HttpRequest, pk: int, form: ProgressForm) -> HttpResponse:
+    """An upload's state as the partial the upload page polls; it stops asking once done, and
+    then brings the page's list of recent uploads up to date too when the page shows one."""
     up = get_object_or_404(Upload, pk=pk)
-    return render(request, "records/uploads/_progress.html", {"upload": up})
+    follows = form.cleaned_data["recent"]
+    context = {"upload": up, "follows_recent": follows}
+    if follows and up.finished:
+        context["recent"] = recent_uploads()
+    return render(request, "records/uploads/_progress.html", context)
 
 
 @require_GET

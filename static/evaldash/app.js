@@ -99,10 +99,10 @@
     if (!form) return;
     var kind = form.querySelector("select[name=kind]");
     function showKind() {
-      form.querySelectorAll("label[data-kind]").forEach(function (label) {
+      form.querySelectorAll("[data-kind]").forEach(function (label) {
         var wanted = label.dataset.kind.split(" ").indexOf(kind.value || "runs") >= 0;
         label.hidden = !wanted;
-        label.querySelectorAll("select").forEach(function (s) { s.disabled = !wanted; });
+        label.querySelectorAll("select, input[type=checkbox]").forEach(function (s) { s.disabled = !wanted; });
       });
     }
     kind.addEventListener("change", showKind);
@@ -221,6 +221,40 @@
       });
     });
   }
+  // The snapshot htmx keeps for Back and Forward is taken as the answer to a click arrives, while
+  // that click's marks are still up: the old target dimmed with its "Loading" note, the clicked
+  // tab already highlighted. The snapshot is put back as the page was before the click (the live
+  // page is left alone: the answer replaces it next), and charts in it are drawn again when it is
+  // restored rather than coming back as a lifeless picture.
+  function asBeforeTheClick(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html;
+    var root = t.content;
+    root.querySelectorAll("[aria-busy]").forEach(function (el) { el.removeAttribute("aria-busy"); });
+    root.querySelectorAll("nav.tabs").forEach(function (nav) {
+      var was = nav.querySelectorAll("a[data-was-current]");
+      if (!was.length) return;
+      nav.querySelectorAll("a").forEach(function (a) {
+        a.classList.remove("current");
+        a.removeAttribute("aria-current");
+      });
+      was.forEach(function (a) {
+        a.classList.add("current");
+        a.setAttribute("aria-current", a.dataset.wasCurrent);
+        delete a.dataset.wasCurrent;
+      });
+    });
+    root.querySelectorAll("[data-plotly][data-drawn]").forEach(function (el) {
+      delete el.dataset.drawn;
+      el.textContent = "";
+      el.classList.remove("js-plotly-plot");
+    });
+    root.querySelectorAll(".row-cursor").forEach(function (el) { el.classList.remove("row-cursor"); });
+    return t.innerHTML;
+  }
+  document.addEventListener("htmx:historyItemCreated", function (e) {
+    e.detail.item.content = asBeforeTheClick(e.detail.item.content);
+  });
   // A restored page is new markup: its controls follow the address, and its forms are wired again.
   document.addEventListener("htmx:historyRestore", function () {
     followAddress();
@@ -287,11 +321,14 @@
     settleBusy(e);
   });
   // Keys, as in other trace viewers: j or → the next attempt, k or ← the previous one (the
-  // attempt page's own links), / the search field (or the search page), ? this list. Never while
-  // typing, and never with a modifier held (the browser's own shortcuts stay).
+  // attempt page's own links); on a list (runs, attempts, search hits, cases) j and k move a row
+  // cursor and Enter opens the row; / the search words (on another page: the search page, its
+  // words field focused), ? this list. Never while typing, and never with a modifier held (the
+  // browser's own shortcuts stay).
   var KEYS = [
     ["j  or  →", "next attempt (on an attempt's page)"],
     ["k  or  ←", "previous attempt"],
+    ["j  /  k", "next / previous row of a list; Enter opens it"],
     ["/", "search"],
     ["?", "this list of keys"],
     ["Esc", "close it"],
@@ -333,17 +370,53 @@
     if (e.key === "j" || e.key === "ArrowRight") go = document.querySelector("nav.neighbours a[rel=next]");
     else if (e.key === "k" || e.key === "ArrowLeft") go = document.querySelector("nav.neighbours a[rel=prev]");
     if (go) { e.preventDefault(); go.click(); return; }
+    if ((e.key === "j" || e.key === "k") && moveCursor(e.key === "j" ? 1 : -1)) { e.preventDefault(); return; }
     if (e.key === "/") {
-      var field = document.querySelector("main input[type=search]");
       e.preventDefault();
-      if (field) { field.focus(); field.select(); return; }
+      if (focusSearch()) return;
       var page = document.querySelector("header.top a[data-search]");
-      if (page) window.location.href = page.href;
+      if (page) {
+        try { sessionStorage.setItem("evaldash-focus-search", "1"); } catch (err) { /* storage off: no focus */ }
+        window.location.href = page.href;
+      }
       return;
     }
     if (e.key === "?") { e.preventDefault(); keyHelp(); }
   });
 
+  // The search's words field (not any search box: the compare page's finds a run).
+  function focusSearch() {
+    var field = document.querySelector("main form[role=search] input[name=q]");
+    if (!field) return false;
+    field.focus();
+    field.select();
+    return true;
+  }
+  // Sent here by / from another page: the words field takes the keys at once.
+  document.addEventListener("DOMContentLoaded", function () {
+    var asked = null;
+    try { asked = sessionStorage.getItem("evaldash-focus-search"); sessionStorage.removeItem("evaldash-focus-search"); } catch (err) { return; }
+    if (asked) focusSearch();
+  });
+  // The row cursor of a list: the row holding the focus (or the marked one) moves by `step`; the
+  // row's first link takes the focus, so Enter opens it as a click would.
+  function moveCursor(step) {
+    var list = Array.prototype.find.call(document.querySelectorAll("main [data-cursor-rows]"), function (el) {
+      return el.offsetParent !== null && el.children.length;
+    });
+    if (!list) return false;
+    var rows = Array.prototype.filter.call(list.children, function (r) { return r.querySelector("a[href]"); });
+    if (!rows.length) return false;
+    var at = rows.findIndex(function (r) { return r.contains(document.activeElement) || r.classList.contains("row-cursor"); });
+    var next = at < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.min(rows.length - 1, Math.max(0, at + step));
+    rows.forEach(function (r) { r.classList.remove("row-cursor"); r.removeAttribute("aria-current"); });
+    var row = rows[next];
+    row.classList.add("row-cursor");
+    row.setAttribute("aria-current", "true");
+    row.querySelector("a[href]").focus({ preventScroll: true });
+    row.scrollIntoView({ block: "nearest" });
+    return true;
+  }
   // A page the browser kept (its back-forward cache) shows the controls as last touched.
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 

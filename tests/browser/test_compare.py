@@ -167,3 +167,32 @@ def test_a_comparison_opens_with_its_summary(page):
     assert "regressed" in first.inner_text()
     assert int(first.locator("td.num").first.inner_text()) >= 1
     assert page.problems == [], page.problems
+
+
+def test_the_runs_comparison_folds_the_rows_within_noise_below_the_changed_ones(page):
+    a, b = page.runs[BEFORE].pk, page.runs[AFTER].pk
+    page.goto(page.base + f"/compare/?kind=runs&baseline={a}&candidate={b}")
+    shown = page.locator("#result > section.comparison")
+    folded = page.locator("details.unchanged-rows section.comparison")
+    assert shown.count() >= 1
+    # A row left open reads beyond noise; the demo's others flipped a case or two by chance.
+    for i in range(shown.count()):
+        head = shown.nth(i).locator("h3")
+        assert head.locator(".evidence.e-regressed, .evidence.e-improved").count(), (
+            head.inner_text()
+        )
+    assert folded.count() >= 1
+    assert not folded.first.is_visible()
+    summary = page.locator("details.unchanged-rows > summary")
+    assert f"{folded.count()} rows within noise" in summary.inner_text()
+    # The summary table's rows follow the same order: the changed ones first.
+    rows = page.locator("table.compare-summary tbody tr")
+    classes = [rows.nth(i).get_attribute("class") or "" for i in range(rows.count())]
+    assert classes == sorted(classes, key=lambda c: "unchanged" in c)
+    height = page.evaluate("() => document.documentElement.scrollHeight")
+    summary.click()
+    assert folded.first.is_visible()
+    opened = page.evaluate("() => document.documentElement.scrollHeight")
+    assert height < opened
+    print(f"\n[compare] {height} px folded, {opened} px open")
+    assert page.problems == [], page.problems

@@ -36,9 +36,9 @@ def test_slash_goes_to_search_and_focuses_its_field(pg, site):
     pg.goto(pg.base + "/")
     pg.keyboard.press("/")
     pg.wait_for_url("**/search/**")
-    pg.keyboard.press("/")
+    pg.wait_for_load_state("domcontentloaded")
     focused = pg.evaluate("() => document.activeElement.getAttribute('name')")
-    assert focused == "q"
+    assert focused == "q"  # at once: no second / needed
     pg.keyboard.type("j")  # typing in the field is typing, not a key of the page
     assert pg.input_value("input[name=q]") == "j"
     assert "/search/" in pg.url
@@ -60,3 +60,41 @@ def test_question_mark_lists_the_keys_and_escape_closes_it(pg, site, width):
     pg.keyboard.press("Escape")
     assert not dialog.is_visible()
     assert pg.problems == []
+
+
+def test_slash_on_the_compare_page_goes_to_the_search_words_not_its_run_finder(pg, site):
+    pg.goto(pg.base + "/compare/")
+    pg.keyboard.press("/")
+    pg.wait_for_url("**/search/**")
+    pg.wait_for_load_state("domcontentloaded")
+    assert pg.evaluate("() => document.activeElement.getAttribute('name')") == "q"
+
+
+def _cursor_walk(pg, rows: str) -> None:
+    """j twice, k once: the cursor is on the list's second row; Enter opens that row's link."""
+    second = pg.locator(rows).nth(1)
+    href = second.locator("a[href]").first.get_attribute("href")
+    pg.keyboard.press("j")
+    pg.keyboard.press("j")
+    pg.keyboard.press("j")
+    pg.keyboard.press("k")
+    assert pg.locator(f"{rows}.row-cursor").count() == 1
+    assert "row-cursor" in (second.get_attribute("class") or "")
+    pg.keyboard.press("Enter")
+    pg.wait_for_url(f"**{href}")
+    assert pg.problems == [], pg.problems
+
+
+def test_j_and_k_move_a_cursor_on_the_runs_and_enter_opens_the_run(pg, site):
+    pg.goto(pg.base + "/")
+    _cursor_walk(pg, "tbody[data-cursor-rows] > tr")
+
+
+def test_j_and_k_move_a_cursor_on_search_hits(pg, site):
+    pg.goto(pg.base + "/search/?outcome=refused")
+    _cursor_walk(pg, "ol.hits[data-cursor-rows] > li")
+
+
+def test_j_and_k_move_a_cursor_on_the_cases(pg, site):
+    pg.goto(pg.base + "/cases/")
+    _cursor_walk(pg, "table.cases tbody[data-cursor-rows] > tr")

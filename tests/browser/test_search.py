@@ -50,3 +50,17 @@ def test_a_facet_click_a_text_search_and_back(page):
     settled(page)
     assert _count(page) == everything
     assert page.problems == [], page.problems
+
+
+def test_a_facet_click_brings_the_top_of_the_results_into_view(page):
+    page.set_viewport_size({"width": 390, "height": 800})  # the facets are below the results
+    page.goto(page.base + "/search/?outcome=refused")
+    facet = page.locator(".facet[data-facet=run] li a").first
+    facet.scroll_into_view_if_needed()
+    assert page.locator("#search-results").bounding_box()["y"] < 0  # the top is off-screen
+    facet.click()
+    page.wait_for_url("**run=*")
+    settled(page)
+    top = page.locator("#search-results").bounding_box()["y"]
+    assert 0 <= top < 800, top
+    assert page.problems == [], page.problems

@@ -30,7 +30,7 @@ def test_an_upload_reports_beside_its_form_and_refreshes_the_list(uploader_page)
     report.locator("h2").wait_for()
     settled(page)
     text = report.inner_text()
-    assert "1 shard(s) stored" in text and "modeleval-new.jsonl" in text
+    assert "1 shard stored" in text and "modeleval-new.jsonl" in text
     assert "modeleval-bad.jsonl line 1" in text
     assert page.locator("#recent-uploads tbody tr").count() == min(before + 1, 15)
     assert not page.locator("#upload-form button[type=submit]").is_disabled()

@@ -84,3 +84,25 @@ def test_the_upload_page_follows_an_upload_from_queued_to_done_across_a_reload(
     assert page.locator(".upload-state[hx-trigger]").count() == 0
     _shots(page, tmp_path, "upload-done")
     assert page.problems == [], page.problems
+
+
+def test_recent_uploads_catch_up_in_place_when_a_refused_upload_ends(page, settings):
+    settings.TASKS = DATABASE  # no worker runs: the upload waits until the test runs it
+    _log_in_staff(page)
+    page.goto(page.base + "/upload/")
+    bad = (FIXTURES / "hostile" / "modeleval-unknown-field.jsonl").read_bytes()
+    send_files(page, ("modeleval-bad.jsonl", bad))
+    page.locator("#report .upload-state h2", has_text="queued").wait_for()
+    up = Upload.objects.get(source="web")
+    row = page.locator("#recent-uploads tbody tr", has_text=str(up.pk)).first
+    assert "queued" in row.inner_text()  # not "nothing": it has not ended yet
+    assert run_upload(up.pk) == "done"
+    page.locator("#report .upload-state h2", has_text="done").wait_for(timeout=15000)
+    page.locator("#report .errors", has_text="unknown field").wait_for()
+    # Without a reload: the row says what the upload came to.
+    row = page.locator("#recent-uploads tbody tr", has_text=str(up.pk)).first
+    cells = row.locator("td")
+    assert cells.nth(4).inner_text().strip() == "nothing"
+    assert cells.nth(6).inner_text().strip() == "1"
+    assert page.locator("#recent-uploads").count() == 1
+    assert page.problems == [], page.problems

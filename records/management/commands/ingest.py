@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from records.ingest import Input, ingest, inputs_from_paths
+from records.ingest.inputs import counted
 from records.models import Upload
 
 SWITCHES = {
@@ -49,18 +50,19 @@ class Command(BaseCommand):
         for item in report.stored:
             if item["warnings"]:
                 self.stderr.write(
-                    f"warning: {item['file']}: {item['warnings']} warning(s), see its run page"
+                    f"warning: {item['file']}: {counted(item['warnings'], 'warning')}, see its run page"
                 )
         for key in report.keys:
             note = "" if key["verified"] else " (digest not verified)"
             runs = len(key["rescored_runs"])
             self.stderr.write(
-                f"corpus key {key['digest']}{note}: {key['cases']} cases, {runs} run(s) scored"
+                f"corpus key {key['digest']}{note}: {counted(key['cases'], 'case')}, "
+                f"{counted(runs, 'run')} scored"
             )
         self.stdout.write(report.summary_line())
         if not report.ok:
             raise CommandError(
-                f"{len(report.refused)} input(s) refused; nothing of them was stored"
+                f"{counted(len(report.refused), 'input')} refused; nothing of them was stored"
             )
 
     def _enqueue(self, paths: list[str], allow_digest_mismatch: bool) -> None:
@@ -82,7 +84,7 @@ class Command(BaseCommand):
                 allow_digest_mismatch=allow_digest_mismatch,
             )
         self.stdout.write(
-            f"upload {upload.pk} {upload.status}: {len(files)} file(s), "
+            f"upload {upload.pk} {upload.status}: {counted(len(files), 'file')}, "
             f"{upload.progress.get('bytes_total', 0)} bytes kept"
         )
 

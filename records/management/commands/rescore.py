@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from records.bulk.sqlite import checkpoints
+from records.ingest.inputs import counted
 from records.models import CorpusKey, Run
 from records.scoring.run import score_pending_runs, score_run
 
@@ -74,7 +75,7 @@ class Command(BaseCommand):
             else:
                 done += 1
         self.stdout.write(
-            f"{done} run(s) scored, {skipped} without a matching key, {failed} failed"
+            f"{counted(done, 'run')} scored, {skipped} without a matching key, {failed} failed"
         )
 
     def _enqueue(self, run: list[int] | None) -> None:
@@ -84,7 +85,7 @@ class Command(BaseCommand):
         ids = list(runs.exclude(corpus_digest="").order_by("pk").values_list("pk", flat=True))
         for pk in ids:
             score_run_task.enqueue(pk, rebuild=True)
-        self.stdout.write(f"{len(ids)} run(s) queued to be scored again by a worker")
+        self.stdout.write(f"{counted(len(ids), 'run')} queued to be scored again by a worker")
 
     def _pending(self) -> None:
         failed = 0
@@ -93,4 +94,6 @@ class Command(BaseCommand):
             if scoring.verdict_count == 0 and scoring.error:
                 failed += 1
                 self.stderr.write(f"run {scoring.run_id}: {scoring.error}")
-        self.stdout.write(f"{len(scorings) - failed} pending run(s) scored, {failed} failed")
+        self.stdout.write(
+            f"{counted(len(scorings) - failed, 'pending run')} scored, {failed} failed"
+        )
