@@ -12,7 +12,9 @@ from django.template.loader import get_template
 from django.views.decorators.http import require_GET
 
 from records.queries import cases as q
+from records.queries.annotations import About
 from records.views.access import query_form, read_access
+from records.views.annotations import annotation_panel
 from records.views.forms import SURFACE_CHOICES
 
 CASES_PER_PAGE = 100
@@ -132,6 +134,7 @@ def case_page(request: HttpRequest, form: CaseForm) -> HttpResponse:
             "line": line,
             "timelines": timelines,
             "links": links(corpus, line),
+            "annotations": annotation_panel(request, About("case", choice.digest, line.case)),
         },
     )
 
