@@ -20,6 +20,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
 from records.models import Attempt, Call, Run, Scoring, Turn, Verdict
+from records.queries.annotations import attempt_label_counts, attempt_labels, labelled
 from records.search import engine
 from records.search.models import SearchCall
 from records.search.snippets import snippet
@@ -106,6 +107,7 @@ class SearchQuery:
     hit: bool | None = None
     sort: str = ""
     q: str = ""
+    label: str = ""  # carried unresolved by the attempt or its case (`annotations.labelled`)
 
     @property
     def words(self) -> list[str]:
@@ -224,6 +226,8 @@ class Search:
             condition &= Q(**{f"{outer}__in": chosen.values("attempt")})
         if q.turn_status:
             condition &= Exists(Turn.objects.filter(attempt=OuterRef(outer), status=q.turn_status))
+        if q.label:
+            condition &= labelled(q.label, prefix)
         return condition
 
     def call_condition(self) -> Q | None:
@@ -305,7 +309,7 @@ class Search:
         the attempts selected first, so that condition is tested once an attempt, not once a
         call."""
         q = self.query
-        if q.verdict_condition() is None and not q.turn_status:
+        if q.verdict_condition() is None and not q.turn_status and not q.label:
             return SearchCall.objects.filter(self.attempt_condition("attempt__"))
         attempts = Attempt.objects.filter(self.attempt_condition()).values("pk")
         return SearchCall.objects.filter(attempt__in=attempts)
@@ -329,7 +333,14 @@ class Search:
         ending and verdict; calls (those that match, or every call of the attempts listed when
         the query asks nothing of calls) by tool, requested and dispatched action, outcome."""
         summary = self.summary()
-        return {name: summary[name] for name, _, _ in FACETS}
+        return {name: summary[name] for name, _, _ in FACETS} | {"label": self.label_facet()}
+
+    def label_facet(self) -> dict[str, int]:
+        """The attempts listed by the unresolved labels they carry (on themselves or on their
+        case), the commonest first; read once."""
+        if not hasattr(self, "_labels"):
+            self._labels = attempt_label_counts(self.attempts)
+        return self._labels
 
     def summary(self) -> dict[str, Any]:
         """The facets (each the commonest values first), the count of attempts and the count
@@ -458,7 +469,13 @@ class Search:
             Attempt.objects.filter(pk__in=chosen)
             .order_by(*self.query.order())
             .select_related("run")
-            .only(*ATTEMPT_FIELDS, "run__run_id", "run__commit", "run__started_at")
+            .only(
+                *ATTEMPT_FIELDS,
+                "run__run_id",
+                "run__commit",
+                "run__started_at",
+                "run__corpus_digest",
+            )
             .annotate(
                 outcome=verdicts.values("outcome")[:1],
                 clean=verdicts.values("clean")[:1],
@@ -486,7 +503,9 @@ class Search:
             for c in calls:
                 c.pieces = _first_snippet(words, c.text_part, c.arguments_part, c.result_part)
                 matched[c.attempt_id].append(c)
+        labels = attempt_labels(attempts)
         for a in attempts:
+            a.labels = labels.get(a.pk, [])
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
@@ -565,7 +584,12 @@ def attempt_identity(a: Attempt) -> dict[str, Any]:
 
 
 def attempt_fields(a: Attempt) -> dict[str, Any]:
-    return {**attempt_identity(a), "ended_by": a.ended_by, "verdict": a.outcome or ""}
+    return {
+        **attempt_identity(a),
+        "ended_by": a.ended_by,
+        "verdict": a.outcome or "",
+        "labels": " ".join(a.labels),
+    }
 
 
 def call_fields(c: Call) -> dict[str, Any]:

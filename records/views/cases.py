@@ -12,7 +12,7 @@ from django.template.loader import get_template
 from django.views.decorators.http import require_GET
 
 from records.queries import cases as q
-from records.queries.annotations import About
+from records.queries.annotations import About, case_labels, label_facet
 from records.views.access import query_form, read_access
 from records.views.annotations import annotation_panel
 from records.views.forms import SURFACE_CHOICES
@@ -30,6 +30,7 @@ class CasesForm(forms.Form):
     model = forms.CharField(required=False, max_length=500)
     surface = forms.ChoiceField(required=False, choices=[("", "any"), *SURFACE_CHOICES])
     flag = forms.ChoiceField(required=False, choices=[("", "any"), *((f, f) for f in q.FLAGS)])
+    label = forms.SlugField(required=False, max_length=40)
     sort = forms.ChoiceField(
         required=False,
         choices=[("", "")] + [(f"{s}{k}", f"{s}{k}") for k in q.SORTS for s in ("", "-")],
@@ -63,7 +64,8 @@ def cases(request: HttpRequest, form: CasesForm) -> HttpResponse:
     context: dict[str, Any] = {"form": form, "choice": choice, "flags": q.FLAGS}
     if choice is not None:
         corpus = q.corpus(choice)
-        shown = corpus.cases
+        labelled = case_labels(choice.digest)
+        shown = labelled_only(corpus.cases, labelled, form.cleaned_data.get("label") or "")
         flag = form.cleaned_data.get("flag")
         if flag:
             shown = [c for c in shown if getattr(c, flag)]
@@ -72,11 +74,17 @@ def cases(request: HttpRequest, form: CasesForm) -> HttpResponse:
         context.update(
             corpus=corpus,
             page=page,
-            lines=[(c, links(corpus, c)) for c in page.object_list],
+            lines=[(c, links(corpus, c), labelled.get(c.case, [])) for c in page.object_list],
+            label_counts=label_facet(labelled, (c.case for c in corpus.cases)),
             health=q.health(corpus),
             flag_counts=[(f, f.replace("_", " "), corpus.count(f)) for f in q.FLAGS],
         )
     return render(request, "records/cases/corpus.html", context)
+
+
+def labelled_only(cases: list[q.CaseLine], labelled: dict[str, list[str]], label: str):
+    """The cases carrying `label` unresolved (every case when no label is asked)."""
+    return [c for c in cases if label in labelled.get(c.case, ())] if label else cases
 
 
 def links(corpus: q.Corpus, line: q.CaseLine) -> dict[str, str]:
@@ -100,7 +108,17 @@ def cases_json(request: HttpRequest) -> HttpResponse:
     choice = form.choice()
     if choice is None:
         return JsonResponse({"error": "no corpus key is stored: name a digest"}, status=404)
-    return JsonResponse(q.as_json(q.corpus(choice)))
+    corpus = q.corpus(choice)
+    labelled = case_labels(choice.digest)
+    label = form.cleaned_data.get("label") or ""
+    data = q.as_json(corpus)
+    if label:
+        kept = {c.case for c in labelled_only(corpus.cases, labelled, label)}
+        data["cases"] = [c for c in data["cases"] if c["case"] in kept]
+    for c in data["cases"]:
+        c["labels"] = labelled.get(c["case"], [])
+    data["facets"] = {"label": label_facet(labelled, (c.case for c in corpus.cases))}
+    return JsonResponse(data)
 
 
 @require_GET
