@@ -391,7 +391,7 @@ def test_the_cases_page_and_its_json_filter_and_count_by_label(client, viewer, d
     only = client.get("/cases.json", {"digest": digest, "label": "corpus-bug"}).json()
     assert [c["case"] for c in only["cases"]] == [case]
     page = client.get("/cases/", {"digest": digest, "label": "corpus-bug"})
-    assert [c.case for c, _, _ in page.context["lines"]] == [case]
+    assert [c.case for c, _ in page.context["lines"]] == [case]
     assert "corpus-bug (1)" in page.content.decode()
     assert client.get("/cases.json", {"digest": digest, "label": "Not A Slug!"}).status_code == 400
 

@@ -16,7 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -254,25 +254,6 @@ def labelled(slug: str, prefix: str = "") -> Q:
         case=OuterRef(f"{prefix}case"),
     )
     return Q(Exists(on_attempt)) | Q(Exists(on_case))
-
-
-def attempt_label_counts(attempts: QuerySet) -> dict[str, int]:
-    """How many of `attempts` carry each label in use, the commonest first: one query for the
-    labels in use, and one more only when there are some."""
-    used = list(
-        Label.objects.filter(
-            Exists(live().filter(label=OuterRef("pk")).exclude(target=Target.MODE))
-        )
-        .order_by("order", "slug")
-        .values_list("slug", flat=True)
-    )
-    if not used:
-        return {}
-    sums = Attempt.objects.filter(pk__in=attempts.order_by().values("pk")).aggregate(
-        **{f"l{i}": Count("pk", filter=labelled(slug)) for i, slug in enumerate(used)}
-    )
-    counts = {slug: sums[f"l{i}"] for i, slug in enumerate(used) if sums[f"l{i}"]}
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def attempt_labels(attempts: Sequence[Attempt]) -> dict[int, list[str]]:

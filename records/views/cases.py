@@ -74,7 +74,8 @@ def cases(request: HttpRequest, form: CasesForm) -> HttpResponse:
         context.update(
             corpus=corpus,
             page=page,
-            lines=[(c, links(corpus, c), labelled.get(c.case, [])) for c in page.object_list],
+            lines=[(c, links(corpus, c)) for c in page.object_list],
+            labelled=labelled,
             label_counts=label_facet(labelled, (c.case for c in corpus.cases)),
             health=q.health(corpus),
             flag_counts=[(f, f.replace("_", " "), corpus.count(f)) for f in q.FLAGS],
