@@ -305,6 +305,17 @@ class ReviewItem:
     detail: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
 
+    DETAIL_SHOWN = 3
+
+    @property
+    def shown_detail(self) -> list[str]:
+        """The first few lines of the detail (a case is often alike for every model)."""
+        return self.detail[: self.DETAIL_SHOWN]
+
+    @property
+    def more_detail(self) -> int:
+        return max(0, len(self.detail) - self.DETAIL_SHOWN)
+
     @property
     def title(self) -> str:
         return KIND_TITLES.get(self.kind, self.kind)
