@@ -516,3 +516,14 @@ def test_a_known_flaky_label_excuses_a_planted_regression_and_nothing_else(demo)
     every = len(excused) == row["cases_regressed_total"]
     assert every == (row["cases_regressed_total"] == 1)
     assert excused_cases(digest, []) == {}
+
+
+def test_a_failure_modes_labels_are_read_by_its_id(db):
+    from records.queries.annotations import mode_labels, modes_annotated
+
+    write(About("mode", mode=MODE), Writer("w"), label=_label("corpus-bug"))
+    old, _ = write(About("mode", mode=MODE), Writer("w"), label=_label("expected"))
+    set_resolved(old, Writer("w"))
+    write(About("mode", mode="f" * 16), Writer("w"), note="a note, no label")
+    assert mode_labels([MODE, "f" * 16, "e" * 16]) == {MODE: ["corpus-bug"]}
+    assert modes_annotated([MODE, "f" * 16, "e" * 16]) == {MODE, "f" * 16}

@@ -239,6 +239,36 @@ def excused_cases(digest: str, cases: Sequence[str]) -> dict[str, Annotation]:
     return out
 
 
+# --- failure modes (by id: their own tables are the failure pages') -----------------------------
+
+
+def mode_labels(modes: Iterable[str]) -> dict[str, list[str]]:
+    """Per failure mode id, the unresolved labels it carries: for `/failures/`' column, facet
+    and `label=` filter (a mode carries `label` when `label in mode_labels(ids)[id]`). One
+    query."""
+    out: dict[str, list[str]] = defaultdict(list)
+    rows = (
+        live()
+        .filter(target=Target.MODE, mode__in=list(modes))
+        .order_by("label__order", "label__slug")
+        .values_list("mode", "label__slug")
+    )
+    for mode, slug in rows:
+        if slug not in out[mode]:
+            out[mode].append(slug)
+    return dict(out)
+
+
+def modes_annotated(modes: Iterable[str]) -> set[str]:
+    """The failure modes that carry any annotation: a new mode leaves the review queue once
+    someone has labelled it (as an item of kind "mode", `url` its `failure_mode_url`)."""
+    return set(
+        Annotation.objects.filter(target=Target.MODE, mode__in=list(modes)).values_list(
+            "mode", flat=True
+        )
+    )
+
+
 # --- attempts: the search's condition, facet and export column ----------------------------------
 
 
