@@ -527,3 +527,15 @@ def test_a_failure_modes_labels_are_read_by_its_id(db):
     write(About("mode", mode="f" * 16), Writer("w"), note="a note, no label")
     assert mode_labels([MODE, "f" * 16, "e" * 16]) == {MODE: ["corpus-bug"]}
     assert modes_annotated([MODE, "f" * 16, "e" * 16]) == {MODE, "f" * 16}
+
+
+def test_a_refused_form_sent_by_htmx_comes_back_in_place_saying_why(client, labeller, demo):
+    digest, case = _case_of(demo)
+    r = client.post(
+        "/annotations/",
+        {"target": "case", "digest": digest, "case": case, "link": "javascript:alert(1)"},
+        headers={"HX-Request": "true"},
+    )
+    body = r.content.decode()
+    assert r.status_code == 422 and body.lstrip().startswith('<section class="annotations"')
+    assert "http or https" in body and not Annotation.objects.exists()

@@ -123,6 +123,12 @@ def _written(request: HttpRequest, about: q.About, status: int = 200, **extra: A
     return redirect(q.evidence_url(Annotation(**about.fields())))
 
 
+def _refused(request: HttpRequest) -> int:
+    """A refused form's status: 400, or for htmx 422, which the page's script swaps in (the
+    panel then says what was wrong beside the form)."""
+    return 422 if is_partial(request) else 400
+
+
 def may_write(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """A form of the panel: a POST by an account holding `records.add_annotation`; anyone else
     is refused (403) before the view runs."""
@@ -157,7 +163,7 @@ def annotate(request: HttpRequest) -> HttpResponse:
             int(request.POST["attempt"]) if request.POST.get("attempt", "").isdigit() else None,
             request.POST.get("mode", ""),
         )
-        return _written(request, about, status=400, form=form)
+        return _written(request, about, status=_refused(request), form=form)
     d = form.cleaned_data
     q.write(
         form.about(),
@@ -175,7 +181,7 @@ def annotation_edit(request: HttpRequest, pk: int) -> HttpResponse:
     a = get_object_or_404(Annotation.objects.select_related("label"), pk=pk)
     form = ContentForm(request.POST)
     if not form.is_valid():
-        return _written(request, _about_of(a), status=400, form=form, editing=a.pk)
+        return _written(request, _about_of(a), status=_refused(request), form=form, editing=a.pk)
     d = form.cleaned_data
     q.edit(a, q.Writer.of_user(request.user), label=d["label"], note=d["note"], link=d["link"])
     return _written(request, _about_of(a))
