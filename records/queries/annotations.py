@@ -123,7 +123,7 @@ def write(
     about: About,
     by: Writer,
     *,
-    label: Label | None,
+    label: Label | None = None,
     note: str = "",
     link: str = "",
     client_key: str = "",
