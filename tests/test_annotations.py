@@ -539,3 +539,14 @@ def test_a_refused_form_sent_by_htmx_comes_back_in_place_saying_why(client, labe
     body = r.content.decode()
     assert r.status_code == 422 and body.lstrip().startswith('<section class="annotations"')
     assert "http or https" in body and not Annotation.objects.exists()
+
+
+def test_the_gates_words_for_excused_cases_keep_each_case_id_in_its_code_span(db):
+    from records.queries.annotations import excused_words
+
+    for case in ("MT-040", "a|b`c"):
+        write(About("case", "ab", case), Writer("w"), label=_label("known-flaky"))
+    words = excused_words(excused_cases("ab", ["MT-040", "a|b`c", "MT-041"]))
+    assert words.startswith("`MT-040`") or "`MT-040`" in words
+    assert words.endswith("excused as known-flaky") and "MT-041" not in words
+    assert "\\|" in words and excused_words({}) == ""

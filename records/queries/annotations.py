@@ -20,6 +20,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
+from records.formats.markdown import markdown_code
 from records.models import (
     Annotation,
     AnnotationChange,
@@ -267,6 +268,15 @@ def modes_annotated(modes: Iterable[str]) -> set[str]:
             "mode", flat=True
         )
     )
+
+
+def excused_words(excused: dict[str, Annotation]) -> str:
+    """What the gate's comment says of a row's excused cases, in Markdown (each case id in a
+    code span no character of it can leave): "`MT-040`, `MT-041` excused as known-flaky"."""
+    if not excused:
+        return ""
+    named = ", ".join(markdown_code(case, in_table=True) for case in sorted(excused))
+    return f"{named} excused as {EXCUSING}"
 
 
 # --- attempts: the search's condition, facet and export column ----------------------------------
