@@ -111,3 +111,41 @@ def test_a_note_is_added_in_place_on_a_cases_page(page):
     check_layout(page, url)
     _shoot(page, url, "case-annotated", full=False)
     assert page.problems == [], page.problems
+
+
+def test_labels_show_on_the_attempt_page_the_cases_page_and_the_search(page):
+    from records.models import Attempt, Label
+    from records.queries.annotations import About, Writer, write
+
+    run = page.runs["run-2026-11-23-f00dfa"]
+    attempt = Attempt.objects.filter(run=run).order_by("line").first()
+    flaky, bug = Label.objects.get(slug="known-flaky"), Label.objects.get(slug="model-error")
+    write(
+        About("case", run.corpus_digest, attempt.case),
+        Writer("ci"),
+        label=flaky,
+        note="`health` times out",
+    )
+    write(
+        About("attempt", attempt=attempt.pk), Writer("ci"), label=bug, link="https://ci.example/9"
+    )
+    url = f"/attempts/{attempt.pk}/"
+    check_layout(page, url)
+    page.goto(page.base + url)
+    panel = page.locator("#annotations")
+    assert (
+        "model-error" in panel.inner_text()
+        and panel.locator("a[href='https://ci.example/9']").count()
+    )
+    _shoot(page, url, "attempt-annotated", full=False)
+    cases = f"/cases/?digest={run.corpus_digest}&label=known-flaky"
+    check_layout(page, cases)
+    page.goto(page.base + cases)
+    assert page.locator("table.cases tbody tr").count() == 1
+    _shoot(page, cases, "cases-labelled", full=False)
+    check_layout(page, "/search/?label=known-flaky")
+    page.goto(page.base + "/search/?label=known-flaky")
+    assert page.locator("[data-facet=label]").count() == 1
+    assert page.locator("li.hit .label-known-flaky").count() >= 1
+    _shoot(page, "/search/?label=known-flaky", "search-labelled", full=False)
+    assert page.problems == [], page.problems
