@@ -288,7 +288,17 @@ def test_the_api_labels_an_attempt_and_a_failure_mode(client, demo, token):
         headers=token,
     )
     assert r.status_code == 201 and r.json()["url"].endswith(f"/failures/{MODE}/")
-    assert Annotation.objects.get(target="mode").mode == MODE
+    # What names another kind of target is not kept with it.
+    r = client.post(
+        "/api/v1/annotations",
+        {"target": "mode", "mode": MODE, "digest": "ab", "case": "c", "note": "n"},
+        content_type="application/json",
+        headers=token,
+    )
+    assert r.status_code == 201 and (r.json()["digest"], r.json()["case"]) == (None, None)
+    assert set(Annotation.objects.filter(target="mode").values_list("mode", "digest")) == {
+        (MODE, "")
+    }
 
 
 @pytest.mark.parametrize(

@@ -86,10 +86,10 @@ class AnnotationForm(ContentForm):
         target = d["target"]
         return q.About(
             target,
-            digest=d.get("digest") or "" if target == "case" else "",
-            case=d.get("case") or "" if target == "case" else "",
+            digest=(d.get("digest") or "") if target == "case" else "",
+            case=(d.get("case") or "") if target == "case" else "",
             attempt=d.get("attempt") if target == "attempt" else None,
-            mode=d.get("mode") or "" if target == "mode" else "",
+            mode=(d.get("mode") or "") if target == "mode" else "",
         )
 
 
