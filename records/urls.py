@@ -124,6 +124,7 @@ urlpatterns = [
     path("api/v1/runs/<str:run_id>/gate", gate.api_gate, name="api-gate"),
     path("cases/", cases.cases, name="cases"),
     path("cases.json", cases.cases_json, name="cases-json"),
+    path("cases.csv", cases.cases_csv, name="cases-csv"),
     path("cases/case/", cases.case_page, name="case"),
     path("publish/blocks.md", publish.publish_blocks, name="publish-blocks"),
     path("publish/model-results.json", publish.publish_record, name="publish-record"),

@@ -404,6 +404,14 @@ def test_the_cases_page_and_its_json_filter_and_count_by_label(client, viewer, d
     assert [c.case for c, _ in page.context["lines"]] == [case]
     assert "corpus-bug (1)" in page.content.decode()
     assert client.get("/cases.json", {"digest": digest, "label": "Not A Slug!"}).status_code == 400
+    text = b"".join(
+        client.get("/cases.csv", {"digest": digest, "label": "corpus-bug"}).streaming_content
+    ).decode()
+    (row,) = list(csv.DictReader(io.StringIO(text)))
+    assert (row["case"], row["labels"]) == (case, "corpus-bug")
+    every = b"".join(client.get("/cases.csv", {"digest": digest}).streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(every)))
+    assert len(rows) == len(data["cases"]) and {r["labels"] for r in rows} == {"", "corpus-bug"}
 
 
 # --- the review queue ---------------------------------------------------------------------------

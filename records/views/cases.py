@@ -15,6 +15,7 @@ from records.queries import cases as q
 from records.queries.annotations import About, case_labels, label_facet
 from records.views.access import query_form, read_access
 from records.views.annotations import annotation_panel
+from records.views.exports import export
 from records.views.forms import SURFACE_CHOICES
 
 CASES_PER_PAGE = 100
@@ -98,17 +99,11 @@ def links(corpus: q.Corpus, line: q.CaseLine) -> dict[str, str]:
     }
 
 
-@require_GET
-@read_access
-def cases_json(request: HttpRequest) -> HttpResponse:
-    """The corpus page as JSON; an invalid query is answered in JSON too, naming each field."""
-    form = CasesForm(request.GET)
-    if not form.is_valid():
-        errors = {name: " ".join(msgs) for name, msgs in form.errors.items()}
-        return JsonResponse({"error": "invalid query", "fields": errors}, status=400)
+def labelled_corpus(form: CasesForm) -> tuple[dict, str]:
+    """The corpus page's export (`/cases.json`'s answer) with each case's labels and the label
+    facet, only the cases carrying `label=` when it is set."""
     choice = form.choice()
-    if choice is None:
-        return JsonResponse({"error": "no corpus key is stored: name a digest"}, status=404)
+    assert choice is not None
     corpus = q.corpus(choice)
     labelled = case_labels(choice.digest)
     label = form.cleaned_data.get("label") or ""
@@ -119,7 +114,55 @@ def cases_json(request: HttpRequest) -> HttpResponse:
     for c in data["cases"]:
         c["labels"] = labelled.get(c["case"], [])
     data["facets"] = {"label": label_facet(labelled, (c.case for c in corpus.cases))}
-    return JsonResponse(data)
+    return data, label
+
+
+@require_GET
+@read_access
+def cases_json(request: HttpRequest) -> HttpResponse:
+    """The corpus page as JSON; an invalid query is answered in JSON too, naming each field."""
+    form = CasesForm(request.GET)
+    if not form.is_valid():
+        errors = {name: " ".join(msgs) for name, msgs in form.errors.items()}
+        return JsonResponse({"error": "invalid query", "fields": errors}, status=400)
+    if form.choice() is None:
+        return JsonResponse({"error": "no corpus key is stored: name a digest"}, status=404)
+    return JsonResponse(labelled_corpus(form)[0])
+
+
+# The CSV's columns: a case's figures over the runs chosen, as `/cases.json` names them.
+CSV_COLUMNS = (
+    "case",
+    "steps",
+    "attempts",
+    "difficulty",
+    "discrimination",
+    "flaky",
+    "flipped",
+    "never_passed",
+    "always_passed",
+)
+
+
+@require_GET
+@read_access
+@query_form(CasesForm)
+def cases_csv(request: HttpRequest, form: CasesForm) -> HttpResponse:
+    """The corpus page's cases as CSV, a row a case, with their labels (space-separated)."""
+    if form.choice() is None:
+        raise Http404("no corpus key is stored")
+    data, _ = labelled_corpus(form)
+    rows = (
+        {
+            **{k: c[k] for k in CSV_COLUMNS[:3]},
+            "clean": c["clean"][0],
+            "counted": c["clean"][1],
+            **{k: c[k] for k in CSV_COLUMNS[3:]},
+            "labels": " ".join(c["labels"]),
+        }
+        for c in data["cases"]
+    )
+    return export("csv", "cases", rows)
 
 
 @require_GET
