@@ -98,11 +98,12 @@ def annotation_panel(request: HttpRequest, about: q.About) -> dict[str, Any]:
     first, each with its note rendered and its history), the vocabulary, and whether the
     reader may write. A page includes it with one line:
     `{% include "records/annotations/_panel.html" with panel=annotations %}`."""
+    can_write = request.user.has_perm(WRITE)
     return {
         "about": about,
         "annotations": list(q.on(about)),
-        "labels": q.labels(),
-        "can_write": request.user.has_perm(WRITE),
+        "labels": q.labels() if can_write else [],  # for the forms, which only writers see
+        "can_write": can_write,
         "next": request.get_full_path(),
     }
 
