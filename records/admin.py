@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.utils import timezone
 
-from records.models import ApiToken, Run, ShardFile, Upload
+from records.models import Annotation, AnnotationChange, ApiToken, Label, Run, ShardFile, Upload
 
 
 @admin.register(ApiToken)
@@ -45,3 +45,37 @@ class RunAdmin(admin.ModelAdmin):
     list_display = ("run_id", "commit", "started_at", "tier", "attempt_count")
     search_fields = ("run_id", "commit")
     readonly_fields = [f.name for f in Run._meta.fields]
+
+
+@admin.register(Label)
+class LabelAdmin(admin.ModelAdmin):
+    """The triage vocabulary: a team adds its own words here."""
+
+    list_display = ("slug", "title", "order", "description")
+    list_editable = ("order",)
+    prepopulated_fields = {"slug": ("title",)}
+
+
+class AnnotationChangeInline(admin.TabularInline):
+    model = AnnotationChange
+    extra = 0
+    can_delete = False
+    readonly_fields = ("action", "by", "at", "before", "after")
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(admin.ModelAdmin):
+    """Annotations are written on the pages and by the API (each change kept); here they are
+    read."""
+
+    list_display = ("created_at", "target", "digest", "case", "attempt", "mode", "label", "author")
+    list_filter = ("target", "label", "resolved")
+    search_fields = ("case", "mode", "note", "author")
+    readonly_fields = [f.name for f in Annotation._meta.fields]
+    inlines = [AnnotationChangeInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False

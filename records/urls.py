@@ -5,6 +5,7 @@ from django.urls import include, path, register_converter
 from records.conformance import views as conformance
 from records.replays import views as replays
 from records.views import (
+    annotations,
     attempts,
     cases,
     compare,
@@ -123,6 +124,7 @@ urlpatterns = [
     path("api/v1/runs/<str:run_id>/gate", gate.api_gate, name="api-gate"),
     path("cases/", cases.cases, name="cases"),
     path("cases.json", cases.cases_json, name="cases-json"),
+    path("cases.csv", cases.cases_csv, name="cases-csv"),
     path("cases/case/", cases.case_page, name="case"),
     path("publish/blocks.md", publish.publish_blocks, name="publish-blocks"),
     path("publish/model-results.json", publish.publish_record, name="publish-record"),
@@ -131,4 +133,11 @@ urlpatterns = [
     path("search/", search.search, name="search"),
     path("search.json", search.search_json, name="search-json"),
     path("search.csv", search.search_csv, name="search-csv"),
+    path("annotations/", annotations.annotate, name="annotate"),
+    path("annotations/<int:pk>/", annotations.annotation_edit, name="annotation-edit"),
+    path(
+        "annotations/<int:pk>/resolve/", annotations.annotation_resolve, name="annotation-resolve"
+    ),
+    path("review/", annotations.review, name="review"),
+    path("api/v1/annotations", annotations.api_annotations, name="api-annotations"),
 ]

@@ -152,6 +152,7 @@ API_HEADINGS = """
 POST /api/v1/uploads
 GET /api/v1/uploads/<pk>
 POST /api/v1/conformance
+POST /api/v1/annotations
 GET /api/v1/runs/<run_id>/gate
 GET /runs.json
 GET /runs/<pk>/scores.json

@@ -29,7 +29,17 @@ def test_the_json_answer_names_each_attempt_and_its_matching_calls(client, store
     listed = {(a["run_id"], a["attempt"], i) for a in body["attempts"] for i in a["calls"]}
     assert listed == calls
     first = body["attempts"][0]
-    assert set(first) == {"run_id", "attempt", "case", "model", "surface", "repeat", "url", "calls"}
+    assert set(first) == {
+        "run_id",
+        "attempt",
+        "case",
+        "model",
+        "surface",
+        "repeat",
+        "url",
+        "calls",
+        "labels",
+    }
     pk = Attempt.objects.get(run__run_id=first["run_id"], key=first["attempt"]).pk
     assert first["url"] == f"http://testserver{reverse('records:attempt', args=[pk])}"
     assert body["facets"]["outcome"] == {"refused:invalid_params": len(calls)}

@@ -8,6 +8,7 @@ are computed once at ingest, in the database, so that pages never add up a whole
 from __future__ import annotations
 
 from records.formats.shard import ENDINGS
+from records.models.annotations import Annotation, AnnotationChange, Label
 from records.models.conformance import ConformanceResult, ConformanceRun, ConformanceSuite
 from records.models.fields import WholeJSONField
 from records.models.intake import ApiToken, AuditEvent, ShardFile, Upload
@@ -26,6 +27,8 @@ from records.models.scoring import (
 from records.search.models import SearchEntry
 
 __all__ = [
+    "Annotation",
+    "AnnotationChange",
     "ApiToken",
     "Attempt",
     "AuditEvent",
@@ -37,6 +40,7 @@ __all__ = [
     "CorpusKey",
     "ENDINGS",
     "KeyCase",
+    "Label",
     "ObsCorpus",
     "ObsReplay",
     "Provider",

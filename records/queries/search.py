@@ -19,7 +19,8 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
-from records.models import Attempt, Call, Run, Scoring, Turn, Verdict
+from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
+from records.queries.annotations import attempt_labels, labelled
 from records.search import engine
 from records.search.models import SearchCall
 from records.search.snippets import snippet
@@ -77,6 +78,9 @@ FACETS = (
     ("dispatched", "c", "dispatched_action"),
     ("outcome", "c", "outcome"),
 )
+# And the attempts by the unresolved labels they carry, on themselves or on their case (a facet
+# of its own: it reads the annotations, not a column).
+LABEL = "label"
 COUNT, CALL_COUNT = "count", "call_count"  # the summary's totals beside the facets
 PAGE = "page"  # and the ids of the page asked for (`Search`'s `window`)
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
@@ -106,6 +110,7 @@ class SearchQuery:
     hit: bool | None = None
     sort: str = ""
     q: str = ""
+    label: str = ""  # carried unresolved by the attempt or its case (`annotations.labelled`)
 
     @property
     def words(self) -> list[str]:
@@ -224,6 +229,8 @@ class Search:
             condition &= Q(**{f"{outer}__in": chosen.values("attempt")})
         if q.turn_status:
             condition &= Exists(Turn.objects.filter(attempt=OuterRef(outer), status=q.turn_status))
+        if q.label:
+            condition &= labelled(q.label, prefix)
         return condition
 
     def call_condition(self) -> Q | None:
@@ -305,7 +312,7 @@ class Search:
         the attempts selected first, so that condition is tested once an attempt, not once a
         call."""
         q = self.query
-        if q.verdict_condition() is None and not q.turn_status:
+        if q.verdict_condition() is None and not q.turn_status and not q.label:
             return SearchCall.objects.filter(self.attempt_condition("attempt__"))
         attempts = Attempt.objects.filter(self.attempt_condition()).values("pk")
         return SearchCall.objects.filter(attempt__in=attempts)
@@ -329,7 +336,7 @@ class Search:
         ending and verdict; calls (those that match, or every call of the attempts listed when
         the query asks nothing of calls) by tool, requested and dispatched action, outcome."""
         summary = self.summary()
-        return {name: summary[name] for name, _, _ in FACETS}
+        return {name: summary[name] for name, _, _ in FACETS} | {LABEL: summary[LABEL]}
 
     def summary(self) -> dict[str, Any]:
         """The facets (each the commonest values first), the count of attempts and the count
@@ -414,6 +421,11 @@ class Search:
             f"SELECT {totals} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM m",
             f"SELECT {totals + 1} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM c",
         ]
+        branches.append(
+            f"SELECT * FROM (SELECT {totals + 3} AS facet, value, n, ROW_NUMBER() OVER"
+            f" (ORDER BY n DESC, value) AS rank FROM ({self._labelled_sql()}) AS gl"
+            f" ORDER BY n DESC, value LIMIT {FACET_LIMIT}) AS fl"
+        )
         if self.window is not None:
             number, per_page = self.window
             by = ", ".join(f"{o} {way}" for o, (_, way) in zip(ordering, order, strict=True))
@@ -430,14 +442,34 @@ class Search:
         out: dict[str, Any] = {name: {} for name, _, _ in FACETS}
         out[COUNT] = out[CALL_COUNT] = 0
         out[PAGE] = []
+        out[LABEL] = {}
         for facet, value, n, _ in rows:
             if facet < totals:
                 out[FACETS[facet][0]][str(value)] = n
             elif facet == totals + 2:
                 out[PAGE].append(n)
+            elif facet == totals + 3:
+                out[LABEL][str(value)] = n
             else:
                 out[COUNT if facet == totals else CALL_COUNT] = n
         return out
+
+    @staticmethod
+    def _labelled_sql() -> str:
+        """The summary's label facet: per label, the attempts of `m` that carry it unresolved,
+        on themselves or on their case of their run's corpus digest (as `labelled` decides)."""
+        qn = connection.ops.quote_name
+        a, r, lab = (qn(m._meta.db_table) for m in (Annotation, Run, Label))
+        live = "NOT a.resolved AND a.label_id IS NOT NULL"
+        return (
+            f"SELECT l.slug AS value, COUNT(DISTINCT x.id) AS n FROM ("
+            f"SELECT m.id, a.label_id FROM m JOIN {a} a ON a.target = '{Annotation.Target.ATTEMPT}'"
+            f" AND a.attempt_id = m.id AND {live}"
+            f" UNION ALL SELECT m.id, a.label_id FROM m JOIN {r} r ON r.id = m.{qn('run')}"
+            f" JOIN {a} a ON a.target = '{Annotation.Target.CASE}' AND a.digest = r.corpus_digest"
+            f" AND a.{qn('case')} = m.{qn('case')} AND {live}"
+            f") AS x JOIN {lab} l ON l.id = x.label_id GROUP BY l.slug"
+        )
 
     def page(self, number: int, per_page: int) -> list[Attempt]:
         """One page of the attempts (newest run first, then file order), each with its
@@ -458,7 +490,13 @@ class Search:
             Attempt.objects.filter(pk__in=chosen)
             .order_by(*self.query.order())
             .select_related("run")
-            .only(*ATTEMPT_FIELDS, "run__run_id", "run__commit", "run__started_at")
+            .only(
+                *ATTEMPT_FIELDS,
+                "run__run_id",
+                "run__commit",
+                "run__started_at",
+                "run__corpus_digest",
+            )
             .annotate(
                 outcome=verdicts.values("outcome")[:1],
                 clean=verdicts.values("clean")[:1],
@@ -486,7 +524,11 @@ class Search:
             for c in calls:
                 c.pieces = _first_snippet(words, c.text_part, c.arguments_part, c.result_part)
                 matched[c.attempt_id].append(c)
+        # The labels of the page's attempts, unless the summary has counted none among them all.
+        counted = self._summary is not None and not self._summary[LABEL]
+        labels = {} if counted else attempt_labels(attempts)
         for a in attempts:
+            a.labels = labels.get(a.pk, [])
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
@@ -565,7 +607,12 @@ def attempt_identity(a: Attempt) -> dict[str, Any]:
 
 
 def attempt_fields(a: Attempt) -> dict[str, Any]:
-    return {**attempt_identity(a), "ended_by": a.ended_by, "verdict": a.outcome or ""}
+    return {
+        **attempt_identity(a),
+        "ended_by": a.ended_by,
+        "verdict": a.outcome or "",
+        "labels": " ".join(a.labels),
+    }
 
 
 def call_fields(c: Call) -> dict[str, Any]:

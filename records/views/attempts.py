@@ -23,6 +23,7 @@ from records.models import (
     Turn,
     Verify,
 )
+from records.queries.annotations import About, case_labels, case_url
 from records.queries.attempts import failing_step, neighbours, price_for, verdict_account
 from records.queries.cost import Tokens, cost_of
 from records.queries.trace import (
@@ -42,6 +43,7 @@ from records.views.access import (
     read_access,
     render_page,
 )
+from records.views.annotations import annotation_panel
 from records.views.exports import export, json_object_pieces, json_stream, raw_download
 from records.views.forms import TurnItemsForm
 from records.views.search import RunSearchForm
@@ -95,6 +97,9 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "facts": sorted((attempt.facts or {}).items()),
         "failing_step": failing,
         "target_call": target_call,
+        "annotations": annotation_panel(request, About("attempt", attempt=attempt.pk)),
+        "case_labels": case_labels(attempt.run.corpus_digest, [attempt.case]).get(attempt.case),
+        "case_url": case_url(attempt.run.corpus_digest, attempt.case),
         **_neighbours(request, attempt),
     }
     # A trace page followed in place asks for the trace alone.

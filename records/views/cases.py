@@ -12,7 +12,10 @@ from django.template.loader import get_template
 from django.views.decorators.http import require_GET
 
 from records.queries import cases as q
+from records.queries.annotations import About, case_labels, label_facet
 from records.views.access import query_form, read_access
+from records.views.annotations import annotation_panel
+from records.views.exports import export
 from records.views.forms import SURFACE_CHOICES
 
 CASES_PER_PAGE = 100
@@ -28,6 +31,7 @@ class CasesForm(forms.Form):
     model = forms.CharField(required=False, max_length=500)
     surface = forms.ChoiceField(required=False, choices=[("", "any"), *SURFACE_CHOICES])
     flag = forms.ChoiceField(required=False, choices=[("", "any"), *((f, f) for f in q.FLAGS)])
+    label = forms.SlugField(required=False, max_length=40)
     sort = forms.ChoiceField(
         required=False,
         choices=[("", "")] + [(f"{s}{k}", f"{s}{k}") for k in q.SORTS for s in ("", "-")],
@@ -61,7 +65,8 @@ def cases(request: HttpRequest, form: CasesForm) -> HttpResponse:
     context: dict[str, Any] = {"form": form, "choice": choice, "flags": q.FLAGS}
     if choice is not None:
         corpus = q.corpus(choice)
-        shown = corpus.cases
+        labelled = case_labels(choice.digest)
+        shown = labelled_only(corpus.cases, labelled, form.cleaned_data.get("label") or "")
         flag = form.cleaned_data.get("flag")
         if flag:
             shown = [c for c in shown if getattr(c, flag)]
@@ -71,10 +76,17 @@ def cases(request: HttpRequest, form: CasesForm) -> HttpResponse:
             corpus=corpus,
             page=page,
             lines=[(c, links(corpus, c)) for c in page.object_list],
+            labelled=labelled,
+            label_counts=label_facet(labelled, (c.case for c in corpus.cases)),
             health=q.health(corpus),
             flag_counts=[(f, f.replace("_", " "), corpus.count(f)) for f in q.FLAGS],
         )
     return render(request, "records/cases/corpus.html", context)
+
+
+def labelled_only(cases: list[q.CaseLine], labelled: dict[str, list[str]], label: str):
+    """The cases carrying `label` unresolved (every case when no label is asked)."""
+    return [c for c in cases if label in labelled.get(c.case, ())] if label else cases
 
 
 def links(corpus: q.Corpus, line: q.CaseLine) -> dict[str, str]:
@@ -87,6 +99,24 @@ def links(corpus: q.Corpus, line: q.CaseLine) -> dict[str, str]:
     }
 
 
+def labelled_corpus(form: CasesForm) -> tuple[dict, str]:
+    """The corpus page's export (`/cases.json`'s answer) with each case's labels and the label
+    facet, only the cases carrying `label=` when it is set."""
+    choice = form.choice()
+    assert choice is not None
+    corpus = q.corpus(choice)
+    labelled = case_labels(choice.digest)
+    label = form.cleaned_data.get("label") or ""
+    data = q.as_json(corpus)
+    if label:
+        kept = {c.case for c in labelled_only(corpus.cases, labelled, label)}
+        data["cases"] = [c for c in data["cases"] if c["case"] in kept]
+    for c in data["cases"]:
+        c["labels"] = labelled.get(c["case"], [])
+    data["facets"] = {"label": label_facet(labelled, (c.case for c in corpus.cases))}
+    return data, label
+
+
 @require_GET
 @read_access
 def cases_json(request: HttpRequest) -> HttpResponse:
@@ -95,10 +125,44 @@ def cases_json(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         errors = {name: " ".join(msgs) for name, msgs in form.errors.items()}
         return JsonResponse({"error": "invalid query", "fields": errors}, status=400)
-    choice = form.choice()
-    if choice is None:
+    if form.choice() is None:
         return JsonResponse({"error": "no corpus key is stored: name a digest"}, status=404)
-    return JsonResponse(q.as_json(q.corpus(choice)))
+    return JsonResponse(labelled_corpus(form)[0])
+
+
+# The CSV's columns: a case's figures over the runs chosen, as `/cases.json` names them.
+CSV_COLUMNS = (
+    "case",
+    "steps",
+    "attempts",
+    "difficulty",
+    "discrimination",
+    "flaky",
+    "flipped",
+    "never_passed",
+    "always_passed",
+)
+
+
+@require_GET
+@read_access
+@query_form(CasesForm)
+def cases_csv(request: HttpRequest, form: CasesForm) -> HttpResponse:
+    """The corpus page's cases as CSV, a row a case, with their labels (space-separated)."""
+    if form.choice() is None:
+        raise Http404("no corpus key is stored")
+    data, _ = labelled_corpus(form)
+    rows = (
+        {
+            **{k: c[k] for k in CSV_COLUMNS[:3]},
+            "clean": c["clean"][0],
+            "counted": c["clean"][1],
+            **{k: c[k] for k in CSV_COLUMNS[3:]},
+            "labels": " ".join(c["labels"]),
+        }
+        for c in data["cases"]
+    )
+    return export("csv", "cases", rows)
 
 
 @require_GET
@@ -132,6 +196,7 @@ def case_page(request: HttpRequest, form: CaseForm) -> HttpResponse:
             "line": line,
             "timelines": timelines,
             "links": links(corpus, line),
+            "annotations": annotation_panel(request, About("case", choice.digest, line.case)),
         },
     )
 

@@ -38,6 +38,7 @@ FACETS = [
     ("outcome", "Call outcome", "outcome"),
     ("ended_by", "Ended by", "ended_by"),
     ("verdict", "Verdict", "verdict"),
+    ("label", "Label", "label"),
 ]
 
 
@@ -81,6 +82,7 @@ class SearchForm(forms.Form):
         required=False, choices=[("", "any"), *((s, s) for s in TURN_STATUSES)]
     )
     verify = forms.ChoiceField(required=False, choices=[("", "any"), ("failed", "failed")])
+    label = forms.SlugField(required=False, max_length=40)
     # A score cell's drill links: a row of the score table, a column's hits or misses (read
     # from each run's latest scoring); they have no control of their own.
     row = forms.CharField(required=False, max_length=2000, widget=forms.HiddenInput)
@@ -141,6 +143,7 @@ class SearchForm(forms.Form):
             hit=_yes_no(d["hit"]),
             sort=d["sort"],
             q=d["q"],
+            label=d["label"],
         )
 
     # The parameters naming a verdict's outcome and a call's.
@@ -307,6 +310,7 @@ def search_json(request: HttpRequest) -> HttpResponse:
                     **attempt_identity(a),
                     "url": request.build_absolute_uri(reverse("records:attempt", args=[a.pk])),
                     "calls": [c.index for c in a.matched],
+                    "labels": a.labels,
                 }
                 for a in attempts
             ],

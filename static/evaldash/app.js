@@ -330,6 +330,8 @@
     ["k  or  ←", "previous attempt"],
     ["j  /  k", "next / previous row of a list; Enter opens it"],
     ["/", "search"],
+    ["j  /  k", "next / previous item (the review queue)"],
+    ["1 … 9", "label the item (the review queue)"],
     ["?", "this list of keys"],
     ["Esc", "close it"],
   ];
@@ -417,6 +419,38 @@
     row.scrollIntoView({ block: "nearest" });
     return true;
   }
+  // The review queue: j and k move between its items, a digit labels the current one (its
+  // button of that number, a real form, so the queue also works without this).
+  function reviewItems() { return Array.from(document.querySelectorAll("[data-review-item]")); }
+  function reviewMove(items, to) {
+    if (!items.length) return;
+    to = Math.max(0, Math.min(items.length - 1, to));
+    items.forEach(function (li, n) { li.classList.toggle("current", n === to); });
+    items[to].focus({ preventScroll: true });
+    items[to].scrollIntoView({ block: "nearest" });
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey) return;
+    if (!document.querySelector("[data-review]")) return;
+    var t = e.target;
+    if (t && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName))) return;
+    if (document.querySelector("dialog[open]")) return;
+    var items = reviewItems();
+    var at = items.findIndex(function (li) { return li.classList.contains("current"); });
+    if (e.key === "j" || e.key === "k") {
+      e.preventDefault();
+      reviewMove(items, at < 0 ? 0 : at + (e.key === "j" ? 1 : -1));
+    } else if (/^[1-9]$/.test(e.key) && at >= 0) {
+      var button = items[at].querySelector('button[data-key="' + e.key + '"]');
+      if (!button) return;
+      e.preventDefault();
+      // The item leaves the queue once labelled: the next one becomes current.
+      var rest = items.filter(function (li, n) { return n !== at; });
+      button.click();
+      reviewMove(rest, at);
+    }
+  });
+
   // A page the browser kept (its back-forward cache) shows the controls as last touched.
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
