@@ -568,3 +568,31 @@ def test_the_gates_words_for_excused_cases_keep_each_case_id_in_its_code_span(db
     assert words.startswith("`MT-040`") or "`MT-040`" in words
     assert words.endswith("excused as known-flaky") and "MT-041" not in words
     assert "\\|" in words and excused_words({}) == ""
+
+
+def test_the_gate_passes_a_row_whose_regressed_cases_are_all_known_flaky_and_says_so(demo, client):
+    _, raw = ApiToken.issue("ci")
+    auth = {"Authorization": f"Bearer {raw}"}
+    run, baseline = resolve(REGRESSED, BEFORE)
+    digest = run.corpus_digest
+    (row,) = gate(run, baseline, "Clean").regressed
+    every = row["cases_regressed"]
+    assert len(every) == row["cases_regressed_total"] > 1
+    # Labelling all but one is not enough: a real regression still fails the gate.
+    for case in every[:-1]:
+        write(About("case", digest, case), Writer("ci"), label=_label("known-flaky"))
+    assert not gate(run, baseline, "Clean").passed
+    # All of them known-flaky: the row is reported, excused, and the gate passes.
+    write(About("case", digest, every[-1]), Writer("ci"), label=_label("known-flaky"), note="#123")
+    result = gate(run, baseline, "Clean")
+    (excused,) = result.regressed
+    assert result.passed and excused["excused"] and set(excused["excused_by"]) == set(every)
+    assert "excused as known-flaky" in result.markdown() and "#123" in result.markdown()
+    answer = client.get(f"/api/v1/runs/{REGRESSED}/gate?baseline={BEFORE}", headers=auth).json()
+    assert answer["passed"] is True and answer["regressed"][0]["excused"] is True
+    # ignore_labels: the plain answer, as if no label existed.
+    plain = client.get(
+        f"/api/v1/runs/{REGRESSED}/gate?baseline={BEFORE}&ignore_labels=1", headers=auth
+    ).json()
+    assert plain["passed"] is False and plain["regressed"][0]["excused"] is False
+    assert not gate(run, baseline, "Clean", ignore_labels=True).passed

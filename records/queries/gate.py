@@ -25,6 +25,7 @@ from django.urls import reverse
 
 from records.formats.markdown import markdown_code
 from records.models import Run
+from records.queries.annotations import excused_cases, excused_words
 from records.queries.compare import case_flips
 from records.queries.decisions import RunDecision, decide
 from records.queries.runs import previous_runs
@@ -71,6 +72,7 @@ class GateResult:
     reason: str = ""  # why there is no baseline
     require_baseline: bool = False
     allow_empty: bool = False
+    ignore_labels: bool = False
     base_url: str = ""  # the dashboard's public address, for the comment's links
     decision: RunDecision | None = None
 
@@ -84,7 +86,12 @@ class GateResult:
             return not self.require_baseline
         if self.problem and not (self.allow_empty and not self.rows):
             return False
-        return not self.regressed
+        return not self.failing
+
+    @property
+    def failing(self) -> list[dict[str, Any]]:
+        """The regressed rows that fail the gate: all but those the team's labels excuse."""
+        return [r for r in self.regressed if not r["excused"]]
 
     @property
     def rule(self) -> str:
@@ -121,6 +128,7 @@ class GateResult:
             "reason": self.reason,
             "require_baseline": self.require_baseline,
             "allow_empty": self.allow_empty,
+            "ignore_labels": self.ignore_labels,
             "rule": self.rule,
             "rows_compared": self.rows,
             "regressed": self.regressed,
@@ -162,6 +170,7 @@ class GateResult:
             "| Interval (points) | p | Holm p | Test | Regressed cases |",
             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
         ]
+        excused = [r for r in self.regressed if r["excused"]]
         for r in self.regressed:
             low, high = r["interval_points"]
             key = r["key"]
@@ -177,6 +186,13 @@ class GateResult:
                 f"| {markdown_code(r['test'], in_table=True)} {r['coverage']} "
                 f"| {named or '-'}{f' and {more} more' if more > 0 else ''} |"
             )
+        if excused:
+            lines += ["", "Excused by the team's labels (these rows do not fail the gate):", ""]
+            lines += [
+                f"- {markdown_code(r['row'])}: {r['excused_words']}"
+                + (f" ({markdown_code(r['excused_note'])})" if r["excused_note"] else "")
+                for r in excused
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -187,8 +203,12 @@ def gate(
     *,
     require_baseline: bool = False,
     allow_empty: bool = False,
+    ignore_labels: bool = False,
     base_url: str = "",
 ) -> GateResult:
+    """The gate's answer for `run` against `baseline` on the given columns. A regressed row
+    whose regressed cases are all labelled known-flaky (unresolved) is reported, excused, and
+    does not fail the gate, unless `ignore_labels`."""
     titles = [column_titles] if isinstance(column_titles, str) else list(column_titles)
     titles = list(dict.fromkeys(titles or ["Clean"]))
     columns = []
@@ -202,6 +222,7 @@ def gate(
         titles,
         require_baseline=require_baseline,
         allow_empty=allow_empty,
+        ignore_labels=ignore_labels,
         base_url=base_url,
     )
     if baseline is None:
@@ -238,6 +259,10 @@ def gate(
                     "coverage": row.coverage,
                     "cases_regressed_total": 0,
                     "cases_regressed": [],
+                    "excused": False,
+                    "excused_by": {},
+                    "excused_words": "",
+                    "excused_note": "",
                 }
             )
     if regressed:
@@ -245,12 +270,30 @@ def gate(
         sa, sb = baseline.latest_scoring(), run.latest_scoring()
         assert sa is not None and sb is not None
         pairs = list(dict.fromkeys((row.baseline, row.candidate) for row, _ in regressed))
-        counts, changes = case_flips(sa, sb, pairs, limit=CASES_NAMED)
+        # Every regressed case of the regressed rows (regressions come first in each row's
+        # changes): the labels must excuse all of them, and the comment names the first few.
+        counts, changes = case_flips(sa, sb, pairs)
+        cases = {
+            row.baseline: [f.case for f in changes.get(row.baseline, []) if f.kind == "regressed"]
+            for row, _ in regressed
+        }
+        labels = (
+            {}
+            if ignore_labels
+            else excused_cases(
+                run.corpus_digest, sorted({c for found in cases.values() for c in found})
+            )
+        )
         for (row, _), r in zip(regressed, result.regressed, strict=True):
+            found = cases[row.baseline]
             r["cases_regressed_total"] = counts.get(row.baseline, {}).get("regressed", 0)
-            r["cases_regressed"] = [
-                f.case for f in changes.get(row.baseline, []) if f.kind == "regressed"
-            ]
+            r["cases_regressed"] = found[:CASES_NAMED]
+            excusing = {c: labels[c] for c in found if c in labels}
+            if found and len(excusing) == len(found) == r["cases_regressed_total"]:
+                r["excused"] = True
+                r["excused_by"] = {c: a.label.slug for c, a in excusing.items()}
+                r["excused_words"] = excused_words(excusing)
+                r["excused_note"] = next((a.note for a in excusing.values() if a.note), "")
     return result
 
 

@@ -13,7 +13,7 @@ from records.views.access import token_read
 def api_gate(request: HttpRequest, run_id: str) -> HttpResponse:
     """The CI gate as JSON, for an upload token."""
     flags = {}
-    for name in ("require_baseline", "allow_empty"):
+    for name in ("require_baseline", "allow_empty", "ignore_labels"):
         value = request.GET.get(name, "0")
         if value not in ("0", "1", "true", "false"):
             return JsonResponse(

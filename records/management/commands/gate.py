@@ -24,6 +24,11 @@ class Command(BaseCommand):
             help="fail when there is no earlier comparable run (default: pass, saying so)",
         )
         parser.add_argument(
+            "--ignore-labels",
+            action="store_true",
+            help="answer as if no case were labelled known-flaky (default: labels excuse rows)",
+        )
+        parser.add_argument(
             "--allow-empty",
             action="store_true",
             help="pass when no row of the two runs could be compared (default: fail, saying why)",
@@ -42,6 +47,7 @@ class Command(BaseCommand):
         column: list[str] | None,
         require_baseline: bool,
         allow_empty: bool,
+        ignore_labels: bool,
         base_url: str,
         **options,
     ) -> None:
@@ -51,6 +57,7 @@ class Command(BaseCommand):
                 column or ["Clean"],
                 require_baseline=require_baseline,
                 allow_empty=allow_empty,
+                ignore_labels=ignore_labels,
                 base_url=base_url,
             )
         except GateError as exc:
