@@ -71,6 +71,14 @@ class CaseFlip:
     before: str
     after: str
 
+    @property
+    def words(self) -> str:
+        return FLIP_WORDS.get(self.kind, self.kind)
+
+
+# How a case's change reads on a page: "regressed" and "improved" are the words of a row's
+# decision (`records.evidence`), never of a single case's count.
+FLIP_WORDS = {"regressed": "now failing", "fixed": "now passing"}
 
 FLIP_ORDER = [
     "regressed",
@@ -270,7 +278,8 @@ class RowComparison:
 
     @property
     def kind_counts(self) -> list[tuple[str, int]]:
-        return [(k, self.kinds[k]) for k in FLIP_ORDER if self.kinds.get(k)]
+        """Each kind of change with its count, as the page words it."""
+        return [(FLIP_WORDS.get(k, k), self.kinds[k]) for k in FLIP_ORDER if self.kinds.get(k)]
 
     @property
     def more_flips(self) -> int:
