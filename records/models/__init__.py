@@ -17,6 +17,8 @@ from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSu
 from records.models.scoring import (
     CaseFigure,
     CorpusKey,
+    FailureCount,
+    FailureMode,
     KeyCase,
     ScoreCase,
     ScoreRow,
@@ -36,6 +38,8 @@ __all__ = [
     "ConformanceSuite",
     "CorpusKey",
     "ENDINGS",
+    "FailureCount",
+    "FailureMode",
     "KeyCase",
     "ObsCorpus",
     "ObsReplay",
