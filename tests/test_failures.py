@@ -236,7 +236,7 @@ def test_the_new_modes_since_a_baseline_name_each_with_its_attempts(planted):
 
 def test_the_run_overview_names_the_modes_new_since_its_previous_run(client, viewer, planted):
     html = client.get(f"/runs/{planted[2].pk}/").content.decode()
-    assert "1 new failure mode,\n    2 attempts</a> since the previous run" in html
+    assert "1 new failure mode, 2 attempts</a> since the previous run" in html
     assert "/failures/?digest=b519a10571ab2192&amp;run=run-2&amp;run=run-3" in html
     assert (
         "No new failure mode since the previous run"
