@@ -11,6 +11,7 @@ by what a shard carries:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -941,6 +942,7 @@ _MIXED_ID = re.compile(r"\b(?=\w*\d)(?=\w*[A-Za-z])[\w-]*\d[\w-]*\b")
 _SPACE = re.compile(r"\s+")
 
 
+@functools.lru_cache(maxsize=4096)
 def normalise_message(text: str) -> str:
     """A failure's message with what varies from attempt to attempt taken out, so that one
     problem reads alike wherever it occurs ("project 42 not found" and "project 97 not found"
@@ -949,7 +951,8 @@ def normalise_message(text: str) -> str:
     `eval-group/eval-project` or `/api/v4/projects`) `<path>`; a UUID or a run of seven or more
     hex digits with both a digit and a letter `<id>`; a number (sign, digits, separators,
     decimals, exponent) `<n>`; a word mixing letters and digits (`ab12c`, `call_7`) `<id>`.
-    White space is collapsed and the message cut to 200 characters."""
+    White space is collapsed and the message cut to 200 characters. (A run repeats a few
+    messages over and over: the last few thousand are kept.)"""
     text = _QUOTED.sub("<q>", text)
     text = _URL.sub("<path>", text)
     text = _PATH.sub("<path>", text)
@@ -1046,6 +1049,12 @@ def mode_id(signature: dict[str, Any]) -> str:
     """The id of the failure mode a signature stands for: the first 16 hex digits of the
     sha256 of its canonical JSON (every part of `SIGNATURE_PARTS`, absent ones null, keys
     sorted, no spaces, UTF-8). Other records (annotations on modes) name a mode by it."""
-    sig = {part: signature.get(part) for part in SIGNATURE_PARTS}
-    text = json.dumps(sig, sort_keys=True, separators=(",", ":"))
+    return _mode_id(tuple(signature.get(part) for part in SIGNATURE_PARTS))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mode_id(parts: tuple[str | None, ...]) -> str:
+    text = json.dumps(
+        dict(zip(SIGNATURE_PARTS, parts, strict=True)), sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

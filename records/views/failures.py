@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 
 from django import forms
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -163,9 +163,7 @@ def failures_csv(request: HttpRequest, form: FailuresForm) -> HttpResponse:
 def failure_mode(request: HttpRequest, mode_id: str, form: FailuresForm) -> HttpResponse:
     stored = get_object_or_404(FailureMode, pk=mode_id)
     chosen = form.chosen()
-    mode = q.one_mode(chosen, mode_id)
-    if mode is None and not chosen.runs:
-        raise Http404("no run is chosen")
+    mode = q.one_mode(chosen, mode_id)  # None: no attempt of the filter failed in it
     page = Paginator(q.mode_attempts(chosen, mode_id), q.ATTEMPTS_PER_PAGE).get_page(
         form.cleaned_data.get("page") or 1
     )

@@ -1,0 +1,47 @@
+"""Failure modes across runs and one mode's page, in Chromium."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.browser.conftest import check_layout
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SHOTS = os.environ.get("EVALDASH_FAILURES_SCREENSHOTS", "")
+
+
+def _shoot(page, url: str, name: str) -> None:
+    if not SHOTS:
+        return
+    for width in (1440, 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.goto(page.base + url)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}.png"), full_page=True)
+        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}-top.png"))
+
+
+def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
+    digest = page.runs["run-2026-11-23-f00dfa"].corpus_digest
+    check_layout(page, f"/failures/?digest={digest}")
+    page.goto(page.base + f"/failures/?digest={digest}")
+    page.wait_for_selector("table.failures [data-plotly] .main-svg", timeout=15000)
+    assert "did not pass" in page.locator("p.summary").inner_text()
+    first = page.locator("table.failures tbody tr td.num a").first
+    attempts = first.inner_text()
+    first.click()
+    page.wait_for_selector("[data-plotly=mode-trend] .main-svg", timeout=15000)
+    assert "Failure mode" in page.locator("h1").inner_text()
+    assert attempts.replace(",", "") in page.locator("p.summary").inner_text().replace(",", "")
+    url = page.url.removeprefix(page.base)
+    check_layout(page, url)
+    # The attempts pager swaps in place, and a row opens its attempt at the verdict.
+    page.locator("#mode-attempts tbody tr td a").first.click()
+    page.wait_for_load_state("networkidle")
+    assert page.url.endswith("#verdict")
+    _shoot(page, f"/failures/?digest={digest}", "failures")
+    _shoot(page, url, "failure-mode")
+    assert page.problems == [], page.problems
