@@ -42,6 +42,14 @@ def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
     page.locator("#mode-attempts tbody tr td a").first.click()
     page.wait_for_load_state("networkidle")
     assert page.url.endswith("#verdict")
+    newest = page.runs["run-2026-11-24-ee1234"]
+    page.goto(page.base + f"/runs/{newest.pk}/")
+    line = page.locator("p.new-failures").inner_text()
+    assert "since the previous run" in line
+    page.locator("p.new-failures a").first.click()
+    page.wait_for_selector("table.failures")
+    assert "run=run-2026-11-24-ee1234" in page.url
+    _shoot(page, f"/runs/{newest.pk}/", "run-overview")
     _shoot(page, f"/failures/?digest={digest}", "failures")
     _shoot(page, url, "failure-mode")
     assert page.problems == [], page.problems
