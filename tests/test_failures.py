@@ -10,6 +10,8 @@ import json
 from datetime import datetime, timedelta
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from records.models import FailureCount, Run, ScoreRow, Scoring, Verdict
 from records.queries.failures import new_modes_since
@@ -302,3 +304,25 @@ def test_signatures_and_names_are_escaped(client, viewer, db):
     ingest_bytes(("modeleval-1.jsonl", shard))
     html = client.get("/failures/").content.decode()
     assert "<b>weak</b>" not in html and "&lt;b&gt;weak&lt;/b&gt;" in html
+
+
+def test_the_pages_queries_do_not_grow_with_the_runs(client, viewer, planted):
+    def count(path, **query):
+        with CaptureQueriesContext(connection) as seen:
+            assert client.get(path, {"digest": "b519a10571ab2192", **query}).status_code == 200
+        return len(seen)
+
+    mode = _by_case(_modes(client)["modes"])[("MT-040",)]["id"]
+    every = (count("/failures/"), count("/failures.json"), count(f"/failures/{mode}/"))
+    two = {"run": ["run-1", "run-2"]}
+    fewer = (
+        count("/failures/", **two),
+        count("/failures.json", **two),
+        count(f"/failures/{mode}/", **two),
+    )
+    assert every == fewer
+
+
+def test_the_failure_pages_need_read_access(client, planted):
+    answer = client.get("/failures/")
+    assert answer.status_code == 302 and "/login/" in answer["Location"]
