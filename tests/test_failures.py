@@ -326,3 +326,32 @@ def test_the_pages_queries_do_not_grow_with_the_runs(client, viewer, planted):
 def test_the_failure_pages_need_read_access(client, planted):
     answer = client.get("/failures/")
     assert answer.status_code == 302 and "/login/" in answer["Location"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_run_scored_by_the_scorer_processes_has_the_same_signatures(settings):
+    """A large run is scored in scorer processes, which read the failed checks' names
+    themselves: a verify line that failed names the check in the mode."""
+    ingest_bytes(("key.json", SAMPLE_KEY.read_bytes()))
+    lines = planted_shard(1).decode().splitlines()
+    failing = line("verify", attempt=f"run-1/{GOOD}/MT-002/r1", name="project 7 is gone")
+    failing["verify"].update(passed=False, detail="it was not there")
+    shard = encode([*lines[:-2], failing, *lines[-2:]])
+    report = ingest_bytes(("modeleval-1.jsonl", shard))
+    assert report.ok, report.refused
+    inline = {m: (n, sig) for m, n, sig in _stored_modes()}
+    settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0  # every run is large
+    run = Run.objects.get()
+    score_run(run, run.latest_scoring().key)
+    assert {m: (n, sig) for m, n, sig in _stored_modes()} == inline
+    checks = [sig for _, _, sig in _stored_modes() if sig["step"] == "check"]
+    assert [sig["check"] for sig in checks] == ["project 7 is gone"]
+
+
+def _stored_modes():
+    scoring = Run.objects.get().latest_scoring()
+    counts = {}
+    for v in Verdict.objects.filter(scoring=scoring).exclude(failure_mode=""):
+        n, _ = counts.get(v.failure_mode, (0, None))
+        counts[v.failure_mode] = (n + 1, v.signature)
+    return [(m, n, sig) for m, (n, sig) in sorted(counts.items())]
