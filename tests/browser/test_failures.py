@@ -53,3 +53,19 @@ def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
     _shoot(page, f"/failures/?digest={digest}", "failures")
     _shoot(page, url, "failure-mode")
     assert page.problems == [], page.problems
+
+
+def test_the_failure_modes_follow_a_dark_system_setting(page):
+    digest = page.runs["run-2026-11-23-f00dfa"].corpus_digest
+    page.emulate_media(color_scheme="dark")
+    page.goto(page.base + f"/failures/?digest={digest}")
+    page.wait_for_selector("table.failures [data-plotly] .main-svg", timeout=15000)
+    body = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+    parts = [float(x) for x in body[body.index("(") + 1 : body.index(")")].split(",")[:3]]
+    assert sum(parts) / 3 < 60
+    paper = page.locator("table.failures .main-svg rect.bg").first.get_attribute("style") or ""
+    assert "255, 255, 255" not in paper
+    if SHOTS:
+        page.screenshot(path=os.path.join(SHOTS, "failures-dark-1440.png"))
+    page.emulate_media(color_scheme="light")
+    assert page.problems == [], page.problems
