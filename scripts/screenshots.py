@@ -33,7 +33,7 @@ from records.devtools.servers import (  # noqa: E402 (the checkout is put on the
 
 def _pages() -> dict[str, str]:
     """Page name -> path, looked up in the demo data."""
-    from records.models import Attempt, CaseFigure, Run
+    from records.models import Attempt, CaseFigure, FailureCount, Run
 
     runs = list(Run.objects.order_by("started_at"))
     first, regressed = runs[0], runs[1]
@@ -63,6 +63,10 @@ def _pages() -> dict[str, str]:
         pages["case"] = f"/cases/case/?digest={regressed.corpus_digest}&case={case.case}"
     if failed:
         pages["attempt"] = f"/attempts/{failed.pk}/"
+    pages["failures"] = f"/failures/?digest={regressed.corpus_digest}"
+    mode = FailureCount.objects.filter(scoring__run=regressed).order_by("-attempts").first()
+    if mode:
+        pages["failure-mode"] = f"/failures/{mode.mode}/?digest={regressed.corpus_digest}"
     from urllib.parse import urlencode
 
     from records.queries.compare import compare_runs

@@ -542,7 +542,7 @@ def test_every_verdict_row_the_scorer_builds_is_the_declared_layout_of_the_table
 
 def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_between():
     """Chunks are read by id range; attempts of another run inside the range (ids taken by
-    two ingests at once) must not lend their calls or facts."""
+    two ingests at once) must not lend their calls, facts or failed checks."""
     from records.models import Run
     from records.scorer.score import CALL_COLUMNS
     from records.scoring import run as scores
@@ -558,14 +558,20 @@ def test_a_chunk_holds_the_rows_of_its_own_attempts_where_another_runs_ids_lie_b
         ids = set(mine.values_list("pk", flat=True))
         want_calls = sorted(Call.objects.filter(attempt__in=ids).values_list("attempt_id", "line"))
         want_facts = sorted(mine.filter(facts__isnull=False).values_list("pk", flat=True))
-        seen, calls, facts = [], [], []
-        for attempts, chunk_facts, chunk_calls in scores.chunks(run, load_demo_key(), chunk=7):
+        failed = Verify.objects.filter(attempt__in=ids, passed=False)
+        want_checks = sorted(failed.values_list("attempt_id", "name"))
+        seen, calls, facts, checks = [], [], [], []
+        for attempts, chunk_facts, chunk_calls, chunk_checks in scores.chunks(
+            run, load_demo_key(), chunk=7
+        ):
             seen += [a[0] for a in attempts]
             calls += [(c[0], c[1 + CALL_COLUMNS.index("line")]) for c in chunk_calls]
             facts += [f[0] for f in chunk_facts]
+            checks += chunk_checks
         assert sorted(seen) == sorted(ids)
         assert sorted(calls) == want_calls and want_calls
         assert sorted(facts) == want_facts and want_facts
+        assert sorted(checks) == want_checks
 
 
 def _last_turns_and_checks() -> bytes:

@@ -7,7 +7,7 @@ import pytest
 from django.db.models import Max, Sum
 
 from records.devtools.synth import MODELS
-from records.formats.rows import CONFIRMATIONS, COUNTS, TOKENS, VERDICT_FIELDS
+from records.formats.rows import CONFIRMATIONS, COUNTS, FAILURE_COLUMNS, TOKENS, VERDICT_FIELDS
 from records.models import CaseFigure, Run, ScoreCase, ScoreRow, Verdict
 from records.scorer.score import OUTCOMES
 from records.scoring.ranking import pair_tests, stored_pair_tests
@@ -134,7 +134,8 @@ def test_the_case_figures_are_those_read_from_the_verdicts_in_repeat_order(scori
 def _verdict(attempt: int, outcome: str, clean: bool, counted: bool) -> tuple:
     """A verdict row (`VERDICT_FIELDS`) of row "r", case "c"; no counts, one try."""
     head = ("r", "c", "m", "s", outcome, "", clean, clean, True, counted)
-    row = (attempt, *head, *[0] * len(COUNTS), None, 1, *[0] * len(TOKENS))
+    row = (attempt, *head, *[0] * len(COUNTS), *[""] * len(FAILURE_COLUMNS), None, 1)
+    row += (0,) * len(TOKENS)
     assert len(row) == len(VERDICT_FIELDS)
     return row
 

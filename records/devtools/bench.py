@@ -28,6 +28,7 @@ from urllib.parse import urlencode
 import orjson
 from django.conf import settings
 from django.db import connection, reset_queries
+from django.db.models import Sum
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
@@ -475,7 +476,7 @@ def corpus_store(tmp: Path, runs: int, attempts: int, say: Callable[[str], None]
     import random
     from datetime import timedelta
 
-    from records.models import CaseFigure, Scoring, ShardFile
+    from records.models import CaseFigure, FailureCount, Scoring, ShardFile
 
     say(f"building {runs} runs of {attempts:,} attempts for the corpus pages")
     path, key, _ = generate(tmp, 2000, run_id="bench-corpus-0", seed=500)
@@ -490,6 +491,16 @@ def corpus_store(tmp: Path, runs: int, attempts: int, say: Callable[[str], None]
     cases = [c.id for c in key.cases]
     rng = random.Random(500)
     CaseFigure.objects.filter(scoring=scoring).delete()
+    # The failure modes the real scoring met, by how many attempts fail in each: each copy's
+    # failed attempts are spread over them in those proportions.
+    real = dict(
+        FailureCount.objects.filter(scoring=scoring)
+        .values("mode")
+        .annotate(n=Sum("attempts"))
+        .values_list("mode", "n")
+    )
+    modes, weights = list(real), list(real.values())
+    FailureCount.objects.filter(scoring=scoring).delete()
     newest = first
     for n in range(runs):
         if n:
@@ -503,16 +514,35 @@ def corpus_store(tmp: Path, runs: int, attempts: int, say: Callable[[str], None]
             run.attempt_count = attempts
             run.save()
             scoring = Scoring.objects.create(
-                run=run, key=stored_key, scorer_version=scoring.scorer_version, verdict_count=1
+                run=run,
+                key=stored_key,
+                scorer_version=scoring.scorer_version,
+                verdict_count=1,
+                signed=True,
             )
             newest = run
         figures = []
+        failures: list[FailureCount] = []
         for case in cases:
             for model in models:
                 for surface in surfaces:
                     marks = "".join(
                         "1" if rng.random() < quality[model] else "0" for _ in range(repeat)
                     )
+                    failed: dict[str, int] = {}
+                    for mode in rng.choices(modes, weights, k=marks.count("0")) if modes else ():
+                        failed[mode] = failed.get(mode, 0) + 1
+                    failures += [
+                        FailureCount(
+                            scoring=scoring,
+                            mode=mode,
+                            model=model,
+                            surface=surface,
+                            case=case,
+                            attempts=n,
+                        )
+                        for mode, n in failed.items()
+                    ]
                     figures.append(
                         CaseFigure(
                             scoring=scoring,
@@ -527,38 +557,43 @@ def corpus_store(tmp: Path, runs: int, attempts: int, say: Callable[[str], None]
                         )
                     )
         CaseFigure.objects.bulk_create(figures, batch_size=2000)
+        FailureCount.objects.bulk_create(failures, batch_size=2000)
     if connection.vendor == "postgresql":
         # What autovacuum does within a minute of a load: statistics to plan on, and a
         # visibility map, so the pages read their figures from the index alone.
         with connection.cursor() as cursor:
-            cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(CaseFigure._meta.db_table)}")
+            for table in (CaseFigure, FailureCount):
+                cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(table._meta.db_table)}")
     return newest
 
 
 def corpus_pages(
     client: Any, runs: int = 50, attempts: int = 20_000, say: Callable[[str], None] = print
 ) -> dict[str, Any]:
-    """The corpus page and a case's page over `runs` runs of `attempts` attempts, against their
-    targets (500 ms and 200 ms), with their query counts."""
+    """The corpus page, a case's page and the failure modes over `runs` runs of `attempts`
+    attempts, against their targets (500 ms, 200 ms and 500 ms), with their query counts."""
     with tempfile.TemporaryDirectory() as tmp_name:
         newest = corpus_store(Path(tmp_name), runs, attempts, say)
     digest = newest.corpus_digest
-    from records.models import CaseFigure
+    from records.models import CaseFigure, FailureCount
 
     case = CaseFigure.objects.filter(scoring__run=newest).values_list("case", flat=True).first()
     urls = {
         "corpus page": f"/cases/?digest={digest}",
         "case page": "/cases/case/?" + urlencode({"digest": digest, "case": case}),
+        "failure modes": f"/failures/?digest={digest}",
     }
     times = page_times(client, urls)
     for name, cpu_ms in cpu_times(client, urls).items():
         times[name]["cpu_ms"] = cpu_ms
     times["corpus page"]["target_ms"] = 500
     times["case page"]["target_ms"] = 200
+    times["failure modes"]["target_ms"] = 500
     return {
         "runs": runs,
         "attempts_per_run": attempts,
         "case_figures": CaseFigure.objects.count(),
+        "failure_counts": FailureCount.objects.count(),
         "pages": times,
     }
 

@@ -201,6 +201,12 @@ CONFIRMATIONS = (
 COUNTS = (*ADDITIVE, *CONFIRMATIONS)
 TOKENS = ("input_tokens", "output_tokens", "cache_created_tokens", "cache_read_tokens")
 
+# What a verdict that did not pass failed on, past its outcome (`records.scorer.score.
+# failure_signature`): each part is a column `failure_<part>`, blank where the signature has
+# none, beside `failure_mode`, the mode's id (`mode_id`; blank for a passed verdict).
+FAILURE_PARTS = ("step", "tool", "action", "call_outcome", "argument", "check", "message")
+FAILURE_COLUMNS = ("failure_mode", *(f"failure_{part}" for part in FAILURE_PARTS))
+
 # A verdict row as the scorer's `score_chunk` builds it (its scoring's id goes first when it is stored); the
 # verdict table takes its columns from this declaration.
 VerdictRow = msgspec.defstruct(
@@ -218,6 +224,7 @@ VerdictRow = msgspec.defstruct(
         ("verified", bool),
         ("counted", bool),
         *((count, int) for count in COUNTS),
+        *((column, str) for column in FAILURE_COLUMNS),
         ("session", int | None),
         ("tries", int),
         *((tokens, int) for tokens in TOKENS),

@@ -18,6 +18,8 @@ from records.models.runs import Attempt, Call, Provider, Run, Session, SurfaceSu
 from records.models.scoring import (
     CaseFigure,
     CorpusKey,
+    FailureCount,
+    FailureMode,
     KeyCase,
     ScoreCase,
     ScoreRow,
@@ -39,6 +41,8 @@ __all__ = [
     "ConformanceSuite",
     "CorpusKey",
     "ENDINGS",
+    "FailureCount",
+    "FailureMode",
     "KeyCase",
     "Label",
     "ObsCorpus",

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from records.bulk.tables import Table
 from records.formats.corpus_key import KeyDocument, read_corpus_key
-from records.formats.rows import COUNTS, TOKENS, VerdictRow
+from records.formats.rows import COUNTS, FAILURE_PARTS, TOKENS, VerdictRow
 from records.models.fields import (
     HasPage,
     KeptFile,
@@ -110,6 +110,9 @@ class Scoring(models.Model):
     stale = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     verdict_count = models.IntegerField(default=0)
+    # Whether its verdicts carry failure signatures and its failure counts are kept: false for
+    # a scoring stored before they were made (a re-score fills them).
+    signed = models.BooleanField(default=False)
 
     objects = ScoringQuerySet.as_manager()
 
@@ -159,10 +162,28 @@ class Verdict(
             models.Index(fields=["scoring", "row_key"]),
             models.Index(fields=["scoring", "case"]),
             models.Index(fields=["scoring", "attempt"]),
+            # A failure mode's attempts (its page, the search for them): only the verdicts
+            # that did not pass are in it.
+            models.Index(
+                fields=["scoring", "failure_mode", "attempt"],
+                name="records_verdict_by_mode",
+                condition=~models.Q(failure_mode=""),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.attempt_id}: {self.outcome}"
+
+    @property
+    def signature(self) -> dict[str, str | None] | None:
+        """The verdict's failure signature (`records.scorer.score.failure_signature`), None for
+        a passed verdict or one scored before signatures were made."""
+        if not self.failure_mode:
+            return None
+        return {
+            "outcome": self.outcome,
+            **{part: getattr(self, f"failure_{part}") or None for part in FAILURE_PARTS},
+        }
 
 
 class ScoreRow(models.Model):
@@ -285,3 +306,60 @@ class CaseFigure(CaseOfRow):
 
     def __str__(self) -> str:
         return f"{self.case} {self.model} {self.surface}: {self.clean} / {self.counted}"
+
+
+class FailureMode(HasPage, models.Model):
+    """A failure signature (`records.scorer.score.failure_signature`), stored once under its id
+    (`mode_id`) the first time a scoring meets it: what a mode's page and the failures list
+    show of it. Its attempts are the verdicts whose `failure_mode` is this id."""
+
+    page = "records:failure-mode"
+
+    id = models.CharField(max_length=16, primary_key=True)
+    outcome = models.TextField()
+    step = models.TextField(blank=True)
+    tool = models.TextField(blank=True)
+    action = models.TextField(blank=True)
+    call_outcome = models.TextField(blank=True)
+    argument = models.TextField(blank=True)
+    # A field named `check` would hide the model's system checks.
+    check_name = models.TextField(blank=True)
+    message = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.id}: {self.outcome} {self.message}"
+
+    @property
+    def signature(self) -> dict[str, str | None]:
+        """The signature, absent parts None (as `mode_id` hashes it)."""
+        return {
+            "outcome": self.outcome,
+            **{part: getattr(self, MODE_FIELD.get(part, part)) or None for part in FAILURE_PARTS},
+        }
+
+
+# The field of `FailureMode` that holds a signature's part, where its name is not the part's.
+MODE_FIELD = {"check": "check_name"}
+
+
+class FailureCount(models.Model):
+    """How many attempts of a scoring failed in one mode, per model, surface and case, summed
+    once when the scoring is stored: what the failures list reads, never a verdict."""
+
+    scoring = per_case_of(Scoring, "failure_counts")
+    mode = models.CharField(max_length=16)
+    model = models.TextField()
+    surface = models.TextField()
+    case = models.TextField()
+    attempts = models.IntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["scoring", "mode", "model", "surface", "case", "attempts"],
+                name="records_failurecount_by_mode",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.mode} {self.case}: {self.attempts}"

@@ -108,6 +108,7 @@ class SearchQuery:
     row: str = ""  # a score table's row key
     column: str = ""  # with `hit`: the verdicts behind a column's numerator, or those that missed
     hit: bool | None = None
+    failure: str = ""  # a failure mode's id (`records.scorer.score.mode_id`)
     sort: str = ""
     q: str = ""
     label: str = ""  # carried unresolved by the attempt or its case (`annotations.labelled`)
@@ -128,6 +129,8 @@ class SearchQuery:
         if self.column and self.hit is not None:
             hit, miss = HITS[self.column]
             parts.append(hit if self.hit else miss)
+        if self.failure:
+            parts.append(Q(failure_mode=self.failure))
         if not parts:
             return None
         condition = parts[0]

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from records.formats.corpus_key import KeyDocument
+from records.formats.rows import FAILURE_PARTS
 from records.scorer.score import (
     COUNTED_APART,
     Aggregate,
@@ -22,18 +23,22 @@ from records.scorer.score import (
     AttemptVerdict,
     CallInput,
     ScoringError,
+    failure_signature,
+    mode_id,
     score_attempt,
 )
 
 _decode = msgspec.json.Decoder().decode
 
-# A chunk: (attempts, facts, calls), each a list of rows:
+# A chunk: (attempts, facts, calls, checks), each a list of rows:
 #   attempts: (pk, key, case, model, surface, mode, tier, ended_by, reason, row key,
 #              last turn has a tool call, failed checks,
 #              session id, tries, input, output, cache created, cache read tokens)
 #   facts:    (attempt pk, JSON text)
 #   calls:    (attempt pk, *CALL_COLUMNS), JSON as text, in (attempt, index, line) order
-Chunk = tuple[list[tuple], list[tuple], list[tuple]]
+#   checks:   (attempt pk, name) of each verify line that failed, in (attempt, line) order
+Chunk = tuple[list[tuple], list[tuple], list[tuple], list[tuple]]
+_NOT_FAILED = ("",) * (1 + len(FAILURE_PARTS))
 
 
 def _json(text: str | None) -> Any:
@@ -73,7 +78,10 @@ def _scored(
 ) -> Iterator[tuple[tuple, AttemptVerdict] | tuple[None, int]]:
     """Each attempt of `chunk` in turn: scored, its verdict row and verdict; skipped, None and
     why (`_RETIRED`, `_UNKNOWN` or `_UNSCOREABLE`)."""
-    attempts, facts_rows, call_rows = chunk
+    attempts, facts_rows, call_rows, check_rows = chunk
+    checks: dict[int, list[str]] = defaultdict(list)
+    for attempt_pk, name in check_rows:
+        checks[attempt_pk].append(name)
     facts = {pk: _json(text) for pk, text in facts_rows}
     calls: dict[int, list[CallInput]] = defaultdict(list)
     for attempt_pk, *row in call_rows:
@@ -107,6 +115,7 @@ def _scored(
             last_turn_has_tool_call=None if last_has_call is None else bool(last_has_call),
             # Only whether every check held is read (C.5), so the failures stand for them all.
             verifies=[False] * failed_checks,
+            failed_checks=checks.get(pk, []),
         )
         try:
             v = score_attempt(a, doc)
@@ -118,6 +127,12 @@ def _scored(
         agg = Aggregate()
         agg.add(v)
         r = agg.ratios
+        sig = failure_signature(a, v)
+        failure = (
+            _NOT_FAILED
+            if sig is None
+            else (mode_id(sig), *(sig[part] or "" for part in FAILURE_PARTS))
+        )
         yield (
             (
                 pk,
@@ -147,6 +162,7 @@ def _scored(
                 agg.confirmations.get("unaided", 0),
                 agg.confirmations.get("server-aided", 0),
                 agg.confirmations.get("never", 0),
+                *failure,
                 *attempt[12:],
             ),
             v,

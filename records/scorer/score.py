@@ -11,7 +11,11 @@ by what a shard carries:
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +24,7 @@ import msgspec
 import orjson
 
 from records.formats.corpus_key import Arg, Catalog, CatalogEntry, KeyDocument, Step
+from records.formats.rows import FAILURE_PARTS
 from records.formats.shard import CallLine
 
 # Stored with each scoring. Change it with any change to what the scorer finds of an attempt,
@@ -104,6 +109,7 @@ class AttemptInput:
     calls: list[CallInput] = field(default_factory=list)
     last_turn_has_tool_call: bool | None = None  # None: the attempt has no turn lines
     verifies: list[bool] = field(default_factory=list)
+    failed_checks: list[str] = field(default_factory=list)  # the names of those that failed
 
 
 # --- Go-compatible number parse (G.15) --------------------------------------------------------
@@ -908,6 +914,147 @@ def attempt_inputs(shard: Any) -> list[AttemptInput]:
                 if last is None
                 else any(b.get("kind") == "tool_call" for b in last[1].get("blocks", [])),
                 verifies=[v.get("passed", False) for _, v in rec.verifies],
+                failed_checks=[v["name"] for _, v in rec.verifies if not v.get("passed", False)],
             )
         )
     return out
+
+
+# --- failure signatures -----------------------------------------------------------------------
+
+# A signature's parts, in the order pages and exports show them; `mode_id` hashes them all.
+SIGNATURE_PARTS = ("outcome", *FAILURE_PARTS)
+# Where the first thing that went wrong lies (a signature's `step`).
+STEP_KINDS = ("call", "check", "ending")
+MESSAGE_MAX = 200
+
+# The message rule's patterns, applied in this order (each placeholder is left alone by the
+# patterns after it).
+_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^'\s][^']*'|`[^`]*`|«[^»]*»|“[^”]*”")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
+_PATH = re.compile(r"(?<![\w<])(?:[\w.~-]+)?(?:/[\w.~%+@:-]+)+/?")
+_UUID = re.compile(
+    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+)
+_HEX_ID = re.compile(r"\b(?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{7,}\b")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d_,]*(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")
+_MIXED_ID = re.compile(r"\b(?=\w*\d)(?=\w*[A-Za-z])[\w-]*\d[\w-]*\b")
+_SPACE = re.compile(r"\s+")
+
+
+@functools.lru_cache(maxsize=4096)
+def normalise_message(text: str) -> str:
+    """A failure's message with what varies from attempt to attempt taken out, so that one
+    problem reads alike wherever it occurs ("project 42 not found" and "project 97 not found"
+    are one message, "project <n> not found"). In this order: a quoted value ("..", '..', `..`,
+    «..», “..”) becomes `<q>`; a URL or a path (anything with a slash between names, such as
+    `eval-group/eval-project` or `/api/v4/projects`) `<path>`; a UUID or a run of seven or more
+    hex digits with both a digit and a letter `<id>`; a number (sign, digits, separators,
+    decimals, exponent) `<n>`; a word mixing letters and digits (`ab12c`, `call_7`) `<id>`.
+    White space is collapsed and the message cut to 200 characters. (A run repeats a few
+    messages over and over: the last few thousand are kept.)"""
+    text = _QUOTED.sub("<q>", text)
+    text = _URL.sub("<path>", text)
+    text = _PATH.sub("<path>", text)
+    text = _UUID.sub("<id>", text)
+    text = _HEX_ID.sub("<id>", text)
+    text = _NUMBER.sub("<n>", text)
+    text = _MIXED_ID.sub("<id>", text)
+    return _SPACE.sub(" ", text).strip()[:MESSAGE_MAX]
+
+
+def _action_of(requested: str, dispatched: str) -> str | None:
+    """A call's action as a signature spells it: the one action when only one is recorded or
+    both agree, `requested>dispatched` when the server ran another."""
+    if requested and dispatched and requested != dispatched:
+        return f"{requested}>{dispatched}"
+    return dispatched or requested or None
+
+
+def failure_signature(a: AttemptInput, v: AttemptVerdict) -> dict[str, str | None] | None:
+    """What a verdict that did not pass (any outcome but `completed`) failed on, as a
+    signature: None for a passed one. The rule, from the records alone:
+
+    * `outcome`: the verdict's outcome.
+    * `step`, where the first thing that went wrong lies: `ending` when the runner's recorded
+      ending is the outcome (C.1: skipped, provider_error, harness_error, malformed,
+      over_budget); else `call` for the first step of the case, in order, that was not
+      observed or not complete (the step the outcome's reason names); else `check` (every step
+      held and a verify check did not).
+    * for a `call`: `tool`, `action` and `call_outcome` of the call that reached the step (its
+      requested action, or `requested>dispatched` when the server ran another); for a step no
+      call reached, `tool` and `action` of the call made instead (the first call after the
+      previous step's that looked nothing up), with no call outcome; `argument`, the name of
+      the first argument compared and not matched; `message`, the step's reason.
+    * for a `check`: `check`, the name of the first check that failed; `message`, the
+      verdict's reason.
+    * for an `ending`: `message`, the runner's reason (else the verdict's).
+
+    Every message is `normalise_message`d; an absent part is None. `mode_id` names the mode a
+    signature stands for."""
+    if v.outcome == "completed":
+        return None
+    sig: dict[str, str | None] = dict.fromkeys(SIGNATURE_PARTS)
+    sig["outcome"] = v.outcome
+    if a.ended_by in RECORDED_ENDINGS:
+        sig["step"] = "ending"
+        sig["message"] = normalise_message(a.reason or v.reason) or None
+        return sig
+    previous_call = 0
+    for s in v.steps:
+        if s.observed and s.complete:
+            if s.reached:
+                previous_call = max(previous_call, s.call_index)
+            continue
+        sig["step"] = "call"
+        if s.reached:
+            sig["tool"] = _tool_at(a.calls, s.call_index, s.call_line)
+            sig["action"] = _action_of(s.requested, s.dispatched)
+            sig["call_outcome"] = s.call_outcome or None
+            sig["argument"] = next((x.name for x in s.args if x.compared and not x.matched), None)
+        else:
+            instead = next(
+                (
+                    c
+                    for c in sorted(a.calls, key=lambda c: c.index)
+                    if c.index > previous_call and DISCOVERY_TOOL not in (c.tool, c.dispatched_tool)
+                ),
+                None,
+            )
+            if instead is not None:
+                sig["tool"] = instead.tool or None
+                sig["action"] = _action_of(instead.requested_action, instead.dispatched_action)
+        reason = s.reason
+        if not s.observed:
+            reason = "the call's dispatch was never observed"
+        sig["message"] = normalise_message(reason or v.reason) or None
+        return sig
+    if not v.verified:
+        sig["step"] = "check"
+        sig["check"] = a.failed_checks[0] if a.failed_checks else None
+    else:
+        sig["step"] = "ending"
+    sig["message"] = normalise_message(v.reason) or None
+    return sig
+
+
+def _tool_at(calls: list[CallInput], index: int, line: int) -> str | None:
+    for c in calls:
+        if c.index == index and c.line == line:
+            return c.tool or None
+    return None
+
+
+def mode_id(signature: dict[str, Any]) -> str:
+    """The id of the failure mode a signature stands for: the first 16 hex digits of the
+    sha256 of its canonical JSON (every part of `SIGNATURE_PARTS`, absent ones null, keys
+    sorted, no spaces, UTF-8). Other records (annotations on modes) name a mode by it."""
+    return _mode_id(tuple(signature.get(part) for part in SIGNATURE_PARTS))
+
+
+@functools.lru_cache(maxsize=4096)
+def _mode_id(parts: tuple[str | None, ...]) -> str:
+    text = json.dumps(
+        dict(zip(SIGNATURE_PARTS, parts, strict=True)), sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]

@@ -20,7 +20,7 @@ from records.bulk.apart import Reader, reader
 from records.bulk.sqlite import checkpoints
 from records.bulk.tables import Table, analyze_if_large, gc_paused
 from records.formats.corpus_key import CorpusKeyError, KeyDocument, key_to_json, read_corpus_key
-from records.formats.rows import VERDICT_FIELDS
+from records.formats.rows import FAILURE_COLUMNS, VERDICT_FIELDS
 from records.models import (
     Attempt,
     Call,
@@ -33,6 +33,7 @@ from records.models import (
     Session,
     Upload,
     Verdict,
+    Verify,
 )
 from records.scorer.batch import Chunk, account_chunk, score_chunk
 from records.scorer.score import (
@@ -40,6 +41,7 @@ from records.scorer.score import (
     SCORER_VERSION,
     ScoringError,
 )
+from records.scoring.failures import store_failures
 from records.scoring.ranking import store_row_statistics
 from records.scoring.refusals import provenance_refusal
 from records.scoring.sums import ScoringSums
@@ -274,7 +276,7 @@ def _chunk_reads(
         c.id for c in doc.cases if any(a.truth.kind == "produced" for s in c.steps for a in s.args)
     }
     qn = connection.ops.quote_name
-    a_t, c_t = (qn(m._meta.db_table) for m in (Attempt, Call))
+    a_t, c_t, v_t = (qn(m._meta.db_table) for m in (Attempt, Call, Verify))
     # By the range of ids alone, as the calls are: with the run's id too, SQLite took the run's
     # index and read every attempt of the run for each chunk.
     facts_sql = (
@@ -292,6 +294,11 @@ def _chunk_reads(
     calls_sql = (
         f"SELECT attempt_id, {columns} FROM {c_t} WHERE attempt_id >= %s AND attempt_id <= %s "
         f"ORDER BY attempt_id, {qn('index')}, line"
+    )
+    # The names of the failed checks, for a failure's signature: read only for a chunk with one.
+    checks_sql = (
+        f"SELECT attempt_id, name FROM {v_t} WHERE attempt_id >= %s AND attempt_id <= %s "
+        f"AND passed = %s ORDER BY attempt_id, line"
     )
     for start in range(0, len(rows), chunk):
         attempts = []
@@ -316,7 +323,9 @@ def _chunk_reads(
             result = "NULL"
         facts = (facts_sql, [lo, hi])
         calls = (calls_sql.replace("{result}", result), [*reading, lo, hi])
-        yield ChunkRead(attempts, facts, calls, mine)
+        failed = any(a[11] for a in attempts)
+        checks = (checks_sql, [lo, hi, False]) if failed else None
+        yield ChunkRead(attempts, facts, calls, mine, checks)
 
 
 def _read_here(spec: ChunkRead) -> Chunk:
@@ -340,7 +349,13 @@ def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
 # What scoring an attempt again must give for its account to stand for the stored verdict, each
 # column by its place in the verdict row and its name: every column but the row key (its
 # placement among the run's other attempts, which the account does not depend on).
-_ACCOUNTED = [(i, name) for i, name in enumerate(VERDICT_FIELDS) if name != "row_key"]
+# The failure signature is left out too: it is made from the figures compared, and a scoring
+# stored before signatures were made has none.
+_ACCOUNTED = [
+    (i, name)
+    for i, name in enumerate(VERDICT_FIELDS)
+    if name != "row_key" and name not in FAILURE_COLUMNS
+]
 _RESCORE = "a re-score of the run shows them"
 
 
@@ -522,7 +537,7 @@ def _score(
         skipped_retired = skipped_unknown = skipped_refused = 0
         with transaction.atomic():
             scoring = Scoring.objects.create(
-                run=run, key=key, scorer_version=SCORER_VERSION, stale=stale
+                run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, signed=True
             )
             attempts = _attempt_rows(run)
             repeats = {row[0]: row[-1] for row in attempts}
@@ -558,6 +573,7 @@ def _score(
         analyze_if_large(count, (Verdict, ScoreCase))
         store_row_statistics(scoring, sums.per_case())
         CaseFigure.objects.store_for(scoring, sums.marks())
+        store_failures(scoring, sums)
         notes = []
         if skipped_retired:
             notes.append(f"{skipped_retired} attempt(s) name retired cases and are not scored")

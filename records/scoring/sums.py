@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from operator import add, itemgetter
 from typing import Any
 
-from records.formats.rows import ADDITIVE, CONFIRMATIONS, TOKENS, VERDICT_FIELDS
+from records.formats.rows import ADDITIVE, CONFIRMATIONS, FAILURE_COLUMNS, TOKENS, VERDICT_FIELDS
 from records.scorer.score import OUTCOMES
 
 # What a (row key, case) cell sums, in this order: how many of its verdicts were counted, clean
@@ -35,6 +35,7 @@ _values = itemgetter(*(VERDICT_FIELDS.index(_COLUMN[n]) for n in _SUMMED_COLUMNS
 _AT = {name: i for i, name in enumerate(VERDICT_FIELDS)}
 _OUTCOME_AT = {o: len(_SUMMED_COLUMNS) + i for i, o in enumerate(OUTCOMES)}
 _ZERO = (0,) * len(CELL)
+_signature_of = itemgetter(_AT["outcome"], *(_AT[c] for c in FAILURE_COLUMNS[1:]))
 _REPEAT_AT = 2 + 63  # an attempt's id takes 63 bits (a signed 64-bit column), its mark 2
 _MARKS = "-01"  # counted apart, counted and not clean, clean
 
@@ -74,6 +75,10 @@ class ScoringSums:
         # Each attempt's mark as one int, (repeat, attempt id, mark) in that order of bits, so
         # they sort in repeat order: one small object each, not a tuple of three.
         self._marks: dict[tuple[str, str], list[int]] = {}
+        # Attempts per (failure mode, model, surface, case), and each mode's signature parts
+        # (outcome first, then `FAILURE_COLUMNS` past the mode).
+        self._failures: dict[tuple[str, str, str, str], int] = {}
+        self._signatures: dict[str, tuple[str, ...]] = {}
 
     def add(self, rows: Iterable[tuple], repeats: Mapping[int, int]) -> None:
         """Verdict rows (`VERDICT_FIELDS`); `repeats`: each attempt's repeat, by its id."""
@@ -87,6 +92,9 @@ class ScoringSums:
         i_model, i_surface, i_session = at["model"], at["surface"], at["session"]
         i_counted, i_clean = at["counted"], at["clean"]
         cells, totals, keyed, marks = self._cells, self._totals, self._rows, self._marks
+        failures, signatures = self._failures, self._signatures
+        i_mode = at["failure_mode"]
+        signed = _signature_of
         for r in rows:
             cell_key = (r[i_key], r[i_case])
             cell = cells.get(cell_key)
@@ -105,6 +113,23 @@ class ScoringSums:
             pk = r[i_attempt]
             mark = (2 if r[i_clean] else 1) if r[i_counted] else 0
             marks.setdefault(cell_key, []).append((repeats[pk] << _REPEAT_AT) | (pk << 2) | mark)
+            mode = r[i_mode]
+            if mode:
+                failure = (mode, r[i_model], r[i_surface], r[i_case])
+                failures[failure] = failures.get(failure, 0) + 1
+                if mode not in signatures:
+                    signatures[mode] = signed(r)
+
+    def failures(self) -> Iterator[tuple[str, str, str, str, int]]:
+        """(failure mode, model, surface, case, attempts) of the verdicts that did not pass, in
+        that order."""
+        for key in sorted(self._failures):
+            yield (*key, self._failures[key])
+
+    def signatures(self) -> dict[str, tuple[str, ...]]:
+        """Each failure mode met: its signature as (outcome, step, tool, action, call outcome,
+        argument, check, message), blank where absent."""
+        return dict(self._signatures)
 
     def _cell(self, key: tuple[str, str]) -> dict[str, int]:
         return {**dict(zip(CELL, self._cells[key], strict=True)), "total": self._totals[key]}

@@ -19,24 +19,28 @@ from records.scorer.score import ScoringError
 
 
 class ChunkRead(NamedTuple):
-    """A chunk's attempts as rows, and the two statements reading the rest of what the scorer
-    needs of them, each (SQL with %s parameters, parameters)."""
+    """A chunk's attempts as rows, and the statements reading the rest of what the scorer
+    needs of them, each (SQL with %s parameters, parameters); `checks` None when none of the
+    chunk's attempts has a failed check."""
 
     attempts: list[tuple]
     facts: tuple[str, list[Any]]
     calls: tuple[str, list[Any]]
     mine: list[int] | None  # where other runs' attempts lie in the range: this chunk's ids
+    checks: tuple[str, list[Any]] | None = None
 
 
 def read_chunk(fetch: Fetch, spec: ChunkRead) -> Chunk:
     """The chunk to score, its statements run by `fetch(sql, params)`."""
-    attempts, facts, calls, mine = spec
+    attempts, facts, calls, mine, checks = spec
     fact_rows, call_rows = fetch(*facts), fetch(*calls)
+    check_rows = fetch(*checks) if checks is not None else []
     if mine is not None:
         ids = set(mine)
         fact_rows = [r for r in fact_rows if r[0] in ids]
         call_rows = [r for r in call_rows if r[0] in ids]
-    return attempts, fact_rows, call_rows
+        check_rows = [r for r in check_rows if r[0] in ids]
+    return attempts, fact_rows, call_rows, check_rows
 
 
 def score_worker(

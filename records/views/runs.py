@@ -31,6 +31,7 @@ from records.models import (
 )
 from records.queries.answers import answers
 from records.queries.cost import run_figures, sort_figures
+from records.queries.failures import new_failures
 from records.queries.overview import boards as overview_boards
 from records.queries.runs import (
     column_over,
@@ -219,6 +220,7 @@ def run_overview(request: HttpRequest, pk: int, form: ColumnForm) -> HttpRespons
     context.update(column=column, column_key=COLUMN_BY_TITLE[column], columns=COLUMN_TITLES)
     if usable:
         context["boards"] = overview_boards(usable, ranking_groups(score_groups(usable)), column)
+        context["new_failures"] = new_failures(run)
     else:
         context["figures"] = run_figures(run)
         context["endings"] = ENDINGS

@@ -94,6 +94,10 @@ class SearchForm(forms.Form):
         choices=[("", ""), ("yes", "behind the numerator"), ("no", "missed")],
         widget=forms.HiddenInput,
     )
+    # A failure mode's link: its attempts (`records.queries.failures.search_link`).
+    failure = forms.RegexField(
+        regex=r"^[0-9a-f]{16}$", required=False, max_length=16, widget=forms.HiddenInput
+    )
     sort = forms.ChoiceField(
         required=False,
         choices=[("", ""), *((s, s) for key in SORTS for s in (key, f"-{key}"))],
@@ -141,6 +145,7 @@ class SearchForm(forms.Form):
             row=d["row"],
             column=d["column"],
             hit=_yes_no(d["hit"]),
+            failure=d.get("failure") or "",
             sort=d["sort"],
             q=d["q"],
             label=d["label"],

@@ -86,7 +86,9 @@ class Command(BaseCommand):
                     f"{pages['corpus page']['median_ms']:.0f} ms "
                     f"({pages['corpus page']['queries']} queries), case page "
                     f"{pages['case page']['median_ms']:.0f} ms "
-                    f"({pages['case page']['queries']} queries); report in {out}"
+                    f"({pages['case page']['queries']} queries), failure modes "
+                    f"{pages['failure modes']['median_ms']:.0f} ms "
+                    f"({pages['failure modes']['queries']} queries); report in {out}"
                 )
                 return
             report = bench.run(
