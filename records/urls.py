@@ -38,6 +38,16 @@ class RawField(ExportFormat):
 register_converter(RawField, "raw_field")
 
 
+class RunIdPart(ExportFormat):
+    """A run_id in an address: any characters, a slash or a line break too (a run_id is any
+    string the shard carries; reversed, they are percent-escaped)."""
+
+    regex = r"[\s\S]+"
+
+
+register_converter(RunIdPart, "run_id")
+
+
 def _tab_converter(tab: str) -> str:
     """A converter that matches one tab's name: each tab has its own view, and every tab past
     the first is reversed as `records:run-tab` with its name, as one pattern would be."""
@@ -120,7 +130,7 @@ urlpatterns = [
     path("queue/", uploads.queue, name="queue"),
     path("api/v1/uploads", uploads.api_upload, name="api-upload"),
     path("api/v1/uploads/<int:pk>", uploads.api_upload_status, name="api-upload-status"),
-    path("api/v1/runs/<str:run_id>/gate", gate.api_gate, name="api-gate"),
+    path("api/v1/runs/<run_id:run_id>/gate", gate.api_gate, name="api-gate"),
     path("cases/", cases.cases, name="cases"),
     path("cases.json", cases.cases_json, name="cases-json"),
     path("cases/case/", cases.case_page, name="case"),
