@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET
 
 from records.queries import cases as q
 from records.views.access import query_form, read_access
-from records.views.forms import SURFACE_CHOICES
+from records.views.forms import SURFACE_CHOICES, page_field
 
 CASES_PER_PAGE = 100
 
@@ -32,7 +32,7 @@ class CasesForm(forms.Form):
         required=False,
         choices=[("", "")] + [(f"{s}{k}", f"{s}{k}") for k in q.SORTS for s in ("", "-")],
     )
-    page = forms.IntegerField(required=False, min_value=1)
+    page = page_field()
 
     def choice(self) -> q.Choice | None:
         d = self.cleaned_data

@@ -17,14 +17,12 @@ from records.scorer.score import OUTCOMES
 from records.scoring.vocabulary import TITLED_COLUMNS
 from records.views.access import query_form, read_access, render_page
 from records.views.exports import export
+from records.views.forms import WholeNumberField, page_field
 
 YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
 PER_PAGE = 25
 JSON_PER_PAGE = 100
 MAX_PER_PAGE = 500
-# Past any store's last page: a larger number is refused by name (a 400), not handed to the
-# database's OFFSET, which cannot take it.
-MAX_PAGE = 10**9
 
 # A facet's name and the parameter a click on one of its values sets.
 FACETS = [
@@ -97,10 +95,8 @@ class SearchForm(forms.Form):
         choices=[("", ""), *((s, s) for key in SORTS for s in (key, f"-{key}"))],
         widget=forms.HiddenInput,
     )
-    page = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_PAGE, widget=forms.HiddenInput
-    )
-    per_page = forms.IntegerField(
+    page = page_field(widget=forms.HiddenInput)
+    per_page = WholeNumberField(
         required=False, min_value=1, max_value=MAX_PER_PAGE, widget=forms.HiddenInput
     )
 

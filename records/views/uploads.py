@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evaldash.middleware import accepts_uploads
 from evaldash.uploads import IncomingFileUploadHandler
+from records.formats.numbers import NotWhole, parse_whole
 from records.ingest import IngestReport
 from records.models import (
     ApiToken,
@@ -229,12 +230,13 @@ def _wait_seconds(request: HttpRequest) -> tuple[int, HttpResponse | None]:
     raw = request.GET.get("wait", "")
     if raw == "":
         return 0, None
-    if not raw.isdigit() or int(raw) > MAX_WAIT_SECONDS:
+    try:
+        return parse_whole(raw, maximum=MAX_WAIT_SECONDS), None
+    except NotWhole:
         return 0, JsonResponse(
             {"error": f"wait: give whole seconds from 0 to {MAX_WAIT_SECONDS}", "field": "wait"},
             status=400,
         )
-    return int(raw), None
 
 
 def _busy() -> HttpResponse:
