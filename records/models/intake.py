@@ -132,6 +132,19 @@ class ApiToken(models.Model):
         return self.revoked_at is None
 
 
+class LoginSlots(models.Model):
+    """The password checks an account (or an address) may still have in the current lockout
+    window, taken by one conditional update each, so simultaneous logins cannot all pass the
+    check before any of their failures is recorded (`records.views.login`)."""
+
+    key = models.CharField(max_length=250, primary_key=True)
+    window_start = models.DateTimeField()
+    taken = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.taken} since {self.window_start:%H:%M}"
+
+
 class AuditEvent(models.Model):
     """Who did what to the stored history, and when (uploads are recorded as Upload rows)."""
 
