@@ -60,6 +60,17 @@ class Upload(HasPage, models.Model):
     def finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED)
 
+    # The error of a queued upload whose ingest stopped on a full store (its bytes are kept and
+    # it is tried again later): "waiting: database full".
+    WAITING = "waiting: "
+
+    @property
+    def waiting(self) -> str:
+        """What a queued upload waits for ("database full"), or ""."""
+        if self.status == self.Status.QUEUED and self.error.startswith(self.WAITING):
+            return self.error.removeprefix(self.WAITING)
+        return ""
+
 
 class WorkerBeat(models.Model):
     """A task worker's heartbeat: a running task whose worker has not beaten for a while is

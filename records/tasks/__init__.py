@@ -15,17 +15,20 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from datetime import timedelta
 from typing import IO, Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Sum
 from django.tasks import TaskContext, task
+from django.tasks.exceptions import InvalidTask
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
+from records.ingest.inputs import disk_full
 from records.models import Run, ShardFile, Upload
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
@@ -124,6 +127,8 @@ def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
                 allow_digest_mismatch=upload.allow_digest_mismatch,
             )
     except Exception as exc:
+        if full := disk_full(exc):
+            return wait_for_room(upload, mine, this_try, full)
         log.exception("upload %s: try %s failed", upload_id, this_try)
         message = f"{type(exc).__name__}: {exc}"
         if this_try >= settings.EVALDASH_TASK_MAX_TRIES:
@@ -134,6 +139,24 @@ def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
         enqueue_upload(upload)
         return Upload.Status.QUEUED
     return finish(upload, mine, report.as_dict(), reporter)
+
+
+def wait_for_room(upload: Upload, mine: Any, this_try: int, full: str) -> str:
+    """An ingest stopped by a full store (no fault of the upload's files): queued again with
+    its bytes kept, this try not counted, and its task written to run after
+    EVALDASH_FULL_RETRY_SECONDS; the waiter is told "waiting: database full". Where the backend
+    runs tasks at once, the task is left to a worker's heartbeat (`queue_unqueued_uploads`)."""
+    log.warning("upload %s: the %s is full; tried again later", upload.pk, full)
+    if not mine.update(
+        status=Upload.Status.QUEUED, tries=this_try - 1, error=f"{Upload.WAITING}{full} full"
+    ):
+        return Upload.objects.get(pk=upload.pk).status
+    later = timezone.now() + timedelta(seconds=settings.EVALDASH_FULL_RETRY_SECONDS)
+    try:
+        ingest_upload.using(run_after=later).enqueue(upload.pk)
+    except InvalidTask:
+        pass  # the immediate backend defers nothing
+    return Upload.Status.QUEUED
 
 
 def finish(upload: Upload, mine: Any, summary: dict[str, Any], reporter: ProgressReporter) -> str:
