@@ -10,6 +10,8 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import patch_cache_control
 
+from records.formats.numbers import NotWhole, parse_whole
+
 
 def accepts_uploads(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
     """Marks a view whose body may be as large as EVALDASH_MAX_UPLOAD_BYTES; every other view
@@ -50,8 +52,8 @@ class RequestGuard:
     ) -> HttpResponse | None:
         raw = request.META.get("CONTENT_LENGTH") or "0"
         try:
-            length = int(raw)
-        except ValueError:
+            length = parse_whole(raw)
+        except NotWhole:
             return _refusal(request, f"The Content-Length {raw!r} is not a number.", 400)
         if getattr(view, "accepts_uploads", False):
             limit, name = settings.EVALDASH_MAX_UPLOAD_BYTES, "EVALDASH_MAX_UPLOAD_BYTES"

@@ -241,6 +241,9 @@ TASKS = {"default": {"BACKEND": _TASK_BACKENDS[_task_backend]}}
 EVALDASH_TASK_STALE_SECONDS = env_int("EVALDASH_TASK_STALE_SECONDS", 60, minimum=2)
 # A task that failed (or whose worker died) this many times is given up and shown as failed.
 EVALDASH_TASK_MAX_TRIES = env_int("EVALDASH_TASK_MAX_TRIES", 3, minimum=1)
+# An upload whose ingest found the database (or a disk) full keeps its bytes and is tried again
+# this many seconds later, without counting a try.
+EVALDASH_FULL_RETRY_SECONDS = env_int("EVALDASH_FULL_RETRY_SECONDS", 60, minimum=1)
 # At most this many API requests per server process hold their answer (`?wait=`) at once; more
 # are answered 503 with Retry-After, so waiting never takes every thread from the pages.
 EVALDASH_API_WAITERS = env_int("EVALDASH_API_WAITERS", 4, minimum=0)

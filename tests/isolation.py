@@ -1,5 +1,6 @@
 """Finding untrusted text a page leaves unisolated: text holding U+202E (right-to-left
-override) that no <bdi> or dir="auto" element encloses."""
+override) that no <bdi> or dir="auto" element encloses, or, in a <title> (which holds no
+element), that no FSI ... PDI pair (U+2068, U+2069) encloses."""
 
 from __future__ import annotations
 
@@ -27,5 +28,23 @@ class Unisolated(HTMLParser):
             self.stack.pop()
 
     def handle_data(self, data):
-        if RLO in data and not any(self.stack) and self.lasttag not in ("title", "script"):
+        if RLO not in data or self.lasttag == "script":
+            return
+        if self.lasttag == "title":
+            if not _isolated_in_text(data):
+                self.found.append(f"<title>{data.strip()[:80]}")
+        elif not any(self.stack):
             self.found.append(data.strip()[:80])
+
+
+def _isolated_in_text(text: str) -> bool:
+    """Whether every U+202E of `text` lies inside an isolate (FSI, LRI or RLI ... PDI)."""
+    depth = 0
+    for char in text:
+        if char in "\u2066\u2067\u2068":
+            depth += 1
+        elif char == "\u2069":
+            depth = max(0, depth - 1)
+        elif char == RLO and depth == 0:
+            return False
+    return True

@@ -19,6 +19,7 @@ from records.conformance.formats import (
     read_suite,
     starts_with_a_suite,
 )
+from records.formats.numbers import NotWhole, parse_whole
 from records.formats.text import NUL_MESSAGE
 from records.models import ConformanceResult, ConformanceRun, ConformanceSuite, Upload
 
@@ -74,8 +75,8 @@ class RunMeta:
             )
         raw_exit = (values.get("exit_status") or "").strip()
         try:
-            exit_status = int(raw_exit)
-        except ValueError:
+            exit_status = parse_whole(raw_exit, minimum=-(2**31), maximum=2**31 - 1)
+        except NotWhole:
             raise ConformanceError(
                 file,
                 f"the exit status must be a whole number, not {raw_exit!r}",
@@ -106,8 +107,12 @@ def _find_suite(meta: RunMeta, file: str) -> ConformanceSuite | None:
     if not meta.suite:
         return ConformanceSuite.objects.order_by("-created_at", "-id").first()
     qs = ConformanceSuite.objects.order_by("-created_at", "-id")
+    try:
+        by_pk = qs.filter(pk=parse_whole(meta.suite)).first()
+    except NotWhole:
+        by_pk = None
     found = (
-        (qs.filter(pk=int(meta.suite)).first() if meta.suite.isdigit() else None)
+        by_pk
         or qs.filter(sha256__startswith=meta.suite.lower()).first()
         or qs.filter(suite=meta.suite).first()
     )

@@ -770,6 +770,75 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
     return report
 
 
+# How many slow clients the production command survives: each holds a gthread thread while it
+# dribbles its headers, so once they outnumber a process's threads its queued requests wait.
+SLOW_CLIENT_COUNTS = (4, 8, 12, 15, 16, 24)
+SLOW_CLIENT_TRIES = 3
+
+
+def slow_clients(*, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """docs/production.md's gunicorn command on a loopback port, nothing in front: for each
+    count in SLOW_CLIENT_COUNTS, that many connections send a request line and half a header and
+    then a byte a second later (never finishing), and one more client asks for the login page
+    with a 10 s limit, SLOW_CLIENT_TRIES times; how many of its tries were answered. Every loop
+    is bounded and every connection is closed before the next count."""
+    import socket
+    import urllib.request
+
+    report: dict[str, Any] = {
+        "database": connection.vendor,
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0]},
+        "method": {
+            "slow": "a connection that sent 'GET /login/ HTTP/1.1', its Host and half a header",
+            "answered": "a fresh GET /login/ answered 200 within 10 s while they hang",
+        },
+        "counts": {},
+    }
+    with tempfile.TemporaryDirectory() as tmp_name:
+        server, port, log = _serve(Path(tmp_name))
+        try:
+            for count in SLOW_CLIENT_COUNTS:
+                answered = 0
+                for _ in range(SLOW_CLIENT_TRIES):
+                    answered += _answered_beside_slow_clients(port, count, socket, urllib.request)
+                report["counts"][str(count)] = {"answered": answered, "tries": SLOW_CLIENT_TRIES}
+                say(
+                    f"{count} slow clients: {answered} of {SLOW_CLIENT_TRIES} fresh requests answered"
+                )
+        finally:
+            _stop_process(server)
+            log.close()
+    # The most slow clients every count up to which had every fresh request answered.
+    report["survives_up_to"] = 0
+    for count, r in report["counts"].items():
+        if r["answered"] < r["tries"]:
+            break
+        report["survives_up_to"] = int(count)
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _answered_beside_slow_clients(port: int, count: int, socket: Any, request: Any) -> bool:
+    slow = []
+    try:
+        for _ in range(count):
+            c = socket.create_connection(("127.0.0.1", port), timeout=5)
+            c.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+            slow.append(c)
+        time.sleep(1.0)
+        for c in slow:
+            c.sendall(b"x")
+        try:
+            with request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as r:
+                return r.status == 200
+        except OSError:
+            return False
+    finally:
+        for c in slow:
+            c.close()
+        time.sleep(0.5)  # the threads they held are free again before the next try
+
+
 # The upload API's own target: a large POST answers (202) within a second, and the upload is
 # done within its ingest time plus the worker's pick-up delay.
 def upload(*, mb: float, out: Path, say: Callable[[str], None]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from typing import IO, Annotated, Any, Literal, Union
 
 import msgspec
 import orjson
+import re2
 
 from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, go_fold, invalid_utf8, nul_field
 
@@ -771,8 +772,13 @@ _PAYLOAD_KEY = {
     typ: (f'"{typ}"'.encode(), f'"type":"{typ}"'.encode(), names) for typ, names in _MERGED.items()
 }
 # A key holding a \u escape: its last escape, then anything but an unescaped quote, then a quote
-# and a colon (a string value's closing quote is never followed by a colon).
-_ESCAPED_KEY = re.compile(rb'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\[^u])*"\s*:')
+# and a colon (a string value's closing quote is never followed by a colon). Matched by RE2, in
+# time linear in the line whatever it holds: a backtracking engine rescans the rest of a string
+# from every escape it meets (`\\u0041` repeated), quadratic in the escapes. Byte by byte
+# (Latin-1), JSON's whitespace spelled out as Python's `\s` reads it.
+_BYTES = re2.Options()
+_BYTES.encoding = re2.Options.Encoding.LATIN1
+_ESCAPED_KEY = re2.compile(rb'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\[^u])*"[ \t\n\r\f\v]*:', _BYTES)
 
 
 def _repeats(raw: bytes, typ: str) -> bool:

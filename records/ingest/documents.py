@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import orjson
+import re2
 from django.db import transaction
 
 from records.conformance.formats import ConformanceError
@@ -26,7 +27,20 @@ from records.replays.store import ingest_document, looks_like_replay
 from records.scoring.publish import store_record
 from records.scoring.run import rescore_for_key, store_key
 
+
+def _latin1() -> re2.Options:
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    return options
+
+
 MAX_KEY_BYTES = 64 * 1024 * 1024
+# The objects and lists a document may hold, counted in its bytes before anything is built: 22
+# million `{}` fit the size and would take gigabytes once read (an object costs about a hundred
+# bytes of memory for its two). A corpus key of thousands of cases holds a few hundred thousand.
+MAX_DOCUMENT_CONTAINERS = 500_000
+# A JSON string, escapes and all (RE2: linear in the document whatever it holds).
+_STRING = re2.compile(rb'"(?:[^"\\]|\\.)*"', _latin1())
 
 # How the runs a newly stored key applies to are re-scored: here, in the ingest, unless the
 # caller (a task worker's ingest of an upload) names a function that queues them instead and
@@ -46,6 +60,16 @@ def rescoring_queued_by(queue: Callable[[CorpusKey], list[int]]) -> Iterator[Non
         _queue_rescoring.reset(token)
 
 
+def containers(data: bytes) -> int:
+    """How many objects and lists the JSON text `data` opens (brackets inside its strings aside,
+    which are only looked at when the plain count passes the bound)."""
+    rough = data.count(b"{") + data.count(b"[")
+    if rough <= MAX_DOCUMENT_CONTAINERS:
+        return rough
+    bare = _STRING.sub(b"", data)
+    return bare.count(b"{") + bare.count(b"[")
+
+
 # What a document is refused with (each names its file, line and field in `as_dict()`).
 DOCUMENT_ERRORS = (CorpusKeyError, ConformanceError)
 
@@ -57,6 +81,12 @@ def ingest_key(item: Input, upload: Upload, report: IngestReport, allow_mismatch
         data = fh.read(MAX_KEY_BYTES + 1)
     if len(data) > MAX_KEY_BYTES:
         raise CorpusKeyError(item.name, f"the document is larger than {MAX_KEY_BYTES:,} bytes")
+    if (held := containers(data)) > MAX_DOCUMENT_CONTAINERS:
+        raise CorpusKeyError(
+            item.name,
+            f"holds {held:,} objects and lists; a document holds at most "
+            f"{MAX_DOCUMENT_CONTAINERS:,} (it was refused unread)",
+        )
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -12,6 +13,30 @@ from typing import IO, Any
 from records.formats.shard import ShardError, is_shard_name
 
 Progress = Callable[[str, int, int], None]
+
+# What a full disk is called: errno ENOSPC and EDQUOT, SQLite's SQLITE_FULL, PostgreSQL's
+# disk_full (SQLSTATE 53100).
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+_SQLITE_FULL = "database or disk is full"
+_DISK_FULL_SQLSTATE = "53100"
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """Which store a failure says is full ("database" or "disk"), or None: an operational
+    failure that says nothing of the file being read, so the ingest stops and is tried again
+    later instead of refusing the file (an exception's causes are looked at too)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _FULL_ERRNOS:
+            return "disk"
+        if _SQLITE_FULL in str(seen) or _DISK_FULL_SQLSTATE in (
+            getattr(seen, "sqlstate", None),
+            getattr(seen, "pgcode", None),
+        ):
+            return "database"
+        seen = seen.__cause__ or seen.__context__
+    return None
+
 
 # The most characters of a name that a summary, a refusal or a warning stores, and so a page
 # shows: archive headers may spell a name of 64 KiB, a command line a path of any length.

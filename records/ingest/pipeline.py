@@ -7,6 +7,8 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from django.db import DatabaseError
+
 from records.bulk.readahead import Parser
 from records.bulk.sqlite import checkpoints
 from records.formats.shard import ShardError, is_shard_name
@@ -17,6 +19,7 @@ from records.ingest.inputs import (
     Input,
     Progress,
     archive_kind,
+    disk_full,
 )
 from records.ingest.shards import (
     ShardCandidate,
@@ -60,6 +63,8 @@ def ingest(
             except (ShardError, *DOCUMENT_ERRORS) as exc:
                 report.refused.append(exc.as_dict())
             except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+                if disk_full(exc):
+                    raise  # no fault of the input: the caller tries again later
                 report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
     finally:
         parser.close()
@@ -67,9 +72,13 @@ def ingest(
         # Also when something escaped (the server is going down): the upload says what it got,
         # unless a newer try of a queued upload has claimed it since (its status and tries).
         upload.summary = report.as_dict()
-        Upload.objects.filter(pk=upload.pk, status=upload.status, tries=upload.tries).update(
-            summary=upload.summary
-        )
+        try:
+            Upload.objects.filter(pk=upload.pk, status=upload.status, tries=upload.tries).update(
+                summary=upload.summary
+            )
+        except DatabaseError:
+            # A full database takes no summary either; what escaped says why.
+            log.warning("upload %s: its summary was not written", upload.pk, exc_info=True)
     return report
 
 
@@ -103,6 +112,8 @@ def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterat
         except ShardError as exc:
             yield exc
         except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+            if disk_full(exc):
+                raise
             yield unexpected(item.name, exc)
 
 

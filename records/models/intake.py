@@ -60,6 +60,17 @@ class Upload(HasPage, models.Model):
     def finished(self) -> bool:
         return self.status in (self.Status.DONE, self.Status.FAILED)
 
+    # The error of a queued upload whose ingest stopped on a full store (its bytes are kept and
+    # it is tried again later): "waiting: database full".
+    WAITING = "waiting: "
+
+    @property
+    def waiting(self) -> str:
+        """What a queued upload waits for ("database full"), or ""."""
+        if self.status == self.Status.QUEUED and self.error.startswith(self.WAITING):
+            return self.error.removeprefix(self.WAITING)
+        return ""
+
 
 class WorkerBeat(models.Model):
     """A task worker's heartbeat: a running task whose worker has not beaten for a while is
@@ -130,6 +141,19 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class LoginSlots(models.Model):
+    """The password checks an account (or an address) may still have in the current lockout
+    window, taken by one conditional update each, so simultaneous logins cannot all pass the
+    check before any of their failures is recorded (`records.views.login`)."""
+
+    key = models.CharField(max_length=250, primary_key=True)
+    window_start = models.DateTimeField()
+    taken = models.IntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.taken} since {self.window_start:%H:%M}"
 
 
 class AuditEvent(models.Model):

@@ -15,17 +15,20 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from datetime import timedelta
 from typing import IO, Any
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
 from django.db.models import Sum
 from django.tasks import TaskContext, task
-from django.urls import reverse
+from django.tasks.exceptions import InvalidTask
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
+from records.ingest.inputs import disk_full
 from records.models import Run, ShardFile, Upload
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
@@ -124,6 +127,8 @@ def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
                 allow_digest_mismatch=upload.allow_digest_mismatch,
             )
     except Exception as exc:
+        if full := disk_full(exc):
+            return wait_for_room(upload, mine, this_try, full)
         log.exception("upload %s: try %s failed", upload_id, this_try)
         message = f"{type(exc).__name__}: {exc}"
         if this_try >= settings.EVALDASH_TASK_MAX_TRIES:
@@ -133,18 +138,74 @@ def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
             return Upload.objects.get(pk=upload_id).status  # superseded: the newer try goes on
         enqueue_upload(upload)
         return Upload.Status.QUEUED
-    summary = settle(report.as_dict(), upload)
+    return finish(upload, mine, report.as_dict(), reporter)
+
+
+def wait_for_room(upload: Upload, mine: Any, this_try: int, full: str) -> str:
+    """An ingest stopped by a full store (no fault of the upload's files): queued again with
+    its bytes kept, this try not counted, and its task written to run after
+    EVALDASH_FULL_RETRY_SECONDS; the waiter is told "waiting: database full". Where the backend
+    runs tasks at once, the task is left to a worker's heartbeat (`queue_unqueued_uploads`)."""
+    log.warning("upload %s: the %s is full; tried again later", upload.pk, full)
+    if not mine.update(
+        status=Upload.Status.QUEUED, tries=this_try - 1, error=f"{Upload.WAITING}{full} full"
+    ):
+        return Upload.objects.get(pk=upload.pk).status
+    later = timezone.now() + timedelta(seconds=settings.EVALDASH_FULL_RETRY_SECONDS)
+    try:
+        ingest_upload.using(run_after=later).enqueue(upload.pk)
+    except InvalidTask:
+        pass  # the immediate backend defers nothing
+    return Upload.Status.QUEUED
+
+
+def finish(upload: Upload, mine: Any, summary: dict[str, Any], reporter: ProgressReporter) -> str:
+    """End an upload whose shards are committed: done with its summary (each run named by
+    `settle`). Whatever fails on the way ends it all the same: done with the summary as the
+    ingest reported it (what was stored is stored), or, when not even that can be written,
+    failed with the reason; only when the database takes no write at all does the error go on,
+    and the heartbeat's sweep (`records.tasks.workers.end_abandoned_uploads`) ends it later."""
+    try:
+        linked = settle(dict(summary), upload)
+    except Exception:
+        log.exception("upload %s: its stored runs were not named in its summary", upload.pk)
+        linked = summary
+    try:
+        figures = reporter.final()
+    except Exception:  # noqa: BLE001 (the progress is a courtesy)
+        figures = dict(upload.progress or {})
+    try:
+        return _mark_done(upload, mine, linked, figures)
+    except Exception as exc:
+        log.exception("upload %s: not marked done", upload.pk)
+        reason = f"its shards were stored but it was not marked done: {type(exc).__name__}: {exc}"
+    try:
+        return _mark_done(upload, mine, summary, figures, error=reason)
+    except Exception:
+        log.exception("upload %s: not marked done with its plain summary", upload.pk)
+    give_up(upload, reason, upload.tries)
+    return upload.status
+
+
+def _mark_done(
+    upload: Upload,
+    mine: Any,
+    summary: dict[str, Any],
+    figures: dict[str, Any],
+    *,
+    error: str = "",
+) -> str:
     with transaction.atomic():
         done = mine.update(
             summary=summary,
             status=Upload.Status.DONE,
             finished_at=timezone.now(),
-            error="",
-            progress=reporter.final(),
+            error=error[:4000],
+            progress=figures,
         )
         if done:
             discard(upload)
-    return Upload.Status.DONE if done else Upload.objects.get(pk=upload_id).status
+    return Upload.Status.DONE if done else Upload.objects.get(pk=upload.pk).status
 
 
 def give_up(upload: Upload, error: str, this_try: int | None = None) -> None:
@@ -203,8 +264,17 @@ def _run_links(run: Run | dict[str, Any]) -> dict[str, Any]:
         "run": pk,
         "run_id": run_id,
         "url": reverse("records:run", args=[pk]),
-        "gate": reverse("records:api-gate", args=[run_id]),
+        "gate": gate_address(run_id),
     }
+
+
+def gate_address(run_id: str) -> str | None:
+    """The CI gate's address of a run (any run_id: a slash, a space, a quote are escaped in
+    it); None for a run_id no address can carry (the empty one)."""
+    try:
+        return reverse("records:api-gate", args=[run_id])
+    except NoReverseMatch:
+        return None
 
 
 class ProgressReporter:

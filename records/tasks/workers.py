@@ -101,6 +101,43 @@ def queue_unqueued_uploads(now=None) -> list[int]:
     return ids
 
 
+def end_abandoned_uploads(now=None) -> list[int]:
+    """End the running uploads no live task names (their task ended, failed or was deleted
+    without ending them: a fault after the shards' commit that not even the upload's own
+    ending survived): each is queued again for the try its bytes still allow, whose claim ends
+    it as failed once its tries are spent, so none stays "running" for good; their ids. Only
+    uploads started before EVALDASH_TASK_STALE_SECONDS are looked at, and the change is
+    conditional on the try that holds it, so a try that is about to end itself is not
+    disturbed."""
+    from records.tasks import enqueue_upload, give_up
+
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
+    named = (
+        DBTaskResult.objects.filter(task_path=UPLOAD_TASK, status__in=["READY", "RUNNING"])
+        .annotate(upload=Cast(KT("args_kwargs__args__0"), IntegerField()))
+        .values("upload")
+    )
+    abandoned = Upload.objects.filter(status=Upload.Status.RUNNING, started_at__lt=stale).exclude(
+        pk__in=named
+    )
+    ids = []
+    for upload in abandoned.order_by("pk")[:100]:
+        reason = upload.error or "its task ended without ending it"
+        if upload.tries >= settings.EVALDASH_TASK_MAX_TRIES:
+            log.warning("upload %s: its task is gone and its tries are spent; failed", upload.pk)
+            give_up(upload, reason, upload.tries)
+        elif Upload.objects.filter(
+            pk=upload.pk, status=Upload.Status.RUNNING, tries=upload.tries
+        ).update(status=Upload.Status.QUEUED, error=reason):
+            log.warning("upload %s: its task is gone; queued again", upload.pk)
+            enqueue_upload(upload)
+        else:
+            continue
+        ids.append(upload.pk)
+    return ids
+
+
 def _given_up(result: DBTaskResult, message: str) -> None:
     if result.task_path.endswith("ingest_upload") and result.args_kwargs.get("args"):
         from records.tasks import give_up
@@ -133,6 +170,7 @@ class Heart:
                 beat(self.worker_id)
                 requeue_orphans()
                 queue_unqueued_uploads()
+                end_abandoned_uploads()
                 sweep_storage()
                 self.sweeper.maybe_enqueue()
             except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)

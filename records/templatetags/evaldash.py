@@ -17,6 +17,20 @@ from records.scorer.score import DISCOVERY_TOOL
 register = template.Library()
 
 
+# U+2068 FIRST STRONG ISOLATE and U+2069 POP DIRECTIONAL ISOLATE: what isolates text where no
+# element can (a <title> holds text only, so no <bdi>).
+FSI, PDI = "\u2068", "\u2069"
+_ISOLATE_CONTROLS = str.maketrans("", "", "\u2066\u2067\u2068\u2069")
+
+
+@register.filter
+def isolated(value: Any) -> str:
+    """Untrusted text for a <title>: between FSI and PDI, so an override it holds (U+202E)
+    ends with it and turns none of the title around it; isolate controls of its own are dropped,
+    so none of them closes the isolate early."""
+    return f"{FSI}{str(value).translate(_ISOLATE_CONTROLS)}{PDI}"
+
+
 @register.filter(name="usd")
 def usd_filter(value: float | None, digits: int = 4) -> str:
     """Dollars as `records.queries.cost.usd` writes them, `digits` decimals."""

@@ -38,6 +38,7 @@ from records.queries.trace import (
     turn_window,
 )
 from records.views.access import (
+    bad_request,
     get_attempt_or_404,
     query_form,
     read_access,
@@ -45,7 +46,7 @@ from records.views.access import (
 )
 from records.views.annotations import annotation_panel
 from records.views.exports import export, json_object_pieces, json_stream, raw_download
-from records.views.forms import TurnItemsForm
+from records.views.forms import PageForm, TurnItemsForm
 from records.views.search import RunSearchForm
 
 VERIFIES_SHOWN = 200
@@ -54,6 +55,9 @@ VERIFIES_SHOWN = 200
 @require_GET
 @read_access
 def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    asked = PageForm({"page": request.GET.get("page", "")})
+    if not asked.is_valid():
+        return bad_request(asked, request)
     attempt = get_attempt_or_404(pk)
     price, price_note = price_for(attempt)
     scoring = attempt.run.latest_scoring()
@@ -65,7 +69,7 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
     pages, windows = call_pages(attempt, reached)
     # A long trace is paged; opened without a page, it opens where the verdict turns.
     paginator = Paginator(turn_rows(attempt).values_list("pk", flat=True), TURNS_PER_PAGE)
-    page = paginator.get_page(request.GET.get("page") or pages.get(target_call, 1))
+    page = paginator.get_page(asked.cleaned_data["page"] or pages.get(target_call, 1))
     start = (page.number - 1) * TURNS_PER_PAGE
     links = {}
     for index, number in pages.items():

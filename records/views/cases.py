@@ -16,7 +16,7 @@ from records.queries.annotations import About, case_labels, label_facet
 from records.views.access import query_form, read_access
 from records.views.annotations import annotation_panel
 from records.views.exports import export
-from records.views.forms import SURFACE_CHOICES
+from records.views.forms import SURFACE_CHOICES, page_field
 
 CASES_PER_PAGE = 100
 
@@ -36,7 +36,7 @@ class CasesForm(forms.Form):
         required=False,
         choices=[("", "")] + [(f"{s}{k}", f"{s}{k}") for k in q.SORTS for s in ("", "-")],
     )
-    page = forms.IntegerField(required=False, min_value=1)
+    page = page_field()
 
     def choice(self) -> q.Choice | None:
         d = self.cleaned_data

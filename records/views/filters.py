@@ -11,9 +11,10 @@ import django_filters as df
 from django import forms
 from django.db.models import Exists, OuterRef, QuerySet
 
+from records.formats.numbers import MAX_PAGE
 from records.models import SurfaceSummary
 from records.queries.runs import RUN_SORTS
-from records.views.forms import MODE_CHOICES, SURFACE_CHOICES, TIER_CHOICES
+from records.views.forms import MODE_CHOICES, SURFACE_CHOICES, TIER_CHOICES, WholeNumberField
 
 # The runs list's orders (records.queries.runs.RUN_SORTS) as the form names them.
 SORT_LABELS = {
@@ -43,7 +44,7 @@ def _unset(qs: QuerySet, name: str, value: Any) -> QuerySet:
 class _PageFilter(df.Filter):
     """The page number: validated with the filters, read by the view's paginator."""
 
-    field_class = forms.IntegerField
+    field_class = WholeNumberField
 
 
 class RunFilter(df.FilterSet):
@@ -70,7 +71,7 @@ class RunFilter(df.FilterSet):
         choices=list(SORT_LABELS.items()),
     )
 
-    page = _PageFilter(method=_unset, min_value=1)
+    page = _PageFilter(method=_unset, min_value=1, max_value=MAX_PAGE)
 
     class Meta:
         form = _RunForm

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from django import forms
 
+from records.formats.numbers import MAX_PAGE, MAX_WHOLE, NotWhole, parse_whole
 from records.formats.shard import MODES, SURFACES, TIERS
 from records.queries.cost import ROW_SORTS
 from records.scorer.score import RATIO_COLUMNS
@@ -15,6 +16,32 @@ SURFACE_CHOICES = [(s, s) for s in SURFACES]
 MODE_CHOICES = [(m, m) for m in MODES]
 TIER_CHOICES = [(t, t) for t in TIERS]
 COLUMN_CHOICES = [(t, t) for t in COLUMN_TITLES]
+
+
+class WholeNumberField(forms.IntegerField):
+    """An integer parameter, read by the one parser (`parse_whole`: ASCII digits, bounded to
+    what both databases hold); anything else is the form's error, so a 400."""
+
+    def __init__(self, *, min_value: int = 0, max_value: int = MAX_WHOLE, **kwargs) -> None:
+        super().__init__(min_value=min_value, max_value=max_value, **kwargs)
+
+    def to_python(self, value):
+        if value in self.empty_values:
+            return None
+        try:
+            return parse_whole(str(value), minimum=self.min_value, maximum=self.max_value)
+        except NotWhole as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+
+
+def page_field(**kwargs) -> WholeNumberField:
+    """A page number (1 up to MAX_PAGE)."""
+    return WholeNumberField(required=False, min_value=1, max_value=MAX_PAGE, **kwargs)
+
+
+def whole(value: str, *, minimum: int = 0, maximum: int = MAX_WHOLE) -> int:
+    """`parse_whole` as a choice field's coercion."""
+    return parse_whole(value, minimum=minimum, maximum=maximum)
 
 
 def _sorts(keys: Iterable[str]) -> list[tuple[str, str]]:
@@ -43,20 +70,24 @@ class MatrixForm(forms.Form):
             "mixed": "most mixed cells first",
         },
     )
-    page = forms.IntegerField(required=False, min_value=1)
+    page = page_field()
+
+
+class PageForm(forms.Form):
+    page = page_field()
 
 
 class TurnItemsForm(forms.Form):
-    start = forms.IntegerField(min_value=0)
+    start = WholeNumberField(min_value=0)
 
 
 class FlipsForm(forms.Form):
-    before = forms.IntegerField(required=False, min_value=1)
-    after = forms.IntegerField(required=False, min_value=1)
+    before = WholeNumberField(required=False, min_value=1)
+    after = WholeNumberField(required=False, min_value=1)
 
 
 class ScoreForm(forms.Form):
-    key = forms.IntegerField(min_value=1)
+    key = WholeNumberField(min_value=1)
 
 
 class CompareForm(forms.Form):
@@ -66,10 +97,10 @@ class CompareForm(forms.Form):
         ("models", "models side by side"),
     ]
     kind = forms.ChoiceField(choices=KINDS, required=False)
-    baseline = forms.IntegerField(required=False, min_value=1)
-    candidate = forms.TypedMultipleChoiceField(coerce=int, required=False, choices=[])
-    run = forms.IntegerField(required=False, min_value=1)
-    page = forms.IntegerField(required=False, min_value=1)
+    baseline = WholeNumberField(required=False, min_value=1)
+    candidate = forms.TypedMultipleChoiceField(coerce=whole, required=False, choices=[])
+    run = WholeNumberField(required=False, min_value=1)
+    page = page_field()
     column = forms.ChoiceField(required=False, choices=COLUMN_CHOICES)
     # The surfaces comparison: which surfaces (none named: every one), and which the others
     # are measured against (none named: the first in the usual order).
@@ -126,8 +157,8 @@ class SortForm(forms.Form):
 class CaseCompareForm(forms.Form):
     """One case of a compared row, in two runs."""
 
-    baseline = forms.IntegerField(min_value=1)
-    candidate = forms.IntegerField(min_value=1)
+    baseline = WholeNumberField(min_value=1)
+    candidate = WholeNumberField(min_value=1)
     a = forms.CharField(max_length=2000)
     b = forms.CharField(max_length=2000)
     case = forms.CharField(max_length=500)
@@ -136,11 +167,11 @@ class CaseCompareForm(forms.Form):
 class RowCasesForm(forms.Form):
     """One page of a compared row's changed cases."""
 
-    baseline = forms.IntegerField(min_value=1)
-    candidate = forms.IntegerField(min_value=1)
+    baseline = WholeNumberField(min_value=1)
+    candidate = WholeNumberField(min_value=1)
     a = forms.CharField(max_length=2000)
     b = forms.CharField(max_length=2000)
-    page = forms.IntegerField(required=False, min_value=1)
+    page = page_field()
 
 
 class FiguresSortForm(forms.Form):

@@ -4,18 +4,23 @@ The record lives in the database, so every server process counts the same failur
 
 from __future__ import annotations
 
+import functools
 import unicodedata
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
 from django.contrib.auth.views import LoginView
+from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from records.models import AuditEvent
+from records.models.intake import LoginSlots
 
 FAILURES_PER_ACCOUNT = 5
 FAILURES_PER_ADDRESS = 20
@@ -67,16 +72,81 @@ def locked_out(username: str, address: str) -> bool:
     )
 
 
+def take_slots(username: str, address: str) -> list[str] | None:
+    """Take one password check for the account and one for the address (an address of "" has
+    none to take), each by a conditional update that no simultaneous login can slip between:
+    the keys taken, or None (and nothing taken) when either has none left in the window."""
+    wanted = [(f"account:{username}", FAILURES_PER_ACCOUNT)]
+    if address:
+        wanted.append((f"address:{address}", FAILURES_PER_ADDRESS))
+    taken: list[str] = []
+    for key, limit in wanted:
+        if not _take(key, limit):
+            give_back(taken)
+            return None
+        taken.append(key)
+    return taken
+
+
+def _take(key: str, limit: int) -> bool:
+    now = timezone.now()
+    slots = LoginSlots.objects.filter(key=key)
+    if not slots.exists():
+        try:
+            with transaction.atomic():
+                LoginSlots.objects.create(key=key, window_start=now)
+        except IntegrityError:
+            pass  # a simultaneous login created it
+    # A window past the lockout starts again (once: the first to see it moves its start).
+    slots.filter(window_start__lt=now - LOCKOUT).update(window_start=now, taken=0)
+    return bool(slots.filter(taken__lt=limit).update(taken=F("taken") + 1))
+
+
+def give_back(keys: list[str]) -> None:
+    """Return the checks a login took that did not fail (it logged in, or checked nothing)."""
+    LoginSlots.objects.filter(key__in=keys, taken__gt=0).update(taken=F("taken") - 1)
+
+
+def throttled(view: Callable[..., HttpResponse], refuse: Callable[..., HttpResponse]):
+    """A login view whose POST is refused (by `refuse(request, username)`, before any password
+    is checked) while the account or address is locked out (`locked_out`) or has no check left
+    in its window (`take_slots`); a login that succeeds gives its checks back."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if request.method != "POST":
+            return view(request, *args, **kwargs)
+        username = normalised_username(request.POST.get("username", ""))
+        address = client_address(request)
+        taken = None if locked_out(username, address) else take_slots(username, address)
+        if taken is None:
+            return refuse(request, username)
+        response = view(request, *args, **kwargs)
+        if getattr(request, "user", None) is not None and request.user.is_authenticated:
+            give_back(taken)
+        return response
+
+    return wrapper
+
+
 class ThrottledLoginView(LoginView):
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        username = normalised_username(request.POST.get("username", ""))
-        if locked_out(username, client_address(request)):
-            # No form validation here: it would try the password, and count one more failure.
-            minutes = int(LOCKOUT.total_seconds() // 60)
-            context = self.get_context_data(
-                form=self.form_class(request, initial={"username": username}),
-                refusal=f"Too many failed logins for this account or address. Nothing was "
-                f"checked; try again in {minutes} minutes.",
-            )
-            return self.render_to_response(context, status=429)
-        return super().post(request, *args, **kwargs)
+        check = throttled(super().post, self.refused)
+        return check(request, *args, **kwargs)
+
+    def refused(self, request: HttpRequest, username: str) -> HttpResponse:
+        # No form validation here: it would try the password, and count one more failure.
+        minutes = int(LOCKOUT.total_seconds() // 60)
+        context = self.get_context_data(
+            form=self.form_class(request, initial={"username": username}),
+            refusal=f"Too many failed logins for this account or address. Nothing was "
+            f"checked; try again in {minutes} minutes.",
+        )
+        return self.render_to_response(context, status=429)
+
+
+def refused_login(request: HttpRequest, username: str) -> HttpResponse:
+    """The site's login page with the lockout's refusal (429), for any login address."""
+    view = ThrottledLoginView()
+    view.setup(request)
+    return view.refused(request, username)

@@ -10,24 +10,34 @@ from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_GET
 
 from records.formats.model_results import COLUMN_KEYS
+from records.formats.numbers import NotWhole, parse_whole
 from records.models import PublishedRecord, Run, Scoring
 from records.scoring.publish import publication_of_runs, publishes, stored_rows_like
 from records.scoring.vocabulary import COLUMN_TITLES
 from records.views.access import query_form, read_access
+from records.views.forms import PageForm
 
 
 class RunIds(forms.MultipleChoiceField):
     """Run ids, as many as the address names (`?run=3&run=7`)."""
 
+    default_error_messages = {
+        "invalid_choice": "%(value)s is not a run number: give whole numbers in the digits 0-9",
+    }
+
     def valid_value(self, value: str) -> bool:
-        return str(value).isdigit()
+        try:
+            parse_whole(str(value), minimum=1)
+        except NotWhole:
+            return False
+        return True
 
 
 class PublishForm(forms.Form):
     run = RunIds(help_text="the runs to publish, folded in the order given")
 
     def clean_run(self) -> list[Scoring]:
-        ids = [int(v) for v in self.cleaned_data["run"]]
+        ids = [parse_whole(v) for v in self.cleaned_data["run"]]
         runs = Run.objects.in_bulk(ids)
         if missing := [str(i) for i in ids if i not in runs]:
             raise forms.ValidationError(f"no run {', '.join(missing)}")
@@ -68,10 +78,6 @@ def publish_record(request: HttpRequest, form: PublishForm) -> HttpResponse:
 
 RECORD_ROWS_PER_PAGE = 50
 RUNS_PER_ROW = 10
-
-
-class PageForm(forms.Form):
-    page = forms.IntegerField(required=False, min_value=1)
 
 
 @require_GET

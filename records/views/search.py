@@ -4,6 +4,7 @@ ask `records.queries.search`, render."""
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
 from django.core.paginator import Paginator
@@ -17,14 +18,15 @@ from records.scorer.score import OUTCOMES
 from records.scoring.vocabulary import TITLED_COLUMNS
 from records.views.access import query_form, read_access, render_page
 from records.views.exports import export
+from records.views.forms import WholeNumberField, page_field
 
 YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
 PER_PAGE = 25
 JSON_PER_PAGE = 100
 MAX_PER_PAGE = 500
-# Past any store's last page: a larger number is refused by name (a 400), not handed to the
-# database's OFFSET, which cannot take it.
-MAX_PAGE = 10**9
+# The parameters (every value of every one) a search takes: each filter is shown with a link
+# that removes it, which repeats the others, so the page grows with their square.
+MAX_FILTERS = 40
 
 # A facet's name and the parameter a click on one of its values sets.
 FACETS = [
@@ -103,10 +105,8 @@ class SearchForm(forms.Form):
         choices=[("", ""), *((s, s) for key in SORTS for s in (key, f"-{key}"))],
         widget=forms.HiddenInput,
     )
-    page = forms.IntegerField(
-        required=False, min_value=1, max_value=MAX_PAGE, widget=forms.HiddenInput
-    )
-    per_page = forms.IntegerField(
+    page = page_field(widget=forms.HiddenInput)
+    per_page = WholeNumberField(
         required=False, min_value=1, max_value=MAX_PER_PAGE, widget=forms.HiddenInput
     )
 
@@ -121,6 +121,12 @@ class SearchForm(forms.Form):
         unknown = sorted(set(self.data) - set(self.fields) - set(self.fixed))
         for name in unknown:
             self.add_error(None, f"unknown parameter '{name}'")
+        given = sum(len(self.data.getlist(name)) for name in self.data)
+        if given > MAX_FILTERS:
+            self.add_error(
+                None,
+                f"a search takes at most {MAX_FILTERS} parameters (MAX_FILTERS); {given} given",
+            )
         return data
 
     def query(self) -> SearchQuery:
@@ -172,16 +178,18 @@ class SearchForm(forms.Form):
     @property
     def narrowed(self) -> list[tuple[str, str, str]]:
         """The conditions set, each as (parameter, value, the address without it)."""
+        # Each parameter is encoded once; each link joins the others (at most MAX_FILTERS).
+        pairs = [(n, v) for n in self.data if n != "page" for v in self.data.getlist(n)]
+        encoded = [urlencode([pair]) for pair in pairs]
         out = []
         for name in self.fields:
             if name in ("page", "per_page", "sort", "row", "column", "hit"):
                 continue
             for value in self.data.getlist(name):
                 if value:
-                    rest = self.data.copy()
-                    rest.setlist(name, [v for v in rest.getlist(name) if v != value])
-                    rest.pop("page", None)
-                    out.append((name, value, rest.urlencode()))
+                    kept = zip(encoded, pairs, strict=True)
+                    rest = "&".join(e for e, pair in kept if pair != (name, value))
+                    out.append((name, value, rest))
         return out
 
 

@@ -23,7 +23,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from evaldash.middleware import accepts_uploads
 from evaldash.uploads import IncomingFileUploadHandler
+from records.formats.numbers import NotWhole, parse_whole
 from records.ingest import IngestReport
+from records.ingest.inputs import disk_full
 from records.models import (
     ApiToken,
     AuditEvent,
@@ -76,8 +78,32 @@ def receive(request: HttpRequest, upload: Upload) -> Upload | None:
             return None
         kept = keep_files([(f.name, f) for f in files])
         return queue_kept(upload, kept, allow_digest_mismatch=_override(request))
+    except Exception as exc:
+        if full := disk_full(exc):
+            raise NoRoom(full) from exc
+        raise
     finally:
         handler.close_files()  # what was not moved into the storage
+
+
+class NoRoom(Exception):
+    """The uploads storage's disk (or the database) is full: nothing of the upload was kept."""
+
+    def __init__(self, full: str) -> None:
+        self.full = full
+        where = "the uploads storage" if full == "disk" else "the database"
+        super().__init__(f"{where} is full: nothing of this upload was kept; send it again later")
+
+    @property
+    def status(self) -> int:
+        # 507 Insufficient Storage for the uploads' own disk; a full database is the server's
+        # operational failure, as it is to a waiting upload.
+        return 507 if self.full == "disk" else 503
+
+    def response(self) -> JsonResponse:
+        answer = JsonResponse({"error": str(self), "full": self.full}, status=self.status)
+        answer["Retry-After"] = str(settings.EVALDASH_FULL_RETRY_SECONDS)
+        return answer
 
 
 def report_of(upload: Upload) -> IngestReport:
@@ -120,11 +146,15 @@ def upload_page(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if not context["can_upload"]:
             return HttpResponse("You do not have the upload permission.", status=403)
-        up = receive(request, Upload(source=Upload.Source.WEB, user=request.user))
-        if up is None:
+        try:
+            up = receive(request, Upload(source=Upload.Source.WEB, user=request.user))
+        except NoRoom as exc:
+            up, status = None, exc.status
+            context["error"] = f"{str(exc).capitalize()}."
+        if up is None and status == 200:
             context["error"] = "Choose at least one file to upload."
             status = 400
-        else:
+        elif up is not None:
             context["upload"] = up
             if up.status == Upload.Status.DONE:
                 context["report"] = report_of(up)
@@ -237,12 +267,13 @@ def _wait_seconds(request: HttpRequest) -> tuple[int, HttpResponse | None]:
     raw = request.GET.get("wait", "")
     if raw == "":
         return 0, None
-    if not raw.isdigit() or int(raw) > MAX_WAIT_SECONDS:
+    try:
+        return parse_whole(raw, maximum=MAX_WAIT_SECONDS), None
+    except NotWhole:
         return 0, JsonResponse(
             {"error": f"wait: give whole seconds from 0 to {MAX_WAIT_SECONDS}", "field": "wait"},
             status=400,
         )
-    return int(raw), None
 
 
 def _busy() -> HttpResponse:
@@ -258,7 +289,7 @@ def _hold(up: Upload, seconds: int) -> Upload:
     """Poll the upload (a short read every POLL_SECONDS, no lock held) until it is done or
     `seconds` pass; the caller holds a waiting slot."""
     deadline = time.monotonic() + seconds
-    while not up.finished and (left := deadline - time.monotonic()) > 0:
+    while not (up.finished or up.waiting) and (left := deadline - time.monotonic()) > 0:
         time.sleep(min(POLL_SECONDS, left))
         up.refresh_from_db()
     return up
@@ -267,7 +298,9 @@ def _hold(up: Upload, seconds: int) -> Upload:
 def upload_answer(request: HttpRequest, up: Upload, *, created: bool = False) -> JsonResponse:
     """What the API says of an upload: its status and progress, and once done its summary with
     each shard's run (run_id, page, gate). Done: 200, or 422 if something was refused; failed:
-    500 with the error; still queued or running: 202 to the POST that made it, else 200."""
+    500 with the error; queued again because the database was full: 503 with Retry-After and
+    "waiting: database full"; else still queued or running: 202 to the POST that made it, else
+    200."""
     url = request.build_absolute_uri(reverse("records:api-upload-status", args=[up.pk]))
     body: dict[str, Any] = {
         "upload": up.pk,
@@ -287,7 +320,13 @@ def upload_answer(request: HttpRequest, up: Upload, *, created: bool = False) ->
     elif up.status == Upload.Status.FAILED:
         body["error"] = up.error
         status = 500
+    elif up.waiting:
+        # An operational failure, not a refusal: the bytes are kept and tried again later.
+        body["error"] = up.error
+        status = 503
     response = JsonResponse(body, status=status)
+    if status == 503:
+        response["Retry-After"] = str(settings.EVALDASH_FULL_RETRY_SECONDS)
     if created:
         response["Location"] = reverse("records:api-upload-status", args=[up.pk])
     return response
@@ -302,7 +341,10 @@ def api_upload(request: HttpRequest, token: ApiToken) -> HttpResponse:
     if slot is not None and not slot.acquire(blocking=False):
         return _busy()  # before a byte of the body is read
     try:
-        up = receive(request, Upload(source=Upload.Source.API, token=token))
+        try:
+            up = receive(request, Upload(source=Upload.Source.API, token=token))
+        except NoRoom as exc:
+            return exc.response()
         if up is None:
             return JsonResponse(
                 {"error": "no file: send files as multipart field 'file'"}, status=400
@@ -322,7 +364,7 @@ def api_upload_status(request: HttpRequest, pk: int) -> HttpResponse:
     up = Upload.objects.filter(pk=pk).first()
     if up is None:
         return JsonResponse({"error": f"no upload {pk}"}, status=404)
-    if wait and not up.finished:
+    if wait and not (up.finished or up.waiting):
         slot = waiters()
         if not slot.acquire(blocking=False):
             return _busy()

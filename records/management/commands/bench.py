@@ -20,6 +20,7 @@ OPTIONS = (
     ("--search", bool, False, "measure the search's targets instead"),
     ("--upload", bool, False, "time a POST of --upload-mb MB to the production server"),
     ("--upload-mb", float, 200, "MB the upload sends"),
+    ("--slow-clients", bool, False, "count the slow clients the production server survives"),
     ("--runs", int, 10, "runs in the search's store"),
     ("--attempts", int, 20_000, "attempts per run in the search's store"),
 )
@@ -52,6 +53,7 @@ class Command(BaseCommand):
         attempts: int,
         upload: bool,
         upload_mb: float,
+        slow_clients: bool,
         **options,
     ) -> None:
         # Imported when the benchmark runs, not when `manage.py help` loads every command.
@@ -68,6 +70,13 @@ class Command(BaseCommand):
         try:
             if upload:
                 self._upload(bench, upload_mb, Path(out))
+                return
+            if slow_clients:
+                report = bench.slow_clients(out=Path(out), say=lambda s: self.stderr.write(s))
+                self.stdout.write(
+                    f"bench slow clients ({report['database']}): the production command alone "
+                    f"answers beside up to {report['survives_up_to']} slow clients; report in {out}"
+                )
                 return
             if search:
                 self._search(bench, runs, attempts, Path(out))
