@@ -567,7 +567,7 @@ def test_the_gates_words_for_excused_cases_keep_each_case_id_in_its_code_span(db
     words = excused_words(excused_cases("ab", ["MT-040", "a|b`c", "MT-041"]))
     assert words.startswith("`MT-040`") or "`MT-040`" in words
     assert words.endswith("excused as known-flaky") and "MT-041" not in words
-    assert "\\|" in words and excused_words({}) == ""
+    assert "``a|b`c``" in words and excused_words({}) == ""
 
 
 def test_the_gate_passes_a_row_whose_regressed_cases_are_all_known_flaky_and_says_so(demo, client):
@@ -576,8 +576,8 @@ def test_the_gate_passes_a_row_whose_regressed_cases_are_all_known_flaky_and_say
     run, baseline = resolve(REGRESSED, BEFORE)
     digest = run.corpus_digest
     (row,) = gate(run, baseline, "Clean").regressed
-    every = row["cases_regressed"]
-    assert len(every) == row["cases_regressed_total"] > 1
+    every = row["cases_fell"]  # the cases whose Clean rate fell
+    assert len(every) > 1
     # Labelling all but one is not enough: a real regression still fails the gate.
     for case in every[:-1]:
         write(About("case", digest, case), Writer("ci"), label=_label("known-flaky"))

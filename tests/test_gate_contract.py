@@ -70,8 +70,9 @@ def test_every_value_of_the_comment_is_escaped(demo, auth, client):
         r["cases_regressed"] = ["c " + HOSTILE, "`MT-1`"]
     text = result.markdown()
     lines = text.splitlines()
-    # No value broke a line: a head, a blank line, the table's two header lines and its rows.
-    assert len(lines) == 4 + len(result.regressed)
+    # No value broke a line: a head, a blank line, the table's two header lines and its rows,
+    # then the failure modes new since the baseline, a line each (their text in code spans).
+    assert len(lines) == 4 + len(result.regressed) + len(result.modes_lines())
     for line in lines:
         bare = outside_code(line)
         assert "<" not in bare and "`" not in bare and "[x]" not in bare

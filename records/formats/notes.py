@@ -21,7 +21,8 @@ UNSAFE = re.compile(
 LIST_ITEM = re.compile(r"^[-*] +(.*)$")
 # An address as it reads once escaped: no space, no quote (escaped as &quot; anyway), no
 # closing bracket of the Markdown around it.
-ADDRESS = r"https?://[^\s()\[\]<>]+"
+# An escaped `<`, `>` or quote ends it: it is the text around the address, not part of it.
+ADDRESS = r"https?://(?:(?!&(?:lt|gt|quot|#x27);)[^\s()\[\]<>])+"
 INLINE = re.compile(
     r"(?P<code>`(?P<code_text>[^`\n]+)`)"
     rf"|(?P<link>\[(?P<link_text>[^\]\n]+)\]\((?P<link_to>{ADDRESS})\))"
@@ -31,7 +32,8 @@ INLINE = re.compile(
     r"|(?<![\w_])_(?P<em2_text>[^_\s][^_\n]*?)_(?![\w_]))"
 )
 # An address's trailing punctuation is the sentence's, not the address's.
-TRAILING = re.compile(r"(?:[.,;:!?]|&#x27;|&quot;)+$")
+# A `;` that closes an escaped character (`&amp;`) belongs to it, and is kept.
+TRAILING = re.compile(r"(?:[.,:!?]|(?<!&amp);|&#x27;|&quot;)+$")
 
 
 def _anchor(address: str, text: str) -> str:

@@ -275,7 +275,7 @@ def excused_words(excused: dict[str, Annotation]) -> str:
     code span no character of it can leave): "`MT-040`, `MT-041` excused as known-flaky"."""
     if not excused:
         return ""
-    named = ", ".join(markdown_code(case, in_table=True) for case in sorted(excused))
+    named = ", ".join(markdown_code(case) for case in sorted(excused))
     return f"{named} excused as {EXCUSING}"
 
 

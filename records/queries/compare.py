@@ -466,9 +466,11 @@ class SurfaceGroup:
                 self.sides[1:], self.tests, self.decisions or [{}] * len(self.tests), strict=True
             ):
                 pair = side.ratio(column)
-                cells.append(
-                    (pair, delta_points(first, pair), tests.get(column), decided.get(column))
-                )
+                test = tests.get(column)
+                # A tested column's difference is its test's (over the cases the two sides
+                # share), so it lies inside the interval shown with it.
+                d = delta_points(first, pair) if test is None else 100 * test.difference
+                cells.append((pair, d, test, decided.get(column)))
             out.append((title, cells))
         return out
 

@@ -28,12 +28,16 @@ from records.models import Run
 from records.queries.annotations import excused_cases, excused_words
 from records.queries.compare import case_flips
 from records.queries.decisions import RunDecision, decide
+from records.queries.failures import NewMode, new_modes_since
 from records.queries.runs import previous_runs
 from records.scoring.run import score_unscored
+from records.scoring.tables import case_figures, ratio_of
 from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLE, COLUMN_TITLES
 
 # Regressed cases named per regressed row in the comment (the JSON lists as many).
 CASES_NAMED = 5
+# New failure modes named in the comment (the JSON lists every one).
+MODES_NAMED = 5
 
 
 class GateError(Exception):
@@ -75,6 +79,41 @@ class GateResult:
     ignore_labels: bool = False
     base_url: str = ""  # the dashboard's public address, for the comment's links
     decision: RunDecision | None = None
+    new_modes: list[NewMode] | None = None  # failure modes the baseline has none of
+
+    def modes_lines(self) -> list[str]:
+        """The comment's lines naming the failure modes new since the baseline (the first few)."""
+        if not self.new_modes:
+            return []
+        total = sum(m.attempts for m in self.new_modes)
+        n = len(self.new_modes)
+        lines = [
+            "",
+            f"{n} new failure mode{'s' if n != 1 else ''}, {total} attempt"
+            f"{'s' if total != 1 else ''}, since the baseline:",
+            "",
+        ]
+        for m in self.new_modes[:MODES_NAMED]:
+            sig = m.signature
+            what = " ".join(
+                str(v)
+                for v in (
+                    sig.get("outcome"),
+                    sig.get("step"),
+                    sig.get("tool"),
+                    sig.get("action"),
+                    sig.get("check"),
+                    sig.get("message"),
+                )
+                if v
+            )
+            lines.append(
+                f"- [{m.id}]({self.link(m.url)}) {markdown_code(what)}: {m.attempts} attempt"
+                f"{'s' if m.attempts != 1 else ''}"
+            )
+        if n > MODES_NAMED:
+            lines.append(f"- and {n - MODES_NAMED} more")
+        return lines
 
     @property
     def column(self) -> str:
@@ -131,6 +170,17 @@ class GateResult:
             "ignore_labels": self.ignore_labels,
             "rule": self.rule,
             "rows_compared": self.rows,
+            "new_failure_modes": None
+            if self.new_modes is None
+            else [
+                {
+                    "id": m.id,
+                    "signature": m.signature,
+                    "attempts": m.attempts,
+                    "url": self.link(m.url),
+                }
+                for m in self.new_modes
+            ],
             "regressed": self.regressed,
             "problem": self.problem,
             "run_url": self.run_url,
@@ -162,7 +212,9 @@ class GateResult:
         if self.decision is not None:
             head += f" {self.decision.sentence[0].upper()}{self.decision.sentence[1:]}."
         if not self.regressed:
-            return f"{head}\n\nNo row regressed beyond noise.\n"
+            return (
+                "\n".join([head, "", "No row regressed beyond noise.", *self.modes_lines()]) + "\n"
+            )
         lines = [
             head,
             "",
@@ -193,7 +245,7 @@ class GateResult:
                 + (f" ({markdown_code(r['excused_note'])})" if r["excused_note"] else "")
                 for r in excused
             ]
-        return "\n".join(lines) + "\n"
+        return "\n".join(lines + self.modes_lines()) + "\n"
 
 
 def gate(
@@ -207,8 +259,8 @@ def gate(
     base_url: str = "",
 ) -> GateResult:
     """The gate's answer for `run` against `baseline` on the given columns. A regressed row
-    whose regressed cases are all labelled known-flaky (unresolved) is reported, excused, and
-    does not fail the gate, unless `ignore_labels`."""
+    whose cases that fell on the gated column are all labelled known-flaky (unresolved) is
+    reported, excused, and does not fail the gate, unless `ignore_labels`."""
     titles = [column_titles] if isinstance(column_titles, str) else list(column_titles)
     titles = list(dict.fromkeys(titles or ["Clean"]))
     columns = []
@@ -235,6 +287,7 @@ def gate(
     result.decision = decision = decide(baseline.pk, run.pk, columns)
     result.rows = len(decision.rows)
     result.problem = decision.problem
+    result.new_modes = new_modes_since(run, baseline)
     regressed = []
     for row in decision.rows:
         for column, d in row.decisions.items():
@@ -259,6 +312,7 @@ def gate(
                     "coverage": row.coverage,
                     "cases_regressed_total": 0,
                     "cases_regressed": [],
+                    "cases_fell": [],
                     "excused": False,
                     "excused_by": {},
                     "excused_words": "",
@@ -270,31 +324,45 @@ def gate(
         sa, sb = baseline.latest_scoring(), run.latest_scoring()
         assert sa is not None and sb is not None
         pairs = list(dict.fromkeys((row.baseline, row.candidate) for row, _ in regressed))
-        # Every regressed case of the regressed rows (regressions come first in each row's
-        # changes): the labels must excuse all of them, and the comment names the first few.
-        counts, changes = case_flips(sa, sb, pairs)
-        cases = {
-            row.baseline: [f.case for f in changes.get(row.baseline, []) if f.kind == "regressed"]
-            for row, _ in regressed
-        }
+        counts, changes = case_flips(sa, sb, pairs, limit=CASES_NAMED)
+        # The cases whose rate on the gated column fell: the labels must excuse every one.
+        per_a = case_figures(sa, [a for a, _ in pairs])
+        per_b = case_figures(sb, [b for _, b in pairs])
+        fell: dict[tuple[str, str], list[str]] = {}
+        for row, column in regressed:
+            a, b = per_a.get(row.baseline, {}), per_b.get(row.candidate, {})
+            fell[(row.baseline, column)] = [
+                case
+                for case in sorted(set(a) & set(b))
+                if _fell(ratio_of(a[case], column), ratio_of(b[case], column))
+            ]
         labels = (
             {}
             if ignore_labels
             else excused_cases(
-                run.corpus_digest, sorted({c for found in cases.values() for c in found})
+                run.corpus_digest, sorted({c for found in fell.values() for c in found})
             )
         )
-        for (row, _), r in zip(regressed, result.regressed, strict=True):
-            found = cases[row.baseline]
+        for (row, column), r in zip(regressed, result.regressed, strict=True):
             r["cases_regressed_total"] = counts.get(row.baseline, {}).get("regressed", 0)
-            r["cases_regressed"] = found[:CASES_NAMED]
+            r["cases_regressed"] = [
+                f.case for f in changes.get(row.baseline, []) if f.kind == "regressed"
+            ]
+            found = fell[(row.baseline, column)]
+            r["cases_fell"] = found
             excusing = {c: labels[c] for c in found if c in labels}
-            if found and len(excusing) == len(found) == r["cases_regressed_total"]:
+            if found and len(excusing) == len(found):
                 r["excused"] = True
                 r["excused_by"] = {c: a.label.slug for c, a in excusing.items()}
                 r["excused_words"] = excused_words(excusing)
                 r["excused_note"] = next((a.note for a in excusing.values() if a.note), "")
     return result
+
+
+def _fell(before: tuple[int, int], after: tuple[int, int]) -> bool:
+    """Whether a case's rate fell (both sides with a denominator, as the test pairs them)."""
+    (na, da), (nb, db) = before, after
+    return bool(da and db) and nb * da < na * db
 
 
 def resolve(run_id: str, baseline: str) -> tuple[Run, Run | None]:

@@ -30,6 +30,7 @@ class Ranking:
     together: int  # pairs that cannot be told apart
     cases: int  # the most cases any pair shared
     without_rate: list[str]  # models with no rate on this column
+    family: int = 0  # the pairs tested, over which the tests are read together
 
     @property
     def sentence(self) -> str:
@@ -39,7 +40,7 @@ class Ranking:
         pairs = n * (n - 1) // 2
         size = (
             f"at this sample size ({self.cases} case{'s' if self.cases != 1 else ''} shared; "
-            f"{evidence.rule_words(pairs, 'pairs')})"
+            f"{evidence.rule_words(self.family or pairs, 'pairs')})"
         )
         if not self.apart:
             return (
@@ -75,7 +76,7 @@ def rank(rows: list[TableRow], column: str, title: str, tests: PairTests) -> Ran
         else:
             together += 1
     without = [r.model for r, pair in scored if not pair[1]]
-    return Ranking(title, ranked, apart, together, most, without)
+    return Ranking(title, ranked, apart, together, most, without, sum(1 for t in found if t))
 
 
 def _test(tests: PairTests, baseline: str, candidate: str, column: str) -> stats.Paired | None:
