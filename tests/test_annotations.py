@@ -596,3 +596,21 @@ def test_the_gate_passes_a_row_whose_regressed_cases_are_all_known_flaky_and_say
     ).json()
     assert plain["passed"] is False and plain["regressed"][0]["excused"] is False
     assert not gate(run, baseline, "Clean", ignore_labels=True).passed
+
+
+def test_a_failure_mode_carries_its_labels_on_its_page_and_in_the_failures_filter(
+    client, labeller, demo
+):
+    from records.models import FailureMode
+
+    mode = FailureMode.objects.order_by("id").first()
+    assert mode is not None
+    page = client.get(f"/failures/{mode.id}/").content.decode()
+    assert 'action="/annotations/"' in page  # the panel, to label this mode
+    assert client.get("/failures.json", {"label": "corpus-bug"}).json()["count"] == 0
+    write(About("mode", mode=mode.id), Writer("w"), label=_label("corpus-bug"), note="a corpus bug")
+    found = client.get("/failures.json", {"label": "corpus-bug"}).json()
+    assert [m["id"] for m in found["modes"]] == [mode.id]
+    assert "a corpus bug" in client.get(f"/failures/{mode.id}/").content.decode()
+    csv_text = b"".join(client.get("/failures.csv").streaming_content).decode()
+    assert "corpus-bug" in csv_text

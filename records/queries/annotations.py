@@ -260,6 +260,12 @@ def mode_labels(modes: Iterable[str]) -> dict[str, list[str]]:
     return dict(out)
 
 
+def modes_labelled(slug: str) -> QuerySet:
+    """The ids of the failure modes that carry `label` unresolved, as a subquery: the failure
+    pages' `label=` filter."""
+    return live().filter(target=Target.MODE, label__slug=slug).values("mode")
+
+
 def modes_annotated(modes: Iterable[str]) -> set[str]:
     """The failure modes that carry any annotation: a new mode leaves the review queue once
     someone has labelled it (as an item of kind "mode", `url` its `failure_mode_url`)."""

@@ -20,6 +20,7 @@ from django.db.models import QuerySet, Sum
 from django.urls import reverse
 
 from records.models import FailureCount, FailureMode, Run, Scoring, Verdict
+from records.queries.annotations import modes_labelled
 from records.queries.cases import newest_digest
 from records.queries.runs import previous_runs
 from records.scorer.score import SIGNATURE_PARTS
@@ -40,6 +41,7 @@ class FailureFilter:
     surface: str = ""
     case: str = ""
     since: date | None = None
+    label: str = ""  # the modes that carry this label, unresolved
 
     def query(self, **changes: object) -> list[tuple[str, str]]:
         """The filter as query-string pairs (with `changes` on top), as the pages' form reads it."""
@@ -52,6 +54,8 @@ class FailureFilter:
                 pairs.append((name, getattr(self, name)))
         if self.since:
             pairs.append(("since", self.since.isoformat()))
+        if self.label:
+            pairs.append(("label", self.label))
         pairs += [(k, str(v)) for k, v in changes.items() if v not in (None, "")]
         return pairs
 
@@ -105,6 +109,8 @@ def _counts(chosen: Chosen, modes: list[str] | None = None) -> QuerySet[FailureC
     rows = FailureCount.objects.filter(scoring_id__in=chosen.signed_ids)
     if modes is not None:
         rows = rows.filter(mode__in=modes)
+    if f.label:
+        rows = rows.filter(mode__in=modes_labelled(f.label))
     for name in ("model", "surface", "case"):
         if getattr(f, name):
             rows = rows.filter(**{name: getattr(f, name)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from itertools import batched
 from typing import Any
 from urllib.parse import urlencode
 
@@ -15,8 +16,10 @@ from django.views.decorators.http import require_GET
 
 from records.models import FailureMode
 from records.queries import failures as q
+from records.queries.annotations import About, mode_labels
 from records.scorer.score import SIGNATURE_PARTS
 from records.views.access import query_form, read_access, render_page
+from records.views.annotations import annotation_panel
 from records.views.charts import escaped
 from records.views.exports import export
 from records.views.forms import SURFACE_CHOICES
@@ -34,6 +37,7 @@ class FailuresForm(forms.Form):
     surface = forms.ChoiceField(required=False, choices=[("", "any"), *SURFACE_CHOICES])
     case = forms.CharField(required=False, max_length=500)
     since = forms.DateField(required=False)
+    label = forms.SlugField(required=False, max_length=50)
     page = forms.IntegerField(required=False, min_value=1, max_value=10**9)
 
     def chosen(self) -> q.Chosen:
@@ -46,6 +50,7 @@ class FailuresForm(forms.Form):
                 d.get("surface") or "",
                 d.get("case") or "",
                 d.get("since"),
+                d.get("label") or "",
             )
         )
 
@@ -140,21 +145,28 @@ def failures_csv(request: HttpRequest, form: FailuresForm) -> HttpResponse:
     chosen = form.chosen()
 
     def rows() -> Iterator[dict[str, Any]]:
-        for m in q.every_mode(chosen):
-            yield {
-                "id": m.id,
-                **{part: m.signature.get(part) or "" for part in SIGNATURE_PARTS},
-                "attempts": m.attempts,
-                "cases": " ".join(case for case, _ in m.cases),
-                "models": " ".join(f"{k}={v}" for k, v in m.models.items()),
-                "surfaces": " ".join(f"{k}={v}" for k, v in m.surfaces.items()),
-                "runs": len(m.seen),
-                "first_run": m.first_run.run_id,
-                "last_run": m.last_run.run_id,
-                "new": "yes" if m.new else "no",
-            }
+        for shown in batched(q.every_mode(chosen), 500):
+            labels = mode_labels([m.id for m in shown])
+            for m in shown:
+                yield _csv_line(m, labels.get(m.id, []))
 
     return export("csv", "failure-modes", rows())
+
+
+def _csv_line(m: q.Mode, labels: list[str]) -> dict[str, Any]:
+    return {
+        "id": m.id,
+        **{part: m.signature.get(part) or "" for part in SIGNATURE_PARTS},
+        "attempts": m.attempts,
+        "cases": " ".join(case for case, _ in m.cases),
+        "models": " ".join(f"{k}={v}" for k, v in m.models.items()),
+        "surfaces": " ".join(f"{k}={v}" for k, v in m.surfaces.items()),
+        "runs": len(m.seen),
+        "first_run": m.first_run.run_id,
+        "last_run": m.last_run.run_id,
+        "new": "yes" if m.new else "no",
+        "labels": " ".join(labels),
+    }
 
 
 @require_GET
@@ -180,6 +192,7 @@ def failure_mode(request: HttpRequest, mode_id: str, form: FailuresForm) -> Http
             "search_url": q.search_link(chosen, mode_id),
             "list_url": reverse("records:failures") + _query(chosen),
             "trend": escaped_trend(mode),
+            "annotations": annotation_panel(request, About("mode", mode=mode_id)),
         },
         partial="records/failures/_attempts.html",
     )
