@@ -455,8 +455,13 @@ def queued(db):
     return runs
 
 
+def _case_items() -> list:
+    """The queue's case items (its failure modes new in the newest run aside)."""
+    return [i for i in review_items() if i.kind != "mode"]
+
+
 def test_the_queue_holds_the_newest_flip_and_the_unlabelled_flaky_case(client, viewer, queued):
-    items = review_items()
+    items = _case_items()
     assert [(i.kind, i.case) for i in items] == [("flipped", FLIP), ("flaky", FLAKY)]
     assert (
         items[0].run.run_id == "run-6"
@@ -483,7 +488,7 @@ def test_labelling_an_item_marks_it_reviewed(client, labeller, queued):
         headers={"HX-Request": "true"},
     )
     assert r.status_code == 200
-    assert [i.case for i in review_items()] == [FLIP]
+    assert [i.case for i in _case_items()] == [FLIP]
     client.post(
         "/annotations/",
         {
@@ -494,6 +499,9 @@ def test_labelling_an_item_marks_it_reviewed(client, labeller, queued):
             "next": "/review/",
         },
     )
+    assert _case_items() == []
+    for mode in {i.mode for i in review_items()}:
+        write(About("mode", mode=mode), Writer("w"), label=_label("expected"))
     assert review_items() == []
     assert "Nothing to review." in client.get("/review/").content.decode()
 
@@ -614,3 +622,20 @@ def test_a_failure_mode_carries_its_labels_on_its_page_and_in_the_failures_filte
     assert "a corpus bug" in client.get(f"/failures/{mode.id}/").content.decode()
     csv_text = b"".join(client.get("/failures.csv").streaming_content).decode()
     assert "corpus-bug" in csv_text
+
+
+def test_a_failure_mode_new_in_the_newest_run_waits_in_the_queue_until_labelled(
+    client, labeller, demo
+):
+    from records.queries.annotations import review_items
+    from records.queries.failures import new_failures
+
+    newest = Run.objects.order_by("-started_at").first()
+    found = new_failures(newest)
+    assert found is not None and found.modes
+    queued = [i for i in review_items() if i.kind == "mode"]
+    assert {i.mode for i in queued} == {m.id for m in found.modes}
+    first = queued[0].mode
+    assert first in client.get("/review/").content.decode()
+    write(About("mode", mode=first), Writer("w"), label=_label("expected"))
+    assert first not in {i.mode for i in review_items() if i.kind == "mode"}

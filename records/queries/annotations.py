@@ -32,6 +32,7 @@ from records.models import (
     ShardFile,
 )
 from records.queries import cases as case_queries
+from records.queries.failures import new_failures
 
 # The label that excuses a regressed case in the gate while it is unresolved.
 EXCUSING = "known-flaky"
@@ -260,12 +261,6 @@ def mode_labels(modes: Iterable[str]) -> dict[str, list[str]]:
     return dict(out)
 
 
-def modes_labelled(slug: str) -> QuerySet:
-    """The ids of the failure modes that carry `label` unresolved, as a subquery: the failure
-    pages' `label=` filter."""
-    return live().filter(target=Target.MODE, label__slug=slug).values("mode")
-
-
 def modes_annotated(modes: Iterable[str]) -> set[str]:
     """The failure modes that carry any annotation: a new mode leaves the review queue once
     someone has labelled it (as an item of kind "mode", `url` its `failure_mode_url`)."""
@@ -342,7 +337,7 @@ class ReviewItem:
     """One thing that needs a person: why, what (a case of a digest, later a failure mode), the
     run it concerns, when, the page of its evidence, and what it says in a few words."""
 
-    kind: str  # "flipped", "flaky" (and "mode", once failure modes are stored)
+    kind: str  # "flipped", "flaky" or "mode" (a failure mode new in the newest run)
     digest: str
     case: str
     run: Run | None
@@ -350,6 +345,7 @@ class ReviewItem:
     url: str
     detail: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    mode: str = ""  # a failure mode's id, for an item of kind "mode"
 
     DETAIL_SHOWN = 3
 
@@ -444,6 +440,29 @@ def review_items(digest: str = "") -> list[ReviewItem]:
                             for m in line.by_model
                             if m.flaky and m.flakiness
                         ],
+                    )
+                )
+        # The failure modes new in the newest run, that nobody has annotated yet.
+        found = new_failures(newest)
+        if found is not None:
+            done = modes_annotated([m.id for m in found.modes])
+            for m in found.modes:
+                if m.id in done:
+                    continue
+                sig = m.signature
+                items.append(
+                    ReviewItem(
+                        "mode",
+                        d,
+                        "",
+                        newest,
+                        when,
+                        m.url,
+                        [
+                            " ".join(str(v) for v in sig.values() if v),
+                            f"{m.attempts} attempt{'s' if m.attempts != 1 else ''} in the newest run",
+                        ],
+                        mode=m.id,
                     )
                 )
     order = {"mode": 0, "flipped": 1, "flaky": 2}

@@ -19,8 +19,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet, Sum
 from django.urls import reverse
 
-from records.models import FailureCount, FailureMode, Run, Scoring, Verdict
-from records.queries.annotations import modes_labelled
+from records.models import Annotation, FailureCount, FailureMode, Run, Scoring, Verdict
 from records.queries.cases import newest_digest
 from records.queries.runs import previous_runs
 from records.scorer.score import SIGNATURE_PARTS
@@ -110,7 +109,11 @@ def _counts(chosen: Chosen, modes: list[str] | None = None) -> QuerySet[FailureC
     if modes is not None:
         rows = rows.filter(mode__in=modes)
     if f.label:
-        rows = rows.filter(mode__in=modes_labelled(f.label))
+        # The modes that carry the label unresolved (`records.queries.annotations.live`).
+        labelled = Annotation.objects.filter(
+            target=Annotation.Target.MODE, label__slug=f.label, resolved=False
+        ).values("mode")
+        rows = rows.filter(mode__in=labelled)
     for name in ("model", "surface", "case"):
         if getattr(f, name):
             rows = rows.filter(**{name: getattr(f, name)})
