@@ -133,7 +133,7 @@ def test_pages_exports_and_the_gate_see_one_row_per_spec_whatever_it_holds(key, 
 
             query = f"kind=runs&baseline={base.pk}&candidate={cand.pk}"
             page = client.get(f"/compare/?{query}").content.decode()
-            assert page.count('<tr><td><a href="#cmp-1-') == len(specs)
+            assert page.count('href="#cmp-1-') == len(specs)  # a summary line each
             for spec in specs:
                 assert escape(spec) in page
 
