@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def test_the_history_reads_at_both_widths_and_marks_the_drop(page):
     digest = page.runs["run-2026-11-23-f00dfa"].corpus_digest
-    url = f"/history/?digest={digest}&model=openai:gpt-5.4-nano&surface=meta&column=Completion"
+    url = f"/history/?digest={digest}&model=openai:gpt-5.4-nano&surface=meta&column=Clean"
     check_layout(page, "/history/")
     check_layout(page, f"/history/?digest={digest}")
     check_layout(page, url)

@@ -30,23 +30,25 @@ def uneven(site, django_db_blocker) -> Iterator[Run]:
 
 
 @pytest.mark.parametrize("width", [1440, 390])
-def test_two_tables_of_one_surface_say_what_sets_each_apart(pg, uneven, width):
+def test_a_surface_whose_rows_cover_different_cases_is_ranked_as_one_board(pg, uneven, width):
     pg.set_viewport_size({"width": width, "height": 900})
     pg.goto(pg.base + f"/runs/{uneven.pk}/")
     boards = pg.locator("section.board")
-    assert boards.count() == 2
-    titles = [t.strip() for t in boards.locator("h2").all_inner_texts()]
-    assert len(set(titles)) == 2, titles
-    assert all(t.lower().startswith("dynamic · ") for t in titles), titles
-    assert any("the whole corpus" in t for t in titles) and any(" of " in t for t in titles)
-    for note in boards.locator("p.apart").all_inner_texts():
-        assert "Not ranked with the other dynamic table" in note and "cases" in note
-    assert boards.locator("p.apart").count() == 2
+    # The overview ranks every model of the surface together, each pair on its shared cases.
+    assert boards.count() == 1
+    caption = boards.locator("p.caption").inner_text()
+    assert "each pair is compared on the cases both ran" in caption
+    assert boards.locator("tbody tr").count() == len(MODELS)
     width_now = pg.evaluate("() => document.documentElement.scrollWidth")
     assert width_now <= width
-    # The Scores tab titles its two tables the same way.
+    # The Scores tab keeps upstream's two tables, each titled by what sets it apart.
     pg.goto(pg.base + f"/runs/{uneven.pk}/scores/")
-    assert pg.locator("section.group h3.group-title").count() == 2
+    titles = [t.strip() for t in pg.locator("section.group h3.group-title").all_inner_texts()]
+    assert len(titles) == len(set(titles)) == 2, titles
+    assert all(t.lower().startswith("dynamic · ") for t in titles), titles
+    assert any("the whole corpus" in t for t in titles) and any(" of " in t for t in titles)
+    for note in pg.locator("p.apart").all_inner_texts():
+        assert "Not ranked with the other dynamic table" in note and "cases" in note
     assert pg.problems == []
 
 
@@ -63,7 +65,7 @@ def test_captions_show_code_as_code_and_no_backtick(pg, site, uneven):
     for url, code in (
         (f"/runs/{run}/", ".caption code"),
         (f"/runs/{run}/scores/", ".caption code"),
-        (f"/runs/{uneven.pk}/", ".apart code"),
+        (f"/runs/{uneven.pk}/scores/", ".apart code"),
         (f"/compare/?kind=models&run={run}", ".caption code"),
         (f"/compare/?kind=surfaces&run={run}", "main"),
         (f"/compare/?kind=runs&baseline={first}&candidate={uneven.pk}", "main"),
