@@ -23,7 +23,7 @@ from records.models.scoring import (
     Scoring,
     Verdict,
 )
-from records.search.models import SearchEntry
+from records.search.models import PendingIndex, SearchEntry
 
 __all__ = [
     "ApiToken",
@@ -45,6 +45,7 @@ __all__ = [
     "Run",
     "ScoreCase",
     "ScoreRow",
+    "PendingIndex",
     "SearchEntry",
     "Scoring",
     "Session",

@@ -21,6 +21,7 @@ from django.db.models.functions import Cast, Substr
 
 from records.models import Attempt, Call, Run, Scoring, Turn, Verdict
 from records.search import engine
+from records.search.index import not_yet_indexed
 from records.search.models import SearchCall
 from records.search.snippets import snippet
 
@@ -79,6 +80,7 @@ FACETS = (
 )
 COUNT, CALL_COUNT = "count", "call_count"  # the summary's totals beside the facets
 PAGE = "page"  # and the ids of the page asked for (`Search`'s `window`)
+INDEXING = "indexing"  # and the run ids of the runs reached that wait for their index
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
 
 
@@ -199,6 +201,27 @@ class Search:
         self.calls = self._calls()
         self.window = window
         self._summary: dict[str, Any] | None = None
+
+    def indexing(self) -> list[str]:
+        """The run ids of the runs this query reaches that are stored but not yet indexed:
+        their attempts are listed as their rows match, but their words and calls are not
+        matched, nor their calls counted, until the index is written; every answer says so.
+        Read by the summary's statement, not a query of its own."""
+        return self.summary()[INDEXING]
+
+    def reached_runs(self) -> QuerySet:
+        """The runs the query's run conditions leave (every run when it names none)."""
+        q = self.query
+        runs = Run.objects.all()
+        if q.run_pk is not None:
+            runs = runs.filter(pk=q.run_pk)
+        if q.runs:
+            runs = runs.filter(run_id__in=q.runs)
+        if q.digest:
+            runs = runs.filter(corpus_digest__startswith=q.digest)
+        if q.commit:
+            runs = runs.filter(commit__startswith=q.commit)
+        return runs
 
     def verdicts(self, outer: str = "pk") -> QuerySet:
         """The verdicts of the attempt `outer` names, in its run's latest scoring."""
@@ -414,6 +437,13 @@ class Search:
             f"SELECT {totals} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM m",
             f"SELECT {totals + 1} AS facet, NULL AS value, COUNT(*) AS n, 0 AS rank FROM c",
         ]
+        waiting = not_yet_indexed(self.reached_runs()).order_by().values("run_id").distinct()
+        sql, more = waiting.query.sql_with_params()
+        branches.append(
+            f"SELECT {totals + 3} AS facet, w.{qn('run_id')} AS value, 0 AS n, 0 AS rank"
+            f" FROM ({sql}) AS w"
+        )
+        params.extend(more)
         if self.window is not None:
             number, per_page = self.window
             by = ", ".join(f"{o} {way}" for o, (_, way) in zip(ordering, order, strict=True))
@@ -426,15 +456,18 @@ class Search:
         sql = f"WITH {', '.join(parts)} " + " UNION ALL ".join(branches)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            rows = sorted(cursor.fetchall(), key=lambda r: (r[0], r[3]))
+            rows = sorted(cursor.fetchall(), key=lambda r: (r[0], r[3], str(r[1])))
         out: dict[str, Any] = {name: {} for name, _, _ in FACETS}
         out[COUNT] = out[CALL_COUNT] = 0
         out[PAGE] = []
+        out[INDEXING] = []
         for facet, value, n, _ in rows:
             if facet < totals:
                 out[FACETS[facet][0]][str(value)] = n
             elif facet == totals + 2:
                 out[PAGE].append(n)
+            elif facet == totals + 3:
+                out[INDEXING].append(value)
             else:
                 out[COUNT if facet == totals else CALL_COUNT] = n
         return out

@@ -1,5 +1,6 @@
 """Heavy work as tasks of Django's Tasks framework: an upload's ingest here, a run's scoring and
-the sweep of unscored runs in `records.tasks.scoring`.
+the sweep of unscored runs in `records.tasks.scoring`, a run's search index and the sweep of
+runs not yet indexed in `records.tasks.indexing`.
 
 Each task is safe to run twice (a worker killed after its work but before marking it done, or a
 claim taken to be stale): an upload is claimed by a conditional update of its status and tries,
@@ -27,6 +28,8 @@ from django.utils import timezone
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
+from records.search.index import indexing_queued_by
+from records.tasks.indexing import enqueue_index, index_run_task
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
@@ -35,6 +38,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "enqueue_upload",
+    "index_run_task",
     "ingest_upload",
     "queue_kept",
     "queue_upload",
@@ -115,8 +119,8 @@ def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
     reporter = ProgressReporter(upload, this_try)
     try:
         # A key this upload brings queues its runs' scoring (one task per run) rather than
-        # scoring every run of its digest here.
-        with reporter, rescoring_queued_by(enqueue_rescoring):
+        # scoring every run of its digest here; each shard's index is a task of its own.
+        with reporter, rescoring_queued_by(enqueue_rescoring), indexing_queued_by(enqueue_index):
             report = ingest(
                 pending_inputs(upload),
                 upload,

@@ -1,0 +1,73 @@
+"""The search index as a task: a run's index written after its shard's transaction, and the
+sweep of runs whose follow-up was lost.
+
+A shard stored by an upload's task writes its run's outbox row (`PendingIndex`) in the shard's
+transaction and, once that has committed, queues `index_run_task` for the run. The task is
+idempotent (`records.search.index.index_pending`); a try that fails is counted on the row and
+queued again, up to EVALDASH_TASK_MAX_TRIES, like an upload's. A task lost on the way (the
+process died between the commit and the enqueue, or its worker died and its task was given up)
+is queued again by a worker's heartbeat (`queue_unindexed_runs`): the row outlives it.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import IntegerField
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast
+from django.tasks import task
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from records.search.index import failed_try, index_pending
+from records.search.models import PendingIndex
+
+log = logging.getLogger(__name__)
+
+INDEX_TASK = "records.tasks.indexing.index_run_task"
+# Behind an upload's ingest (a CI job waits on that), ahead of re-scoring old runs: a search
+# waits on this one.
+INDEX_PRIORITY = -5
+
+
+@task(priority=INDEX_PRIORITY)
+def index_run_task(run_pk: int) -> bool:
+    """Write the index of a stored run, unless it is written already; whether this did."""
+    try:
+        return index_pending(run_pk)
+    except Exception as exc:
+        tries = failed_try(run_pk, exc)
+        log.exception("run %s: index try %s failed", run_pk, tries)
+        if 0 < tries < settings.EVALDASH_TASK_MAX_TRIES:
+            enqueue_index(run_pk)
+        raise
+
+
+def enqueue_index(run_pk: int) -> None:
+    index_run_task.enqueue(run_pk)
+
+
+def queue_unindexed_runs(now=None) -> list[int]:
+    """Queue the index of stored runs that wait for it with no task queued or running (lost on
+    the way); their pks. Only rows older than EVALDASH_TASK_STALE_SECONDS are looked at, so an
+    enqueue about to happen is not doubled (a doubled one would do nothing), and only those
+    that failed fewer than EVALDASH_TASK_MAX_TRIES times."""
+    now = now or timezone.now()
+    stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
+    named = (
+        DBTaskResult.objects.filter(task_path=INDEX_TASK, status__in=["READY", "RUNNING"])
+        .annotate(run=Cast(KT("args_kwargs__args__0"), IntegerField()))
+        .values("run")
+    )
+    lost = PendingIndex.objects.filter(
+        queued_at__lt=stale, tries__lt=settings.EVALDASH_TASK_MAX_TRIES
+    ).exclude(run__in=named)
+    pks = []
+    for pk in lost.order_by("run").values_list("run", flat=True)[:100]:
+        log.warning("run %s: waiting for its index with no task; its task is written now", pk)
+        enqueue_index(pk)
+        pks.append(pk)
+    return pks
