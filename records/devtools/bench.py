@@ -689,11 +689,8 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
 
         for stage, some in stages.items():
             _quiet()
-            # The index is written batch by batch (its calls) and at the shard's end.
-            with (
-                mock.patch("records.ingest.shards.index_run", timed(index.index_run)),
-                mock.patch("records.ingest.shards.index_calls", timed(index.index_calls)),
-            ):
+            # The index is written after each shard's transaction, run by run.
+            with mock.patch("records.search.index.follow_up", timed(index.follow_up)):
                 figs = ingest_paths(some)
             ingested.append(figs)
             stored = list(Run.objects.order_by("pk"))

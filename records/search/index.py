@@ -2,10 +2,12 @@
 rebuilt for runs stored before it existed.
 
 The shard's transaction writes the run's outbox row (`queue_index`, a `PendingIndex`); once it
-has committed, the run is indexed by a follow-up (`index_pending`, in a transaction of its own):
-inline, at the end of the ingest that stored it (the command line, the demo), or as a task a
-worker runs, where the ingest is itself a task (`indexing_queued_by`). The follow-up is
-idempotent: it indexes a run only while its row exists and deletes the row in the transaction
+has committed, the run is indexed by a follow-up (`index_pending`, in a transaction of its own)
+in the same process: at the end of the ingest that stored it (the command line, the demo), or,
+in a worker, once the upload's task has marked the upload done (`inline_indexing`). A follow-up
+that fails, or is lost with its process (killed between the commit and the index), is queued
+as a task of its own by a worker's sweep (`records.tasks.indexing`): the row outlives both.
+The follow-up is idempotent: it indexes a run only while its row exists and deletes the row in the transaction
 that writes the run's documents, so a second try, a sweep of a lost one and a rebuild never
 write a document twice. Until then the search names the run as still being indexed
 (`not_yet_indexed`). Scores, the gate and the other pages read the stored rows, never the index,
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,25 +32,11 @@ from records.search.models import PendingIndex, SearchCall
 
 log = logging.getLogger(__name__)
 
-# How a committed shard's run reaches its index: None, inline once the ingest is done (the
-# runs waiting are collected by `inline_indexing`); else the callable queueing its task.
-_queue_indexing: contextvars.ContextVar[Callable[[int], None] | None] = contextvars.ContextVar(
-    "queue_indexing", default=None
-)
+# The runs whose shards have committed and whose index is written when the outermost
+# `inline_indexing` block ends; None outside one.
 _waiting: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
     "index_waiting", default=None
 )
-
-
-@contextmanager
-def indexing_queued_by(queue: Callable[[int], None]) -> Iterator[None]:
-    """Within this block, a stored run's index is queued by `queue` (its pk), not written
-    inline at the end of the ingest."""
-    token = _queue_indexing.set(queue)
-    try:
-        yield
-    finally:
-        _queue_indexing.reset(token)
 
 
 def queue_index(run: Run) -> None:
@@ -57,27 +45,26 @@ def queue_index(run: Run) -> None:
 
 
 def after_commit(run_pk: int) -> None:
-    """The shard of this run has committed: queue its index, or keep it for `inline_indexing`
-    (outside one, index it now)."""
-    queue = _queue_indexing.get()
-    if queue is not None:
-        try:
-            queue(run_pk)
-        except Exception:  # noqa: BLE001 (its row stays: a worker's sweep queues it again)
-            log.warning("run %s: its index was not queued", run_pk, exc_info=True)
-        return
+    """The shard of this run has committed: its index is written when the outermost
+    `inline_indexing` block ends (outside one, now)."""
     waiting = _waiting.get()
     if waiting is None:
-        index_pending(run_pk)
+        follow_up(run_pk)
     else:
         waiting.append(run_pk)
 
 
 @contextmanager
 def inline_indexing() -> Iterator[None]:
-    """Within this block, the runs stored for an inline index are indexed when it ends (after
-    their shards, their scorings and the rest of the ingest), each in its own transaction. A
-    failure leaves that run's outbox row for a worker's sweep or `manage.py search_index`."""
+    """Within this block, the runs stored are indexed when it ends (after their shards, their
+    scorings and whatever else the block does), each in its own transaction. An ingest is one
+    such block; an upload's task is another around it, which ends once the upload is marked
+    done. Nested, the outermost decides. A block left by an exception indexes nothing: its
+    runs' outbox rows wait for a worker's sweep (`records.tasks.indexing`), or for
+    `manage.py search_index`."""
+    if _waiting.get() is not None:
+        yield
+        return
     waiting: list[int] = []
     token = _waiting.set(waiting)
     try:
@@ -85,11 +72,17 @@ def inline_indexing() -> Iterator[None]:
     finally:
         _waiting.reset(token)
     for pk in waiting:
-        try:
-            index_pending(pk)
-        except Exception as exc:  # noqa: BLE001 (the row stays, the error on it)
-            log.warning("run %s: not indexed", pk, exc_info=True)
-            failed_try(pk, exc)
+        follow_up(pk)
+
+
+def follow_up(run_pk: int) -> None:
+    """`index_pending`; if it fails, the failure is counted on the run's outbox row, and a
+    worker's sweep queues the run's index task to try again (up to EVALDASH_TASK_MAX_TRIES)."""
+    try:
+        index_pending(run_pk)
+    except Exception as exc:  # noqa: BLE001 (the row stays, the error on it)
+        log.warning("run %s: not indexed", run_pk, exc_info=True)
+        failed_try(run_pk, exc)
 
 
 def index_pending(run_pk: int) -> bool:
@@ -128,20 +121,6 @@ def indexing(run: Run) -> bool:
     """Whether this run is stored but not yet indexed; a run read with its outbox row
     (`select_related("pending_index")`) answers without a query."""
     return hasattr(run, "pending_index")
-
-
-def index_run(
-    run: Run | int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
-) -> None:
-    """Index a run just stored, in the caller's transaction (the shard's); `calls_left` and
-    `attempts_left` as `engine.index_run` takes them."""
-    engine.index_run(run if isinstance(run, int) else run.pk, calls_left, attempts_left)
-
-
-def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
-    """Index calls of the run `run` (its pk) just written, in the caller's transaction, as
-    `engine.index_calls` does."""
-    engine.index_calls(call_ids, run=run, documents=documents)
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")

@@ -28,8 +28,8 @@ from django.utils import timezone
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
-from records.search.index import indexing_queued_by
-from records.tasks.indexing import enqueue_index, index_run_task
+from records.search.index import inline_indexing
+from records.tasks.indexing import index_run_task
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
@@ -92,7 +92,15 @@ def ingest_upload(context: TaskContext, upload_id: int) -> str:
 
 
 def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
-    """Ingest a queued upload from its kept bytes; the status it ends in.
+    """Ingest a queued upload from its kept bytes (`claim_and_ingest`); the status it ends in.
+    The runs it stores are indexed once it has ended (`inline_indexing`): a job waiting on the
+    upload never waits on the search index."""
+    with inline_indexing():
+        return claim_and_ingest(upload_id, reclaim=reclaim)
+
+
+def claim_and_ingest(upload_id: int, *, reclaim: bool = False) -> str:
+    """Claim a queued upload and ingest it; the status it ends in.
 
     The claim takes a queued upload, or a running one only when `reclaim` says the try that
     claimed it stopped (its task was put back by `requeue_orphans` and its worker is judged
@@ -119,8 +127,8 @@ def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
     reporter = ProgressReporter(upload, this_try)
     try:
         # A key this upload brings queues its runs' scoring (one task per run) rather than
-        # scoring every run of its digest here; each shard's index is a task of its own.
-        with reporter, rescoring_queued_by(enqueue_rescoring), indexing_queued_by(enqueue_index):
+        # scoring every run of its digest here.
+        with reporter, rescoring_queued_by(enqueue_rescoring):
             report = ingest(
                 pending_inputs(upload),
                 upload,

@@ -1,12 +1,14 @@
-"""The search index as a task: a run's index written after its shard's transaction, and the
-sweep of runs whose follow-up was lost.
+"""The search index as a task: a run's index tried again, and the sweep of runs whose
+follow-up was lost.
 
-A shard stored by an upload's task writes its run's outbox row (`PendingIndex`) in the shard's
-transaction and, once that has committed, queues `index_run_task` for the run. The task is
-idempotent (`records.search.index.index_pending`); a try that fails is counted on the row and
-queued again, up to EVALDASH_TASK_MAX_TRIES, like an upload's. A task lost on the way (the
-process died between the commit and the enqueue, or its worker died and its task was given up)
-is queued again by a worker's heartbeat (`queue_unindexed_runs`): the row outlives it.
+A shard writes its run's outbox row (`PendingIndex`) in the shard's transaction; the process
+that stored it indexes the run once the upload or ingest is done
+(`records.search.index.inline_indexing`). A follow-up that fails is counted on the row, and
+one lost with its process (killed between the commit and the index, or a task given up when
+its workers died) leaves the row as it was: a worker's heartbeat queues `index_run_task` for
+each such row (`queue_unindexed_runs`), so a failed follow-up is tried again, up to
+EVALDASH_TASK_MAX_TRIES tries, like an upload. The task is idempotent
+(`records.search.index.index_pending`).
 """
 
 from __future__ import annotations
@@ -40,9 +42,7 @@ def index_run_task(run_pk: int) -> bool:
         return index_pending(run_pk)
     except Exception as exc:
         tries = failed_try(run_pk, exc)
-        log.exception("run %s: index try %s failed", run_pk, tries)
-        if 0 < tries < settings.EVALDASH_TASK_MAX_TRIES:
-            enqueue_index(run_pk)
+        log.exception("run %s: index try %s failed; the sweep queues it again", run_pk, tries)
         raise
 
 
