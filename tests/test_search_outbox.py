@@ -20,7 +20,7 @@ from records.search import engine
 from records.search.index import inline_indexing
 from records.search.models import SearchCall
 from records.tasks.indexing import INDEX_TASK, index_run_task, queue_unindexed_runs
-from tests.builders import demo_key, ingest_bytes, synth_run
+from tests.builders import demo_key, encode, ingest_bytes, line, synth_run
 
 pytestmark = pytest.mark.django_db
 
@@ -181,3 +181,38 @@ def test_a_run_deleted_before_its_index_is_written_leaves_no_outbox_row():
     run.delete()
     assert not PendingIndex.objects.exists()
     assert index_run_task.call(run.pk) is False
+
+
+def _peak_kb() -> int:
+    for row in Path("/proc/self/status").read_text().splitlines():
+        if row.startswith("VmHWM:"):
+            return int(row.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL joins it in its server")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+def test_an_attempt_of_thirty_megabytes_is_indexed_in_a_few_megabytes_of_memory():
+    # Thirty turns of a megabyte of text: joined whole, then cut to its indexed head, the
+    # document took five times the attempt's size; each piece past the head is left out first.
+    text = "lorem " * 170_000
+    turns = [
+        line("turn", index=n + 1, blocks=[{"kind": "text", "text": f"t{n} {text}"}])
+        for n in range(30)
+    ]
+    data = encode(
+        [line("attempt"), *turns, line("call"), line("verify"), line("session"), line("run")]
+    )
+    del turns
+    run = None
+    with pytest.raises(Killed), inline_indexing():
+        assert ingest_bytes(("modeleval-huge.jsonl", data)).ok
+        run = Run.objects.get()
+        raise Killed
+    del data
+    Path("/proc/self/clear_refs").write_text("5")  # the peak from here on
+    before = _peak_kb()
+    assert index_run_task.call(run.pk) is True
+    assert _peak_kb() - before < 40_000  # kB; joined whole it was some 140,000
+    (body,) = (b for i, b in _documents().items() if i % 2 == 0)
+    assert len(body) == engine.INDEXED_CHARS and " t0 lorem lorem" in body and " t1 " not in body

@@ -52,7 +52,7 @@ from records.models import (
     Verify,
 )
 from records.scoring.run import prepare_scorers, score_if_unscored
-from records.search.index import after_commit, queue_index
+from records.search.index import after_commit, indexing, queue_index
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -278,8 +278,10 @@ def _present(name: str, sha: str) -> dict[str, Any]:
     and scoring it leaves its run unscored: sending the shard again scores it now, against its
     stored key, and the answer says so (`scored_against`)."""
     entry: dict[str, Any] = {"file": name, "sha256": sha}
-    run = Run.objects.filter(shard__sha256=sha).first()
+    run = Run.objects.filter(shard__sha256=sha).select_related("pending_index").first()
     scoring = score_if_unscored(run) if run is not None else None
+    if run is not None and indexing(run):  # its index too, killed before it was written
+        after_commit(run.pk)
     if scoring is not None:
         entry.update(run=run.pk, run_id=run.run_id, scored_against=scoring.key.digest)
     return entry

@@ -46,21 +46,46 @@ _SQLITE_JSON_VALUES = (
     "COALESCE((SELECT group_concat(j.atom, ' ') FROM json_tree({col}) j"
     " WHERE j.type IN ('text', 'integer', 'real')), '')"
 )
+
+
+def _sqlite_head(pieces: str) -> str:
+    """The pieces that `pieces` selects (`x`, in their order `o1, o2`), each cut to
+    INDEXED_CHARS and joined by spaces, as far as what the document indexes reaches: a piece
+    that starts past its first INDEXED_CHARS characters is left out before the join, so an
+    attempt of hundreds of megabytes is never joined whole (the head is the same)."""
+    width = "COALESCE(length(x) + 1, 0)"
+    return (
+        "COALESCE((SELECT group_concat(x, ' ') FROM (SELECT x, SUM("
+        + width
+        + ") OVER (ORDER BY o1, o2 ROWS UNBOUNDED PRECEDING) - "
+        + width
+        + f" AS before FROM ({pieces}) AS p) WHERE before < {INDEXED_CHARS}), '')"
+    )
+
+
 _SQLITE = {
     ATTEMPT: (
         "INSERT INTO records_searchentry (rowid, body) SELECT 2 * a.id, substr("
-        "a.stimulus || ' ' || a.reason || ' ' || COALESCE((SELECT group_concat("
-        "json_extract(b.value, '$.text'), ' ') FROM records_turn t, json_each(t.blocks) b"
-        " WHERE t.attempt_id = a.id), '') || ' ' || COALESCE((SELECT group_concat(v.detail, ' ')"
-        f" FROM records_verify v WHERE v.attempt_id = a.id), ''), 1, {INDEXED_CHARS})"
-        " FROM records_attempt a"
+        f"substr(a.stimulus, 1, {INDEXED_CHARS}) || ' ' || substr(a.reason, 1, {INDEXED_CHARS})"
+        " || ' ' || "
+        + _sqlite_head(
+            "SELECT t.id AS o1, b.key AS o2, substr(json_extract(b.value, '$.text'), 1,"
+            f" {INDEXED_CHARS}) AS x FROM records_turn t, json_each(t.blocks) b"
+            " WHERE t.attempt_id = a.id"
+        )
+        + " || ' ' || "
+        + _sqlite_head(
+            f"SELECT v.id AS o1, 0 AS o2, substr(v.detail, 1, {INDEXED_CHARS}) AS x"
+            " FROM records_verify v WHERE v.attempt_id = a.id"
+        )
+        + f", 1, {INDEXED_CHARS}) FROM records_attempt a"
     ),
     CALL: (
         "INSERT INTO records_searchentry (rowid, body) SELECT 2 * c.id + 1, substr("
         + _SQLITE_JSON_VALUES.format(col="c.arguments")
         + " || ' ' || "
         + _SQLITE_JSON_VALUES.format(col="c.result")
-        + f" || ' ' || c.text, 1, {INDEXED_CHARS})"
+        + f" || ' ' || substr(c.text, 1, {INDEXED_CHARS}), 1, {INDEXED_CHARS})"
         " FROM records_call c"
     ),
 }

@@ -28,7 +28,7 @@ from django.utils import timezone
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
-from records.search.index import inline_indexing
+from records.search.index import after_commit, inline_indexing, not_yet_indexed
 from records.tasks.indexing import index_run_task
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
@@ -193,9 +193,13 @@ def settle(summary: dict[str, Any], upload: Upload) -> dict[str, Any]:
 
 
 def _restored(entry: dict[str, Any], shard: ShardFile, run: Run) -> dict[str, Any]:
+    """A shard an earlier try of the upload stored, as this try reports it; its run scored
+    and indexed now if that try's process died first (the index once this try is done)."""
     from records.scoring.run import score_if_unscored
 
     scoring = run.latest_scoring() or score_if_unscored(run)
+    if not_yet_indexed(Run.objects.filter(pk=run.pk)).exists():
+        after_commit(run.pk)
     return {
         "file": entry["file"],
         "sha256": shard.sha256,

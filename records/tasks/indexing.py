@@ -24,6 +24,7 @@ from django.tasks import task
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
+from records.models import Upload
 from records.search.index import failed_try, index_pending
 from records.search.models import PendingIndex
 
@@ -53,8 +54,8 @@ def enqueue_index(run_pk: int) -> None:
 def queue_unindexed_runs(now=None) -> list[int]:
     """Queue the index of stored runs that wait for it with no task queued or running (lost on
     the way); their pks. Only rows older than EVALDASH_TASK_STALE_SECONDS are looked at, so an
-    enqueue about to happen is not doubled (a doubled one would do nothing), and only those
-    that failed fewer than EVALDASH_TASK_MAX_TRIES times."""
+    enqueue about to happen is not doubled (a doubled one would do nothing), only those that
+    failed fewer than EVALDASH_TASK_MAX_TRIES times, and none whose upload is still at work."""
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
     named = (
@@ -62,9 +63,14 @@ def queue_unindexed_runs(now=None) -> list[int]:
         .annotate(run=Cast(KT("args_kwargs__args__0"), IntegerField()))
         .values("run")
     )
-    lost = PendingIndex.objects.filter(
-        queued_at__lt=stale, tries__lt=settings.EVALDASH_TASK_MAX_TRIES
-    ).exclude(run__in=named)
+    # A run whose upload is still queued or running is indexed by that upload's task, once it
+    # is done (also a run an earlier, killed try stored: `settle`).
+    working = [Upload.Status.QUEUED, Upload.Status.RUNNING]
+    lost = (
+        PendingIndex.objects.filter(queued_at__lt=stale, tries__lt=settings.EVALDASH_TASK_MAX_TRIES)
+        .exclude(run__in=named)
+        .exclude(run__shard__upload__status__in=working)
+    )
     pks = []
     for pk in lost.order_by("run").values_list("run", flat=True)[:100]:
         log.warning("run %s: waiting for its index with no task; its task is written now", pk)
