@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -486,6 +487,10 @@ class Search:
             chosen = self.summary()[PAGE]
         else:
             chosen = self.ordered().values("pk")[start : start + per_page]
+        return self._read(chosen)
+
+    def _read(self, chosen: Any) -> list[Attempt]:
+        """The attempts whose ids `chosen` gives, in the list's order, as `page` gives them."""
         verdicts = self.verdicts().order_by()
         attempts = list(
             Attempt.objects.filter(pk__in=chosen)
@@ -523,21 +528,19 @@ class Search:
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
         """Every attempt matched with its matching calls, a row per call (an attempt without
-        one: a row of its own), a thousand attempts at a time: for the CSV export."""
-        number = 1
-        while True:
-            attempts = self.page(number, 1000)
-            for a in attempts:
+        one: a row of its own), `chunk` attempts at a time: for the CSV export. The ids come in
+        the list's order from one statement read as it goes (not a page cut again from every
+        match at each offset), and each chunk's attempts and calls are read by key."""
+        ids = self.ordered().values_list("pk", flat=True).iterator(chunk_size=chunk)
+        while chosen := list(islice(ids, chunk)):
+            for a in self._read(chosen):
                 base = attempt_fields(a)
                 if not a.matched:
                     yield {**base, **dict.fromkeys(CALL_COLUMNS, "")}
                 for c in a.matched:
                     yield {**base, **call_fields(c)}
-            if len(attempts) < 1000:
-                return
-            number += 1
 
 
 ATTEMPT_FIELDS = (
