@@ -216,3 +216,17 @@ def test_an_attempt_of_thirty_megabytes_is_indexed_in_a_few_megabytes_of_memory(
     assert _peak_kb() - before < 40_000  # kB; joined whole it was some 140,000
     (body,) = (b for i, b in _documents().items() if i % 2 == 0)
     assert len(body) == engine.INDEXED_CHARS and " t0 lorem lorem" in body and " t1 " not in body
+
+
+def test_the_sweep_leaves_a_run_to_the_live_worker_that_stored_it_and_takes_it_once_it_is_gone(
+    settings,
+):
+    from records.models.intake import WorkerBeat
+
+    settings.TASKS = DATABASE
+    run = _stored_but_not_indexed()
+    PendingIndex.objects.filter(run=run).update(worker="w1")
+    WorkerBeat.objects.create(worker_id="w1", beat_at=timezone.now() + LATER, host="elsewhere")
+    assert queue_unindexed_runs(timezone.now() + LATER) == []  # its worker indexes it
+    WorkerBeat.objects.filter(worker_id="w1").update(beat_at=timezone.now() - LATER)
+    assert queue_unindexed_runs(timezone.now() + LATER) == [run.pk]

@@ -26,6 +26,7 @@ class Migration(migrations.Migration):
                     ),
                 ),
                 ("queued_at", models.DateTimeField(auto_now_add=True)),
+                ("worker", models.CharField(blank=True, default="", max_length=200)),
                 ("tries", models.PositiveIntegerField(default=0)),
                 ("error", models.TextField(blank=True, default="")),
             ],

@@ -39,9 +39,24 @@ _waiting: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
 )
 
 
+# The task worker whose upload's task stores the runs, "" outside one (`indexed_by`).
+_worker: contextvars.ContextVar[str] = contextvars.ContextVar("index_worker", default="")
+
+
+@contextmanager
+def indexed_by(worker: str) -> Iterator[None]:
+    """Within this block, the runs stored are to be indexed by this task worker (named on
+    their outbox rows, so a sweep leaves them to it while it is alive)."""
+    token = _worker.set(worker)
+    try:
+        yield
+    finally:
+        _worker.reset(token)
+
+
 def queue_index(run: Run) -> None:
     """Write the run's outbox row, in the caller's transaction (the shard's)."""
-    PendingIndex.objects.create(run=run)
+    PendingIndex.objects.create(run=run, worker=_worker.get())
 
 
 def after_commit(run_pk: int) -> None:
@@ -69,6 +84,10 @@ def inline_indexing() -> Iterator[None]:
     token = _waiting.set(waiting)
     try:
         yield
+    except BaseException:
+        # No longer this process's to index, though it may live on: the sweep's now.
+        PendingIndex.objects.filter(run__in=waiting).update(worker="")
+        raise
     finally:
         _waiting.reset(token)
     for pk in waiting:
@@ -106,7 +125,8 @@ def failed_try(run_pk: int, exc: BaseException) -> int:
         return 0
     row.tries += 1
     row.error = f"{type(exc).__name__}: {exc}"[:4000]
-    row.save(update_fields=["tries", "error"])
+    row.worker = ""  # no longer any worker's own: the sweep queues it again
+    row.save(update_fields=["tries", "error", "worker"])
     return row.tries
 
 

@@ -96,6 +96,9 @@ class PendingIndex(models.Model):
         "records.Run", models.CASCADE, primary_key=True, related_name="pending_index"
     )
     queued_at = models.DateTimeField(auto_now_add=True)
+    # The task worker that will index it once its upload is done ("" for none: the command
+    # line, or a follow-up that failed): the sweep leaves the row to it while it is alive.
+    worker = models.CharField(max_length=200, blank=True, default="")
     tries = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True, default="")
 

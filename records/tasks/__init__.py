@@ -28,7 +28,7 @@ from django.utils import timezone
 from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.models import Run, ShardFile, Upload
-from records.search.index import after_commit, inline_indexing, not_yet_indexed
+from records.search.index import after_commit, indexed_by, inline_indexing, not_yet_indexed
 from records.tasks.indexing import index_run_task
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
@@ -88,14 +88,17 @@ def enqueue_upload(upload: Upload) -> None:
 
 @task(takes_context=True)
 def ingest_upload(context: TaskContext, upload_id: int) -> str:
-    return run_upload(upload_id, reclaim=earlier_try_stopped(context.task_result.worker_ids))
+    workers = context.task_result.worker_ids
+    return run_upload(
+        upload_id, reclaim=earlier_try_stopped(workers), worker=workers[-1] if workers else ""
+    )
 
 
-def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
+def run_upload(upload_id: int, *, reclaim: bool = False, worker: str = "") -> str:
     """Ingest a queued upload from its kept bytes (`claim_and_ingest`); the status it ends in.
-    The runs it stores are indexed once it has ended (`inline_indexing`): a job waiting on the
-    upload never waits on the search index."""
-    with inline_indexing():
+    The runs it stores are indexed once it has ended (`inline_indexing`), by this process
+    (`worker` names its task worker): a job waiting on the upload never waits on the index."""
+    with inline_indexing(), indexed_by(worker):
         return claim_and_ingest(upload_id, reclaim=reclaim)
 
 

@@ -27,6 +27,7 @@ from django_tasks_db.models import DBTaskResult
 from records.models import Upload
 from records.search.index import failed_try, index_pending
 from records.search.models import PendingIndex
+from records.tasks.liveness import alive_workers
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,12 @@ def queue_unindexed_runs(now=None) -> list[int]:
     # A run whose upload is still queued or running is indexed by that upload's task, once it
     # is done (also a run an earlier, killed try stored: `settle`).
     working = [Upload.Status.QUEUED, Upload.Status.RUNNING]
+    # And one a live worker is indexing, or will once its upload is done.
     lost = (
         PendingIndex.objects.filter(queued_at__lt=stale, tries__lt=settings.EVALDASH_TASK_MAX_TRIES)
         .exclude(run__in=named)
         .exclude(run__shard__upload__status__in=working)
+        .exclude(worker__in=[w for w in alive_workers(now) if w])
     )
     pks = []
     for pk in lost.order_by("run").values_list("run", flat=True)[:100]:
