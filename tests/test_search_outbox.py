@@ -149,15 +149,15 @@ def test_a_failed_follow_up_is_counted_and_tried_again_until_it_has_failed_too_o
 ):
     settings.TASKS = DATABASE
     settings.EVALDASH_TASK_MAX_TRIES = 2
-    real = engine.index_run
+    real = engine.index_new_run
     failures = [DatabaseError("database or disk is full")] * 2
 
-    def full_disk(run_pk: int, *args) -> int:
+    def full_disk(run_pk: int) -> int:
         if failures:
             raise failures.pop()
-        return real(run_pk, *args)
+        return real(run_pk)
 
-    monkeypatch.setattr(engine, "index_run", full_disk)
+    monkeypatch.setattr(engine, "index_new_run", full_disk)
     report = ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
     assert report.ok and report.stored[0]["run_id"] == "run-fixture-dynamic"
     (row,) = PendingIndex.objects.all()

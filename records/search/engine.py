@@ -189,6 +189,54 @@ def index_run(
     return calls
 
 
+# Calls whose documents are made in Python at a time (`index_new_run`): their texts are read
+# by id range, so what is held is bounded by this many calls, not by the run.
+VECTOR_CHUNK = 2000
+
+
+def index_new_run(run_pk: int) -> int:
+    """Add a run just stored to the index (in the caller's transaction), as `index_run` does,
+    with on PostgreSQL each call's vector made here from its stored text
+    (`records.search.vectors.call_vector`, the words the statement would cut) and copied in,
+    a chunk of calls at a time; the statement makes the few it cannot vouch for. How many
+    calls it wrote the filtered columns of."""
+    if connection.vendor != "postgresql":
+        return index_run(run_pk)
+    from records.bulk.tables import Table
+    from records.search.models import SearchEntry
+    from records.search.vectors import call_vector
+
+    entries = Table(SearchEntry, ["id", "body"], binary=False)
+    left: list[int] = []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT MIN(c.id), MAX(c.id) FROM records_call c"
+            " JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s",
+            [run_pk],
+        )
+        low, high = cursor.fetchone()
+        while low is not None and low <= high:
+            cursor.execute(
+                "SELECT c.id, c.arguments::text, c.result::text, c.text FROM records_call c"
+                " JOIN records_attempt a ON a.id = c.attempt_id"
+                " WHERE a.run_id = %s AND c.id >= %s AND c.id < %s ORDER BY c.id",
+                [run_pk, low, low + VECTOR_CHUNK],
+            )
+            for call_id, arguments, result, text in cursor.fetchall():
+                vector = call_vector(arguments, result, text or "")
+                if vector is None:
+                    left.append(call_id)
+                else:
+                    entries.rows.append((2 * call_id + 1, vector))
+            entries.flush(cursor)
+            low += VECTOR_CHUNK
+        if left:
+            cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [left])
+        cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
+        cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
+        return max(cursor.rowcount, 0)
+
+
 def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
     """Index calls the caller's transaction has just written, `call_ids` in ascending order,
     all of them of the run whose pk is `run`: their filtered columns, and their documents unless

@@ -112,7 +112,7 @@ def index_pending(run_pk: int) -> bool:
         if not PendingIndex.objects.select_for_update().filter(run=run_pk).exists():
             return False
         engine.forget_run(run_pk)  # what an earlier, interrupted rebuild may have left
-        calls = engine.index_run(run_pk)
+        calls = engine.index_new_run(run_pk)
         PendingIndex.objects.filter(run=run_pk).delete()
     analyze_if_large(calls, (SearchCall,))
     return True
