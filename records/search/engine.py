@@ -9,12 +9,11 @@ PostgreSQL the text is cut into such runs and lower-cased straight into a vector
 phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
 query must answer alike on both databases.
 
-Documents are built from the rows the shard has just written, in the shard's own transaction:
-a batch's calls as soon as the writer has written them (`index_calls`: their documents and
-their filtered columns, copied into `records_searchcall`), the attempts once the shard is read
-(`index_run`). On SQLite the documents are SQL over those rows; on PostgreSQL the writer
-brings the vectors it could make (`records.search.vectors`) and the SQL makes the rest. The
-same statements over a run's rows rebuild its index. What is indexed of a document is
+Documents are built from the rows a shard has written, once its transaction has committed
+(`records.search.index`): on SQLite by SQL over those rows; on PostgreSQL the calls' vectors
+are made here from their stored text (`records.search.vectors`) and the SQL makes the rest
+(`index_new_run`). The same statements over a run's rows rebuild its index (`index_run`).
+What is indexed of a document is
 its first `INDEXED_CHARS` characters, on both databases alike: a job trace of megabytes stays
 searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB limit (a stripped
 vector of 100,000 characters holds at most some 600 kB, whatever the words).
@@ -235,33 +234,6 @@ def index_new_run(run_pk: int) -> int:
         cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
         cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
         return max(cursor.rowcount, 0)
-
-
-def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
-    """Index calls the caller's transaction has just written, `call_ids` in ascending order,
-    all of them of the run whose pk is `run`: their filtered columns, and their documents unless
-    the writer made them itself (`documents` False: `vectors_wanted`). The writer calls this
-    batch by batch, while the parser process reads on, so a shard's calls are searchable at its
-    commit at no cost of their own."""
-    if not call_ids:
-        return
-    vendor = connection.vendor
-    which = _JUST_WRITTEN[vendor]
-    params = [call_ids[0], call_ids[-1]] if vendor == "sqlite" else [call_ids]
-    if vendor == "sqlite":
-        assert call_ids[-1] - call_ids[0] + 1 == len(call_ids), "one range of ids"
-    with connection.cursor() as cursor:
-        if documents:
-            statements = _PG if vendor == "postgresql" else _SQLITE
-            cursor.execute(statements[CALL] + which, params)
-        cursor.execute(_CALLS.format(run="%s") + which, [run, *params])
-
-
-def vectors_wanted() -> bool:
-    """Whether the writer makes the calls' and attempts' documents (`records.search.vectors`)
-    for this database: PostgreSQL's own cutting of the words is most of a load; FTS5's costs
-    little."""
-    return connection.vendor == "postgresql"
 
 
 def forget_run(run_pk: int) -> None:
