@@ -371,3 +371,18 @@ def test_runs_that_share_a_run_id_are_counted_together_in_the_run_facet(db):
         assert search.facets()["run"] == {"run-twice": 3}
         assert len(search.page(1, 25)) == search.count() == 3
     assert Search(SearchQuery(runs=["run-twice"])).count() == 3
+
+
+@pytest.mark.parametrize("params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}])
+def test_the_exports_rows_read_chunk_by_chunk_are_the_lists_rows_in_its_order(store, params):
+    from records.queries.search import CALL_COLUMNS, attempt_fields, call_fields
+
+    query = SearchQuery(sort="-model", **params)
+    expected = []
+    for a in Search(query).page(1, 100_000):
+        base = attempt_fields(a)
+        if not a.matched:
+            expected.append({**base, **dict.fromkeys(CALL_COLUMNS, "")})
+        expected += [{**base, **call_fields(c)} for c in a.matched]
+    assert len(expected) > 14
+    assert list(Search(query).rows(chunk=7)) == expected

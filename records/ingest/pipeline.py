@@ -30,8 +30,8 @@ from records.ingest.shards import (
 from records.models import (
     Upload,
 )
-from records.parser import PLAIN, WITH_VECTORS, parse_worker
-from records.search.engine import vectors_wanted
+from records.parser import PLAIN, parse_worker
+from records.search.index import inline_indexing
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +49,11 @@ def ingest(
     digest differs from the recomputed one (the key is then marked "digest not verified").
     """
     report = IngestReport()
-    parser = Parser(parse_worker, "the shard parser", WITH_VECTORS if vectors_wanted() else PLAIN)
+    parser = Parser(parse_worker, "the shard parser", PLAIN)
     units = Units(_units(inputs, report), parser)
     try:
-        for unit in units:
-            try:
-                if isinstance(unit, ShardCandidate):
-                    ingest_shard(unit, upload, report, progress, parser, units.read_on)
-                elif isinstance(unit, Input):
-                    ingest_key(unit, upload, report, allow_digest_mismatch)
-                else:
-                    report.refused.append(unit.as_dict())
-            except (ShardError, *DOCUMENT_ERRORS) as exc:
-                report.refused.append(exc.as_dict())
-            except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
-                if disk_full(exc):
-                    raise  # no fault of the input: the caller tries again later
-                report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
+        with inline_indexing():
+            _each(units, upload, report, progress, parser, allow_digest_mismatch)
     finally:
         parser.close()
         checkpoints.finish()
@@ -80,6 +68,32 @@ def ingest(
             # A full database takes no summary either; what escaped says why.
             log.warning("upload %s: its summary was not written", upload.pk, exc_info=True)
     return report
+
+
+def _each(
+    units: Units,
+    upload: Upload,
+    report: IngestReport,
+    progress: Progress | None,
+    parser: Parser,
+    allow_digest_mismatch: bool,
+) -> None:
+    """Store or refuse each unit in its turn; a stored shard's index is queued, or written
+    when all are done (`records.search.index.inline_indexing`)."""
+    for unit in units:
+        try:
+            if isinstance(unit, ShardCandidate):
+                ingest_shard(unit, upload, report, progress, parser, units.read_on)
+            elif isinstance(unit, Input):
+                ingest_key(unit, upload, report, allow_digest_mismatch)
+            else:
+                report.refused.append(unit.as_dict())
+        except (ShardError, *DOCUMENT_ERRORS) as exc:
+            report.refused.append(exc.as_dict())
+        except Exception as exc:  # noqa: BLE001 (one input's fault never ends the others)
+            if disk_full(exc):
+                raise  # no fault of the input: the caller tries again later
+            report.refused.append(unexpected(_unit_name(unit), exc).as_dict())
 
 
 def _unit_name(unit: Any) -> str:

@@ -52,10 +52,7 @@ from records.models import (
     Verify,
 )
 from records.scoring.run import prepare_scorers, score_if_unscored
-from records.search.engine import vectors_wanted
-from records.search.index import index_calls, index_run
-from records.search.models import SearchCall, SearchEntry
-from records.search.vectors import AttemptTexts, call_vectors
+from records.search.index import after_commit, indexing, queue_index
 
 PRICE_FIELDS = (
     "input_per_million_usd",
@@ -87,25 +84,14 @@ class _Writer:
 
     Attempt ids are reserved ahead of the rows that name them (the parser numbers attempts in
     file order), so turn, call and verify rows carry their attempt's id when they are written.
-    Call ids are reserved too, so each batch's calls are indexed as soon as they are written
-    (`records.search.index.index_calls`), while the parser process reads the next batch.
-
-    Where the database would cut the calls' words slowly (`engine.vectors_wanted`), each call's
-    index document goes in with it, made by the parser (`records.search.vectors`);
-    `calls_left` lists the calls whose document is left to the index statement.
+    The search index is not written here: the shard's transaction queues it
+    (`records.search.index.queue_index`), and it is written once the shard has committed.
     """
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
         self.turns = Table(Turn, TURN_COLUMNS)
-        self.vectors = vectors_wanted()
         self.calls = Table(Call, [*CALL_COLUMNS, "id"])
-        self.entries = Table(SearchEntry, ["id", "body"], binary=False)
-        self.calls_left: list[int] = []
-        # On PostgreSQL, the attempts' documents too, from the text their rows carry; those it
-        # cannot vouch for are left to the index statement (`attempts_left`).
-        self.attempt_texts = AttemptTexts() if self.vectors else None
-        self.attempts_left: list[int] | None = [] if self.vectors else None
         self.call_ids_above = 0
         self.verifies = Table(Verify, VERIFY_COLUMNS)
         self.attempts = Table(Attempt, ["id", "run", "session", *ATTEMPT_COLUMNS])
@@ -140,11 +126,6 @@ class _Writer:
             r.append(call_id)
         if call_ids:
             self.call_ids_above = call_ids[-1]
-        if self.vectors and calls:
-            vectors = call_vectors(calls) if batch.vectors is None else batch.vectors
-            self._documents(call_ids, vectors)
-        if self.attempt_texts is not None:
-            self.attempt_texts.add(batch.turns, batch.verifies)
         with connection.cursor() as cursor:
             for table, rows in (
                 (self.turns, batch.turns),
@@ -155,17 +136,6 @@ class _Writer:
                     r[0] = ids[r[0]]
                 table.rows = rows
                 table.flush(cursor)
-            self.entries.flush(cursor)
-        index_calls(call_ids, run=self.run_id, documents=not self.vectors)
-
-    def _documents(self, call_ids: list[int], vectors: list[str | None]) -> None:
-        """Each call's index document, or its place in `calls_left`."""
-        left, entries = self.calls_left, self.entries.rows
-        for call_id, vector in zip(call_ids, vectors, strict=True):
-            if vector is None:
-                left.append(call_id)
-            else:
-                entries.append((2 * call_id + 1, vector))
 
     def write_attempts(self, rows: list[tuple], session_ids: dict[str, int]) -> None:
         self._reserve(rows[-1][0] + 1 if rows else 0)
@@ -174,25 +144,6 @@ class _Writer:
         self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
         with connection.cursor() as cursor:
             self.attempts.flush(cursor)
-            if self.attempt_texts is not None:
-                self._attempt_documents(rows)
-                self.entries.flush(cursor)
-
-    def _attempt_documents(self, rows: list[tuple]) -> None:
-        """Each attempt's index document, or its place in `attempts_left`."""
-        texts, left = self.attempt_texts, self.attempts_left
-        assert texts is not None and left is not None
-        for r in rows:
-            attempt_id = self.ids[r[0]]
-            vector = texts.vector(r[0], r[_STIMULUS], r[_REASON])
-            if vector is None:
-                left.append(attempt_id)
-            else:
-                self.entries.rows.append((2 * attempt_id, vector))
-
-
-# Where an attempt row, as the parser sends it (its index first), holds its own text.
-_STIMULUS, _REASON = (1 + ATTEMPT_COLUMNS.index(f) for f in ("stimulus", "reason"))
 
 
 def _parser_process_for(size: int) -> bool:
@@ -327,8 +278,10 @@ def _present(name: str, sha: str) -> dict[str, Any]:
     and scoring it leaves its run unscored: sending the shard again scores it now, against its
     stored key, and the answer says so (`scored_against`)."""
     entry: dict[str, Any] = {"file": name, "sha256": sha}
-    run = Run.objects.filter(shard__sha256=sha).first()
+    run = Run.objects.filter(shard__sha256=sha).select_related("pending_index").first()
     scoring = score_if_unscored(run) if run is not None else None
+    if run is not None and indexing(run):  # its index too, killed before it was written
+        after_commit(run.pk)
     if scoring is not None:
         entry.update(run=run.pk, run_id=run.run_id, scored_against=scoring.key.digest)
     return entry
@@ -395,7 +348,7 @@ def ingest_shard(
                     sha = shard_row.sha256 = msg[1]
                     shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
-            index_run(run, writer.calls_left, writer.attempts_left)  # searchable when stored
+            queue_index(run)  # indexed once this commits, by its follow-up
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:
         report.refused.append(exc.as_dict())
@@ -428,9 +381,9 @@ def ingest_shard(
             feed.abandon()
     if progress:
         progress(name, size, size)
-    # The search's calls too: its facet statements plan on them (`records.queries.search`).
-    analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary, SearchCall))
+    analyze_if_large(lineno, (Attempt, Turn, Call, Verify, Session, SurfaceSummary))
     seconds = time.perf_counter() - started
+    after_commit(run.pk)  # the index, queued (or kept for the end of the ingest)
 
     scoring = score_if_unscored(run)
     report.stored.append(

@@ -26,7 +26,7 @@ from records.models.scoring import (
     Scoring,
     Verdict,
 )
-from records.search.models import SearchEntry
+from records.search.models import PendingIndex, SearchEntry
 
 __all__ = [
     "Annotation",
@@ -53,6 +53,7 @@ __all__ = [
     "Run",
     "ScoreCase",
     "ScoreRow",
+    "PendingIndex",
     "SearchEntry",
     "Scoring",
     "Session",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import Any
 
@@ -22,6 +23,7 @@ from django.db.models.functions import Cast, Substr
 from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
 from records.queries.annotations import attempt_labels, labelled
 from records.search import engine
+from records.search.index import not_yet_indexed
 from records.search.models import SearchCall
 from records.search.snippets import snippet
 
@@ -83,6 +85,7 @@ FACETS = (
 LABEL = "label"
 COUNT, CALL_COUNT = "count", "call_count"  # the summary's totals beside the facets
 PAGE = "page"  # and the ids of the page asked for (`Search`'s `window`)
+INDEXING = "indexing"  # and the run ids of the runs reached that wait for their index
 SNIPPET_SOURCE = 20_000  # characters of a field a snippet is looked for in
 
 
@@ -207,6 +210,27 @@ class Search:
         self.calls = self._calls()
         self.window = window
         self._summary: dict[str, Any] | None = None
+
+    def indexing(self) -> list[str]:
+        """The run ids of the runs this query reaches that are stored but not yet indexed:
+        their attempts are listed as their rows match, but their words and calls are not
+        matched, nor their calls counted, until the index is written; every answer says so.
+        Read by the summary's statement, not a query of its own."""
+        return self.summary()[INDEXING]
+
+    def reached_runs(self) -> QuerySet:
+        """The runs the query's run conditions leave (every run when it names none)."""
+        q = self.query
+        runs = Run.objects.all()
+        if q.run_pk is not None:
+            runs = runs.filter(pk=q.run_pk)
+        if q.runs:
+            runs = runs.filter(run_id__in=q.runs)
+        if q.digest:
+            runs = runs.filter(corpus_digest__startswith=q.digest)
+        if q.commit:
+            runs = runs.filter(commit__startswith=q.commit)
+        return runs
 
     def verdicts(self, outer: str = "pk") -> QuerySet:
         """The verdicts of the attempt `outer` names, in its run's latest scoring."""
@@ -429,6 +453,13 @@ class Search:
             f" (ORDER BY n DESC, value) AS rank FROM ({self._labelled_sql()}) AS gl"
             f" ORDER BY n DESC, value LIMIT {FACET_LIMIT}) AS fl"
         )
+        waiting = not_yet_indexed(self.reached_runs()).order_by().values("run_id").distinct()
+        sql, more = waiting.query.sql_with_params()
+        branches.append(
+            f"SELECT {totals + 4} AS facet, w.{qn('run_id')} AS value, 0 AS n, 0 AS rank"
+            f" FROM ({sql}) AS w"
+        )
+        params.extend(more)
         if self.window is not None:
             number, per_page = self.window
             by = ", ".join(f"{o} {way}" for o, (_, way) in zip(ordering, order, strict=True))
@@ -441,11 +472,12 @@ class Search:
         sql = f"WITH {', '.join(parts)} " + " UNION ALL ".join(branches)
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
-            rows = sorted(cursor.fetchall(), key=lambda r: (r[0], r[3]))
+            rows = sorted(cursor.fetchall(), key=lambda r: (r[0], r[3], str(r[1])))
         out: dict[str, Any] = {name: {} for name, _, _ in FACETS}
         out[COUNT] = out[CALL_COUNT] = 0
         out[PAGE] = []
         out[LABEL] = {}
+        out[INDEXING] = []
         for facet, value, n, _ in rows:
             if facet < totals:
                 out[FACETS[facet][0]][str(value)] = n
@@ -453,6 +485,8 @@ class Search:
                 out[PAGE].append(n)
             elif facet == totals + 3:
                 out[LABEL][str(value)] = n
+            elif facet == totals + 4:
+                out[INDEXING].append(value)
             else:
                 out[COUNT if facet == totals else CALL_COUNT] = n
         return out
@@ -488,6 +522,10 @@ class Search:
             chosen = self.summary()[PAGE]
         else:
             chosen = self.ordered().values("pk")[start : start + per_page]
+        return self._read(chosen)
+
+    def _read(self, chosen: Any) -> list[Attempt]:
+        """The attempts whose ids `chosen` gives, in the list's order, as `page` gives them."""
         verdicts = self.verdicts().order_by()
         attempts = list(
             Attempt.objects.filter(pk__in=chosen)
@@ -535,21 +573,19 @@ class Search:
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
         """Every attempt matched with its matching calls, a row per call (an attempt without
-        one: a row of its own), a thousand attempts at a time: for the CSV export."""
-        number = 1
-        while True:
-            attempts = self.page(number, 1000)
-            for a in attempts:
+        one: a row of its own), `chunk` attempts at a time: for the CSV export. The ids come in
+        the list's order from one statement read as it goes (not a page cut again from every
+        match at each offset), and each chunk's attempts and calls are read by key."""
+        ids = self.ordered().values_list("pk", flat=True).iterator(chunk_size=chunk)
+        while chosen := list(islice(ids, chunk)):
+            for a in self._read(chosen):
                 base = attempt_fields(a)
                 if not a.matched:
                     yield {**base, **dict.fromkeys(CALL_COLUMNS, "")}
                 for c in a.matched:
                     yield {**base, **call_fields(c)}
-            if len(attempts) < 1000:
-                return
-            number += 1
 
 
 ATTEMPT_FIELDS = (

@@ -9,12 +9,11 @@ PostgreSQL the text is cut into such runs and lower-cased straight into a vector
 phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
 query must answer alike on both databases.
 
-Documents are built from the rows the shard has just written, in the shard's own transaction:
-a batch's calls as soon as the writer has written them (`index_calls`: their documents and
-their filtered columns, copied into `records_searchcall`), the attempts once the shard is read
-(`index_run`). On SQLite the documents are SQL over those rows; on PostgreSQL the writer
-brings the vectors it could make (`records.search.vectors`) and the SQL makes the rest. The
-same statements over a run's rows rebuild its index. What is indexed of a document is
+Documents are built from the rows a shard has written, once its transaction has committed
+(`records.search.index`): on SQLite by SQL over those rows; on PostgreSQL the calls' vectors
+are made here from their stored text (`records.search.vectors`) and the SQL makes the rest
+(`index_new_run`). The same statements over a run's rows rebuild its index (`index_run`).
+What is indexed of a document is
 its first `INDEXED_CHARS` characters, on both databases alike: a job trace of megabytes stays
 searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB limit (a stripped
 vector of 100,000 characters holds at most some 600 kB, whatever the words).
@@ -46,21 +45,46 @@ _SQLITE_JSON_VALUES = (
     "COALESCE((SELECT group_concat(j.atom, ' ') FROM json_tree({col}) j"
     " WHERE j.type IN ('text', 'integer', 'real')), '')"
 )
+
+
+def _sqlite_head(pieces: str) -> str:
+    """The pieces that `pieces` selects (`x`, in their order `o1, o2`), each cut to
+    INDEXED_CHARS and joined by spaces, as far as what the document indexes reaches: a piece
+    that starts past its first INDEXED_CHARS characters is left out before the join, so an
+    attempt of hundreds of megabytes is never joined whole (the head is the same)."""
+    width = "COALESCE(length(x) + 1, 0)"
+    return (
+        "COALESCE((SELECT group_concat(x, ' ') FROM (SELECT x, SUM("
+        + width
+        + ") OVER (ORDER BY o1, o2 ROWS UNBOUNDED PRECEDING) - "
+        + width
+        + f" AS before FROM ({pieces}) AS p) WHERE before < {INDEXED_CHARS}), '')"
+    )
+
+
 _SQLITE = {
     ATTEMPT: (
         "INSERT INTO records_searchentry (rowid, body) SELECT 2 * a.id, substr("
-        "a.stimulus || ' ' || a.reason || ' ' || COALESCE((SELECT group_concat("
-        "json_extract(b.value, '$.text'), ' ') FROM records_turn t, json_each(t.blocks) b"
-        " WHERE t.attempt_id = a.id), '') || ' ' || COALESCE((SELECT group_concat(v.detail, ' ')"
-        f" FROM records_verify v WHERE v.attempt_id = a.id), ''), 1, {INDEXED_CHARS})"
-        " FROM records_attempt a"
+        f"substr(a.stimulus, 1, {INDEXED_CHARS}) || ' ' || substr(a.reason, 1, {INDEXED_CHARS})"
+        " || ' ' || "
+        + _sqlite_head(
+            "SELECT t.id AS o1, b.key AS o2, substr(json_extract(b.value, '$.text'), 1,"
+            f" {INDEXED_CHARS}) AS x FROM records_turn t, json_each(t.blocks) b"
+            " WHERE t.attempt_id = a.id"
+        )
+        + " || ' ' || "
+        + _sqlite_head(
+            f"SELECT v.id AS o1, 0 AS o2, substr(v.detail, 1, {INDEXED_CHARS}) AS x"
+            " FROM records_verify v WHERE v.attempt_id = a.id"
+        )
+        + f", 1, {INDEXED_CHARS}) FROM records_attempt a"
     ),
     CALL: (
         "INSERT INTO records_searchentry (rowid, body) SELECT 2 * c.id + 1, substr("
         + _SQLITE_JSON_VALUES.format(col="c.arguments")
         + " || ' ' || "
         + _SQLITE_JSON_VALUES.format(col="c.result")
-        + f" || ' ' || c.text, 1, {INDEXED_CHARS})"
+        + f" || ' ' || substr(c.text, 1, {INDEXED_CHARS}), 1, {INDEXED_CHARS})"
         " FROM records_call c"
     ),
 }
@@ -164,31 +188,52 @@ def index_run(
     return calls
 
 
-def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
-    """Index calls the caller's transaction has just written, `call_ids` in ascending order,
-    all of them of the run whose pk is `run`: their filtered columns, and their documents unless
-    the writer made them itself (`documents` False: `vectors_wanted`). The writer calls this
-    batch by batch, while the parser process reads on, so a shard's calls are searchable at its
-    commit at no cost of their own."""
-    if not call_ids:
-        return
-    vendor = connection.vendor
-    which = _JUST_WRITTEN[vendor]
-    params = [call_ids[0], call_ids[-1]] if vendor == "sqlite" else [call_ids]
-    if vendor == "sqlite":
-        assert call_ids[-1] - call_ids[0] + 1 == len(call_ids), "one range of ids"
+# Calls whose documents are made in Python at a time (`index_new_run`): their texts are read
+# by id range, so what is held is bounded by this many calls, not by the run.
+VECTOR_CHUNK = 2000
+
+
+def index_new_run(run_pk: int) -> int:
+    """Add a run just stored to the index (in the caller's transaction), as `index_run` does,
+    with on PostgreSQL each call's vector made here from its stored text
+    (`records.search.vectors.call_vector`, the words the statement would cut) and copied in,
+    a chunk of calls at a time; the statement makes the few it cannot vouch for. How many
+    calls it wrote the filtered columns of."""
+    if connection.vendor != "postgresql":
+        return index_run(run_pk)
+    from records.bulk.tables import Table
+    from records.search.models import SearchEntry
+    from records.search.vectors import call_vector
+
+    entries = Table(SearchEntry, ["id", "body"], binary=False)
+    left: list[int] = []
     with connection.cursor() as cursor:
-        if documents:
-            statements = _PG if vendor == "postgresql" else _SQLITE
-            cursor.execute(statements[CALL] + which, params)
-        cursor.execute(_CALLS.format(run="%s") + which, [run, *params])
-
-
-def vectors_wanted() -> bool:
-    """Whether the writer makes the calls' and attempts' documents (`records.search.vectors`)
-    for this database: PostgreSQL's own cutting of the words is most of a load; FTS5's costs
-    little."""
-    return connection.vendor == "postgresql"
+        cursor.execute(
+            "SELECT MIN(c.id), MAX(c.id) FROM records_call c"
+            " JOIN records_attempt a ON a.id = c.attempt_id WHERE a.run_id = %s",
+            [run_pk],
+        )
+        low, high = cursor.fetchone()
+        while low is not None and low <= high:
+            cursor.execute(
+                "SELECT c.id, c.arguments::text, c.result::text, c.text FROM records_call c"
+                " JOIN records_attempt a ON a.id = c.attempt_id"
+                " WHERE a.run_id = %s AND c.id >= %s AND c.id < %s ORDER BY c.id",
+                [run_pk, low, low + VECTOR_CHUNK],
+            )
+            for call_id, arguments, result, text in cursor.fetchall():
+                vector = call_vector(arguments, result, text or "")
+                if vector is None:
+                    left.append(call_id)
+                else:
+                    entries.rows.append((2 * call_id + 1, vector))
+            entries.flush(cursor)
+            low += VECTOR_CHUNK
+        if left:
+            cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [left])
+        cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
+        cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
+        return max(cursor.rowcount, 0)
 
 
 def forget_run(run_pk: int) -> None:

@@ -1,8 +1,24 @@
-"""Keeping the index with the runs: written when a shard is stored, removed with its run,
-rebuilt for runs stored before it existed."""
+"""Keeping the index with the runs: written after a shard is stored, removed with its run,
+rebuilt for runs stored before it existed.
+
+The shard's transaction writes the run's outbox row (`queue_index`, a `PendingIndex`); once it
+has committed, the run is indexed by a follow-up (`index_pending`, in a transaction of its own)
+in the same process: at the end of the ingest that stored it (the command line, the demo), or,
+in a worker, once the upload's task has marked the upload done (`inline_indexing`). A follow-up
+that fails, or is lost with its process (killed between the commit and the index), is queued
+as a task of its own by a worker's sweep (`records.tasks.indexing`): the row outlives both.
+The follow-up is idempotent: it indexes a run only while its row exists and deletes the row in the transaction
+that writes the run's documents, so a second try, a sweep of a lost one and a rebuild never
+write a document twice. Until then the search names the run as still being indexed
+(`not_yet_indexed`). Scores, the gate and the other pages read the stored rows, never the index,
+and never wait for it."""
 
 from __future__ import annotations
 
+import contextvars
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
@@ -12,21 +28,119 @@ from django.dispatch import receiver
 from records.bulk.tables import analyze_if_large
 from records.models import Run
 from records.search import engine
-from records.search.models import SearchCall
+from records.search.models import PendingIndex, SearchCall
+
+log = logging.getLogger(__name__)
+
+# The runs whose shards have committed and whose index is written when the outermost
+# `inline_indexing` block ends; None outside one.
+_waiting: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "index_waiting", default=None
+)
 
 
-def index_run(
-    run: Run | int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
-) -> None:
-    """Index a run just stored, in the caller's transaction (the shard's); `calls_left` and
-    `attempts_left` as `engine.index_run` takes them."""
-    engine.index_run(run if isinstance(run, int) else run.pk, calls_left, attempts_left)
+# The task worker whose upload's task stores the runs, "" outside one (`indexed_by`).
+_worker: contextvars.ContextVar[str] = contextvars.ContextVar("index_worker", default="")
 
 
-def index_calls(call_ids: list[int], *, run: int, documents: bool) -> None:
-    """Index calls of the run `run` (its pk) just written, in the caller's transaction, as
-    `engine.index_calls` does."""
-    engine.index_calls(call_ids, run=run, documents=documents)
+@contextmanager
+def indexed_by(worker: str) -> Iterator[None]:
+    """Within this block, the runs stored are to be indexed by this task worker (named on
+    their outbox rows, so a sweep leaves them to it while it is alive)."""
+    token = _worker.set(worker)
+    try:
+        yield
+    finally:
+        _worker.reset(token)
+
+
+def queue_index(run: Run) -> None:
+    """Write the run's outbox row, in the caller's transaction (the shard's)."""
+    PendingIndex.objects.create(run=run, worker=_worker.get())
+
+
+def after_commit(run_pk: int) -> None:
+    """The shard of this run has committed: its index is written when the outermost
+    `inline_indexing` block ends (outside one, now)."""
+    waiting = _waiting.get()
+    if waiting is None:
+        follow_up(run_pk)
+    else:
+        waiting.append(run_pk)
+
+
+@contextmanager
+def inline_indexing() -> Iterator[None]:
+    """Within this block, the runs stored are indexed when it ends (after their shards, their
+    scorings and whatever else the block does), each in its own transaction. An ingest is one
+    such block; an upload's task is another around it, which ends once the upload is marked
+    done. Nested, the outermost decides. A block left by an exception indexes nothing: its
+    runs' outbox rows wait for a worker's sweep (`records.tasks.indexing`), or for
+    `manage.py search_index`."""
+    if _waiting.get() is not None:
+        yield
+        return
+    waiting: list[int] = []
+    token = _waiting.set(waiting)
+    try:
+        yield
+    except BaseException:
+        # No longer this process's to index, though it may live on: the sweep's now.
+        PendingIndex.objects.filter(run__in=waiting).update(worker="")
+        raise
+    finally:
+        _waiting.reset(token)
+    for pk in waiting:
+        follow_up(pk)
+
+
+def follow_up(run_pk: int) -> None:
+    """`index_pending`; if it fails, the failure is counted on the run's outbox row, and a
+    worker's sweep queues the run's index task to try again (up to EVALDASH_TASK_MAX_TRIES)."""
+    try:
+        index_pending(run_pk)
+    except Exception as exc:  # noqa: BLE001 (the row stays, the error on it)
+        log.warning("run %s: not indexed", run_pk, exc_info=True)
+        failed_try(run_pk, exc)
+
+
+def index_pending(run_pk: int) -> bool:
+    """Index a run whose outbox row exists, and delete the row, in one transaction; whether it
+    did (False: indexed already, or the run is gone). Safe to run twice or at once: on
+    PostgreSQL the second waits for the row and then finds it gone; SQLite has one writer."""
+    with transaction.atomic():
+        if not PendingIndex.objects.select_for_update().filter(run=run_pk).exists():
+            return False
+        engine.forget_run(run_pk)  # what an earlier, interrupted rebuild may have left
+        calls = engine.index_new_run(run_pk)
+        PendingIndex.objects.filter(run=run_pk).delete()
+    analyze_if_large(calls, (SearchCall,))
+    return True
+
+
+def failed_try(run_pk: int, exc: BaseException) -> int:
+    """Count a failed follow-up on the run's outbox row, with its error; its tries now."""
+    row = PendingIndex.objects.filter(run=run_pk).first()
+    if row is None:
+        return 0
+    row.tries += 1
+    row.error = f"{type(exc).__name__}: {exc}"[:4000]
+    row.worker = ""  # no longer any worker's own: the sweep queues it again
+    row.save(update_fields=["tries", "error", "worker"])
+    return row.tries
+
+
+def not_yet_indexed(runs: Any = None) -> Any:
+    """Those of `runs` (a queryset of runs, or every run) that are stored but not yet indexed,
+    as a queryset."""
+    queryset = Run.objects.all() if runs is None else runs
+    return queryset.filter(pending_index__isnull=False)
+
+
+def indexing(run: Run) -> bool:
+    """Whether this run is stored but not yet indexed; a run read with its outbox row
+    (`select_related("pending_index")`) answers without a query."""
+    return hasattr(run, "pending_index")
 
 
 @receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")
@@ -46,6 +160,7 @@ def rebuild(runs: Any = None) -> int:
         with transaction.atomic():
             engine.forget_run(pk)
             calls += engine.index_run(pk)
+            PendingIndex.objects.filter(run=pk).delete()
         count += 1
     analyze_if_large(calls, (SearchCall,))
     return count

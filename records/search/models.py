@@ -81,3 +81,30 @@ class SearchCall(row_columns("SearchCallColumns", SearchCallRow, required=Search
 
     def __str__(self) -> str:
         return f"search call {self.id}"
+
+
+class PendingIndex(models.Model):
+    """The search's outbox: a run stored whose documents and calls are not yet in the index.
+
+    Written in the shard's own transaction, so a run is stored with it or not at all; the
+    follow-up that indexes the run (`records.search.index.index_pending`) deletes it in the
+    transaction that writes the run's index. While it exists, the search says the run is still
+    being indexed (`indexing`) rather than leave it out unsaid. `tries` counts the follow-ups
+    that failed, `error` says how the last one did."""
+
+    run = models.OneToOneField(
+        "records.Run", models.CASCADE, primary_key=True, related_name="pending_index"
+    )
+    queued_at = models.DateTimeField(auto_now_add=True)
+    # The task worker that will index it once its upload is done ("" for none: the command
+    # line, or a follow-up that failed): the sweep leaves the row to it while it is alive.
+    worker = models.CharField(max_length=200, blank=True, default="")
+    tries = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True, default="")
+
+    class Meta:
+        app_label = "records"
+        db_table = "records_pendingindex"
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} waiting for its index"

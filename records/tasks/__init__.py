@@ -1,5 +1,6 @@
 """Heavy work as tasks of Django's Tasks framework: an upload's ingest here, a run's scoring and
-the sweep of unscored runs in `records.tasks.scoring`.
+the sweep of unscored runs in `records.tasks.scoring`, a run's search index and the sweep of
+runs not yet indexed in `records.tasks.indexing`.
 
 Each task is safe to run twice (a worker killed after its work but before marking it done, or a
 claim taken to be stale): an upload is claimed by a conditional update of its status and tries,
@@ -30,6 +31,8 @@ from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.ingest.inputs import disk_full
 from records.models import Run, ShardFile, Upload
+from records.search.index import after_commit, indexed_by, inline_indexing, not_yet_indexed
+from records.tasks.indexing import index_run_task
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
 from records.tasks.scoring import enqueue_rescoring, score_run_task
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "enqueue_upload",
+    "index_run_task",
     "ingest_upload",
     "queue_kept",
     "queue_upload",
@@ -87,11 +91,22 @@ def enqueue_upload(upload: Upload) -> None:
 
 @task(takes_context=True)
 def ingest_upload(context: TaskContext, upload_id: int) -> str:
-    return run_upload(upload_id, reclaim=earlier_try_stopped(context.task_result.worker_ids))
+    workers = context.task_result.worker_ids
+    return run_upload(
+        upload_id, reclaim=earlier_try_stopped(workers), worker=workers[-1] if workers else ""
+    )
 
 
-def run_upload(upload_id: int, *, reclaim: bool = False) -> str:
-    """Ingest a queued upload from its kept bytes; the status it ends in.
+def run_upload(upload_id: int, *, reclaim: bool = False, worker: str = "") -> str:
+    """Ingest a queued upload from its kept bytes (`claim_and_ingest`); the status it ends in.
+    The runs it stores are indexed once it has ended (`inline_indexing`), by this process
+    (`worker` names its task worker): a job waiting on the upload never waits on the index."""
+    with inline_indexing(), indexed_by(worker):
+        return claim_and_ingest(upload_id, reclaim=reclaim)
+
+
+def claim_and_ingest(upload_id: int, *, reclaim: bool = False) -> str:
+    """Claim a queued upload and ingest it; the status it ends in.
 
     The claim takes a queued upload, or a running one only when `reclaim` says the try that
     claimed it stopped (its task was put back by `requeue_orphans` and its worker is judged
@@ -242,9 +257,13 @@ def settle(summary: dict[str, Any], upload: Upload) -> dict[str, Any]:
 
 
 def _restored(entry: dict[str, Any], shard: ShardFile, run: Run) -> dict[str, Any]:
+    """A shard an earlier try of the upload stored, as this try reports it; its run scored
+    and indexed now if that try's process died first (the index once this try is done)."""
     from records.scoring.run import score_if_unscored
 
     scoring = run.latest_scoring() or score_if_unscored(run)
+    if not_yet_indexed(Run.objects.filter(pk=run.pk)).exists():
+        after_commit(run.pk)
     return {
         "file": entry["file"],
         "sha256": shard.sha256,

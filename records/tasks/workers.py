@@ -26,6 +26,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from records.models.intake import Upload, WorkerBeat
+from records.tasks.indexing import queue_unindexed_runs
 from records.tasks.liveness import alive_workers
 from records.tasks.pending import sweep_storage
 from records.tasks.scoring import Sweeper
@@ -149,7 +150,8 @@ def _given_up(result: DBTaskResult, message: str) -> None:
 
 class Heart:
     """The beating thread of one worker process (its own database connection); on its beats it
-    also queues the sweep of unscored runs when one is due (`records.tasks.scoring`)."""
+    also queues the sweep of unscored runs when one is due (`records.tasks.scoring`) and the
+    index of runs whose index task was lost (`records.tasks.indexing`)."""
 
     def __init__(self, worker_id: str) -> None:
         self.worker_id = worker_id
@@ -171,6 +173,7 @@ class Heart:
                 requeue_orphans()
                 queue_unqueued_uploads()
                 end_abandoned_uploads()
+                queue_unindexed_runs()
                 sweep_storage()
                 self.sweeper.maybe_enqueue()
             except Exception:  # noqa: BLE001 (a missed beat is retried on the next one)

@@ -60,8 +60,10 @@ def query_form(
 
 
 def get_run_or_404(pk: int) -> Run:
-    """The run with its shard and upload (every run page names them), or a 404."""
-    return get_object_or_404(Run.objects.select_related("shard", "shard__upload"), pk=pk)
+    """The run with its shard and upload (every run page names them) and its outbox row, if
+    its index is still being written (`records.search.index.indexing`), or a 404."""
+    runs = Run.objects.select_related("shard", "shard__upload", "pending_index")
+    return get_object_or_404(runs, pk=pk)
 
 
 def get_attempt_or_404(pk: int) -> Attempt:

@@ -53,6 +53,7 @@ from records.scoring.vocabulary import (
     TITLE_OF,
     TITLED_COLUMNS,
 )
+from records.search.index import indexing
 from records.views import charts
 from records.views.access import (
     Partial,
@@ -181,6 +182,8 @@ def _run_page(run: Run, tab: str) -> tuple[dict[str, Any], Any]:
         "pending_key": pending_key,
         "scored_now": scored_now,
         "attempts_url": _tab_url(run, "attempts"),
+        # Stored, its search index still being written after its shard (nothing else waits).
+        "indexing": indexing(run),
     }
     return context, usable
 

@@ -287,6 +287,7 @@ def results_context(
         "words": found.words,
         "query": query.urlencode(),
         "search": found,
+        "indexing": found.indexing(),
     }
 
 
@@ -328,6 +329,7 @@ def search_json(request: HttpRequest) -> HttpResponse:
                 for a in attempts
             ],
             "facets": found.facets(),
+            "indexing": found.indexing(),
             "next": following,
         }
     )

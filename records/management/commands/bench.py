@@ -114,7 +114,9 @@ class Command(BaseCommand):
         self.stdout.write(
             f"bench ({report['database']}): ingest with the key stored "
             f"{r['ingest_with_key_over_floor']:.2f}x the floor, without scoring "
-            f"{r['ingest_without_scoring_over_floor']:.2f}x; re-score of "
+            f"{r['ingest_without_scoring_over_floor']:.2f}x; indexed after it, done at "
+            f"{r['index_done_over_floor_time']:.2f}x the floor's time (the index "
+            f"{r['index_seconds_with_key']:.2f} s); re-score of "
             f"{r['rescore_attempts']:,} attempts {r['rescore_seconds']:.2f} s = "
             f"{r['rescore_attempts_per_s']:,.0f} attempts/s (then the log's checkpoint "
             f"{r['rescore_checkpoint_seconds']:.2f} s); peak "

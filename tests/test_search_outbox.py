@@ -1,0 +1,232 @@
+"""The search index written after a shard's transaction: the outbox row the shard commits with,
+what the search, the run page and the other pages say until the index is written, the follow-up
+in the ingest's own process, and a lost or failed follow-up tried again by a worker's sweep."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.db import DatabaseError, connection
+from django.test import override_settings
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
+
+from records.models import ApiToken, Call, PendingIndex, Run, Scoring, Upload
+from records.search import engine
+from records.search.index import inline_indexing
+from records.search.models import SearchCall
+from records.tasks.indexing import INDEX_TASK, index_run_task, queue_unindexed_runs
+from tests.builders import demo_key, encode, ingest_bytes, line, synth_run
+
+pytestmark = pytest.mark.django_db
+
+FIXTURE = Path(__file__).parent / "fixtures" / "modelrecord" / "modeleval-dynamic.jsonl"
+GOOD = FIXTURE.read_bytes()
+DATABASE = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+PUBLIC = override_settings(EVALDASH_PUBLIC_READ=True)
+LATER = timedelta(hours=1)  # past EVALDASH_TASK_STALE_SECONDS
+
+
+class Killed(Exception):
+    """The process ends between a shard's commit and its index."""
+
+
+def _documents() -> dict[int, str]:
+    key = "id" if connection.vendor == "postgresql" else "rowid"
+    body = "body::text" if connection.vendor == "postgresql" else "body"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {key}, {body} FROM records_searchentry ORDER BY {key}")
+        return dict(cursor.fetchall())
+
+
+def _stored_but_not_indexed() -> Run:
+    """The fixture shard stored, its follow-up lost with the process that stored it."""
+    with pytest.raises(Killed), inline_indexing():
+        report = ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
+        assert report.ok
+        raise Killed
+    return Run.objects.get(run_id="run-fixture-dynamic")
+
+
+@PUBLIC
+def test_until_its_index_is_written_a_run_is_named_by_every_search_answer_and_its_page(client):
+    with inline_indexing():  # as an upload's task holds it: the index once the task is done
+        report = ingest_bytes(("corpus-key.json", demo_key()), ("modeleval-s.jsonl", synth_run()))
+        assert report.ok
+        run = Run.objects.get(run_id="run-synth")
+        # Committed whole, with its outbox row and none of its index.
+        assert PendingIndex.objects.filter(run=run).exists()
+        assert _documents() == {} and not SearchCall.objects.exists()
+        word = engine.words(Call.objects.filter(attempt__run=run).exclude(text="")[0].text)[0]
+        answer = client.get("/search.json", {"q": word}).json()
+        assert answer["indexing"] == ["run-synth"] and answer["count"] == 0
+        # Its attempts are listed as their own fields match; only what the index reads waits.
+        assert client.get("/search.json").json()["count"] == run.attempt_count
+        assert client.get("/search.json", {"run": "other"}).json()["indexing"] == []
+        page = client.get("/search/", {"q": word}).content.decode()
+        assert "Still being indexed" in page and "<bdi>run-synth</bdi>" in page
+        assert 'class="badge indexing"' in client.get(f"/runs/{run.pk}/").content.decode()
+        tab = client.get(f"/runs/{run.pk}/attempts/", {"q": word}).content.decode()
+        assert "Still being indexed" in tab
+        # Scores and the gate never wait for the index.
+        assert Scoring.objects.get(run=run).verdict_count == run.attempt_count
+        assert client.get(f"/runs/{run.pk}/scores/").status_code == 200
+        _, raw = ApiToken.issue("ci")
+        gate = client.get(
+            f"/api/v1/runs/{run.run_id}/gate", headers={"Authorization": f"Bearer {raw}"}
+        )
+        assert gate.status_code == 200 and "passed" in gate.json()
+    assert not PendingIndex.objects.exists()
+    answer = client.get("/search.json", {"q": word}).json()
+    assert answer["indexing"] == [] and answer["count"] > 0
+    assert "indexing" not in client.get(f"/runs/{run.pk}/").content.decode()
+    assert "Still being indexed" not in client.get("/search/", {"q": word}).content.decode()
+
+
+def test_an_upload_task_marks_its_upload_done_before_it_indexes_its_runs(settings, monkeypatch):
+    from records.search import index
+    from records.tasks import queue_upload, run_upload
+
+    settings.TASKS = DATABASE
+    upload = queue_upload(
+        Upload(source="api"),
+        [("modeleval-1.jsonl", io.BytesIO(GOOD))],
+        allow_digest_mismatch=False,
+    )
+    seen = []
+    real = index.index_pending
+
+    def noting(run_pk: int) -> bool:
+        seen.append(Upload.objects.get(pk=upload.pk).status)
+        return real(run_pk)
+
+    monkeypatch.setattr(index, "index_pending", noting)
+    assert run_upload(upload.pk) == "done"
+    assert seen == ["done"]
+    assert not PendingIndex.objects.exists()
+    assert SearchCall.objects.count() == Call.objects.count() > 0
+    # The index was written by the upload's own task: no task of its own was queued.
+    assert not DBTaskResult.objects.filter(task_path=INDEX_TASK).exists()
+
+
+def test_the_command_line_ingest_indexes_its_runs_in_its_own_process(settings, tmp_path):
+    settings.TASKS = DATABASE
+    path = tmp_path / "modeleval-dynamic.jsonl"
+    path.write_bytes(GOOD)
+    call_command("ingest", "--quiet", str(path))
+    assert not PendingIndex.objects.exists() and not DBTaskResult.objects.exists()
+    assert SearchCall.objects.count() == Call.objects.count() > 0
+
+
+def test_a_follow_up_lost_with_its_process_is_queued_by_the_sweep_and_writes_the_index_once(
+    settings,
+):
+    settings.TASKS = DATABASE
+    run = _stored_but_not_indexed()
+    assert _documents() == {}
+    assert queue_unindexed_runs() == []  # just stored: its follow-up may be under way
+    assert queue_unindexed_runs(timezone.now() + LATER) == [run.pk]
+    assert queue_unindexed_runs(timezone.now() + LATER) == []  # its task names it now
+    (task,) = DBTaskResult.objects.filter(task_path=INDEX_TASK)
+    assert task.status == "READY" and task.args_kwargs["args"] == [run.pk]
+    assert index_run_task.call(run.pk) is True
+    written = _documents()
+    calls = SearchCall.objects.count()
+    assert calls == Call.objects.count() and len(written) == calls + run.attempt_count
+    assert index_run_task.call(run.pk) is False  # a second try writes nothing twice
+    engine.forget_run(run.pk)
+    engine.index_run(run.pk)
+    assert _documents() == written  # what a rebuild writes
+    assert SearchCall.objects.count() == calls
+
+
+def test_a_failed_follow_up_is_counted_and_tried_again_until_it_has_failed_too_often(
+    settings, monkeypatch
+):
+    settings.TASKS = DATABASE
+    settings.EVALDASH_TASK_MAX_TRIES = 2
+    real = engine.index_new_run
+    failures = [DatabaseError("database or disk is full")] * 2
+
+    def full_disk(run_pk: int) -> int:
+        if failures:
+            raise failures.pop()
+        return real(run_pk)
+
+    monkeypatch.setattr(engine, "index_new_run", full_disk)
+    report = ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
+    assert report.ok and report.stored[0]["run_id"] == "run-fixture-dynamic"
+    (row,) = PendingIndex.objects.all()
+    assert row.tries == 1 and "database or disk is full" in row.error
+    assert _documents() == {}
+    assert queue_unindexed_runs(timezone.now() + LATER) == [row.run_id]
+    with pytest.raises(DatabaseError):
+        index_run_task.call(row.run_id)
+    row.refresh_from_db()
+    assert row.tries == 2
+    # Failed as often as a task may: left to `manage.py search_index`, still named meanwhile.
+    DBTaskResult.objects.all().delete()
+    assert queue_unindexed_runs(timezone.now() + LATER) == []
+    call_command("search_index")
+    assert not PendingIndex.objects.exists()
+    assert SearchCall.objects.count() == Call.objects.count() > 0
+
+
+def test_a_run_deleted_before_its_index_is_written_leaves_no_outbox_row():
+    run = _stored_but_not_indexed()
+    run.delete()
+    assert not PendingIndex.objects.exists()
+    assert index_run_task.call(run.pk) is False
+
+
+def _peak_kb() -> int:
+    for row in Path("/proc/self/status").read_text().splitlines():
+        if row.startswith("VmHWM:"):
+            return int(row.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="PostgreSQL joins it in its server")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux's /proc")
+def test_an_attempt_of_thirty_megabytes_is_indexed_in_a_few_megabytes_of_memory():
+    # Thirty turns of a megabyte of text: joined whole, then cut to its indexed head, the
+    # document took five times the attempt's size; each piece past the head is left out first.
+    text = "lorem " * 170_000
+    turns = [
+        line("turn", index=n + 1, blocks=[{"kind": "text", "text": f"t{n} {text}"}])
+        for n in range(30)
+    ]
+    data = encode(
+        [line("attempt"), *turns, line("call"), line("verify"), line("session"), line("run")]
+    )
+    del turns
+    run = None
+    with pytest.raises(Killed), inline_indexing():
+        assert ingest_bytes(("modeleval-huge.jsonl", data)).ok
+        run = Run.objects.get()
+        raise Killed
+    del data
+    Path("/proc/self/clear_refs").write_text("5")  # the peak from here on
+    before = _peak_kb()
+    assert index_run_task.call(run.pk) is True
+    assert _peak_kb() - before < 40_000  # kB; joined whole it was some 140,000
+    (body,) = (b for i, b in _documents().items() if i % 2 == 0)
+    assert len(body) == engine.INDEXED_CHARS and " t0 lorem lorem" in body and " t1 " not in body
+
+
+def test_the_sweep_leaves_a_run_to_the_live_worker_that_stored_it_and_takes_it_once_it_is_gone(
+    settings,
+):
+    from records.models.intake import WorkerBeat
+
+    settings.TASKS = DATABASE
+    run = _stored_but_not_indexed()
+    PendingIndex.objects.filter(run=run).update(worker="w1")
+    WorkerBeat.objects.create(worker_id="w1", beat_at=timezone.now() + LATER, host="elsewhere")
+    assert queue_unindexed_runs(timezone.now() + LATER) == []  # its worker indexes it
+    WorkerBeat.objects.filter(worker_id="w1").update(beat_at=timezone.now() - LATER)
+    assert queue_unindexed_runs(timezone.now() + LATER) == [run.pk]
