@@ -77,6 +77,15 @@ def requeue_orphans(now=None) -> list[str]:
     return done
 
 
+def uploads_named_by_tasks():
+    """The ids of the uploads a queued or running ingest task names, as a subquery."""
+    return (
+        DBTaskResult.objects.filter(task_path=UPLOAD_TASK, status__in=["READY", "RUNNING"])
+        .annotate(upload=Cast(KT("args_kwargs__args__0"), IntegerField()))
+        .values("upload")
+    )
+
+
 def queue_unqueued_uploads(now=None) -> list[int]:
     """Queue the ingest of queued uploads that no task names (the process that stored one died
     between its commit and the enqueue its commit triggers); their ids. Only uploads older than
@@ -86,11 +95,7 @@ def queue_unqueued_uploads(now=None) -> list[int]:
 
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
-    named = (
-        DBTaskResult.objects.filter(task_path=UPLOAD_TASK, status__in=["READY", "RUNNING"])
-        .annotate(upload=Cast(KT("args_kwargs__args__0"), IntegerField()))
-        .values("upload")
-    )
+    named = uploads_named_by_tasks()
     lost = Upload.objects.filter(status=Upload.Status.QUEUED, created_at__lt=stale).exclude(
         pk__in=named
     )
@@ -114,11 +119,7 @@ def end_abandoned_uploads(now=None) -> list[int]:
 
     now = now or timezone.now()
     stale = now - timedelta(seconds=settings.EVALDASH_TASK_STALE_SECONDS)
-    named = (
-        DBTaskResult.objects.filter(task_path=UPLOAD_TASK, status__in=["READY", "RUNNING"])
-        .annotate(upload=Cast(KT("args_kwargs__args__0"), IntegerField()))
-        .values("upload")
-    )
+    named = uploads_named_by_tasks()
     abandoned = Upload.objects.filter(status=Upload.Status.RUNNING, started_at__lt=stale).exclude(
         pk__in=named
     )
