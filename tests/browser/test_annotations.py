@@ -28,11 +28,11 @@ def _shoot(page, url: str, name: str, full: bool = True) -> None:
 @pytest.fixture(autouse=True)
 def vocabulary(db):
     """The vocabulary the migration seeds (a transactional test's flush empties the table)."""
-    from records.models import Label
+    import importlib
 
-    slugs = ["known-flaky", "corpus-bug", "model-error", "harness-error", "expected"]
-    for order, slug in enumerate([*slugs, "needs-review"], start=1):
-        Label.objects.get_or_create(slug=slug, defaults={"title": slug, "order": order})
+    from django.apps import apps
+
+    importlib.import_module("records.migrations.0019_annotations").seed_labels(apps, None)
 
 
 def _plant(runs) -> list[str]:
