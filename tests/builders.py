@@ -153,3 +153,26 @@ def conformance_suite() -> Any:
     from records.conformance.formats import read_suite
 
     return read_suite(CONFORMANCE_SUITE, "cases.json")
+
+
+def ingest_series(runs: int, *, repeat: int, cases: int, models: Any = None) -> None:
+    """The demo key and `runs` scored runs of its corpus a day apart (run-1 first), each of
+    `models` (the first two) on the dynamic surface, `repeat` repeats of the first `cases`."""
+    from datetime import datetime, timedelta
+
+    from records.devtools.synth import MODELS
+
+    models = MODELS[:2] if models is None else models
+    ingest_bytes(("key.json", demo_key()))
+    start = datetime(2026, 10, 1, 9)
+    for n in range(1, runs + 1):
+        shard = synth_run(
+            f"run-{n}",
+            seed=n,
+            started_at=start + timedelta(days=n),
+            repeat=repeat,
+            models=models,
+            surfaces=("dynamic",),
+            max_attempts=cases * len(models) * repeat,
+        )
+        ingest_bytes((f"modeleval-{n}.jsonl", shard))

@@ -8,13 +8,12 @@ from __future__ import annotations
 import csv
 import importlib
 import io
-from datetime import datetime, timedelta
 from html.parser import HTMLParser
 
 import pytest
 from django.contrib.auth.models import Permission
 
-from records.devtools.synth import MODELS, load_demo_key
+from records.devtools.synth import load_demo_key
 from records.formats.notes import note_html
 from records.models import Annotation, AnnotationChange, ApiToken, Attempt, CaseFigure, Label, Run
 from records.queries.annotations import (
@@ -27,7 +26,7 @@ from records.queries.annotations import (
     write,
 )
 from records.queries.gate import gate, resolve
-from tests.builders import demo_key, ingest_bytes, synth_run
+from tests.builders import ingest_series
 
 pytestmark = pytest.mark.django_db
 KEY = load_demo_key()
@@ -443,19 +442,7 @@ def _marks(case: str, run: int) -> str:
 def queued(db):
     """Six scored runs of the demo corpus, two models, four repeats of three cases: one flips
     in the newest run, one is flaky throughout, one is steady."""
-    ingest_bytes(("key.json", demo_key()))
-    start = datetime(2026, 10, 1, 9)
-    for n in range(1, RUNS + 1):
-        shard = synth_run(
-            f"run-{n}",
-            seed=n,
-            started_at=start + timedelta(days=n),
-            repeat=4,
-            models=MODELS[:2],
-            surfaces=("dynamic",),
-            max_attempts=len(CASES) * 2 * 4,
-        )
-        ingest_bytes((f"modeleval-{n}.jsonl", shard))
+    ingest_series(RUNS, repeat=4, cases=len(CASES))
     runs = list(Run.objects.order_by("started_at"))
     for n, run in enumerate(runs, start=1):
         for f in CaseFigure.objects.filter(scoring=run.latest_scoring()):

@@ -5,7 +5,6 @@ on the corpus page, its JSON and the case's page."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -13,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 
 from records.devtools.synth import MODELS, load_demo_key
 from records.models import CaseFigure, Run, Verdict
-from tests.builders import demo_key, ingest_bytes, synth_run
+from tests.builders import ingest_series
 
 KEY = load_demo_key()
 CASES = [c.id for c in KEY.cases[:5]]
@@ -39,19 +38,7 @@ def _marks(case: str, model: str, run: int) -> str:
 def planted(db):
     """Eight scored runs of the demo corpus, two models on one surface, two repeats of the first
     five cases; each case's outcomes then planted in its kept figures."""
-    ingest_bytes(("key.json", demo_key()))
-    start = datetime(2026, 10, 1, 9)
-    for n in range(1, RUNS + 1):
-        shard = synth_run(
-            f"run-{n}",
-            seed=n,
-            started_at=start + timedelta(days=n),
-            repeat=2,
-            models=MODELS[:2],
-            surfaces=("dynamic",),
-            max_attempts=len(CASES) * 2 * 2,
-        )
-        ingest_bytes((f"modeleval-{n}.jsonl", shard))
+    ingest_series(RUNS, repeat=2, cases=len(CASES))
     runs = list(Run.objects.order_by("started_at"))
     for n, run in enumerate(runs, start=1):
         for f in CaseFigure.objects.filter(scoring=run.latest_scoring()):

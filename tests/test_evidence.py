@@ -30,26 +30,25 @@ def _excludes_zero(i: stats.Interval) -> bool:
     return i.low > 0 or i.high < 0
 
 
-@settings(max_examples=300, deadline=None)
-@given(paired_tables(repeats=False), st.sampled_from([0.05, 0.01, 0.05 / 12, 0.0004]))
-def test_mcnemars_interval_excludes_zero_exactly_when_its_p_is_below_the_level(table, alpha):
+def _holds_at_its_level(table, alpha) -> None:
     t = stats.compare(*table)
     if t is None:
         return
     i = t.interval_at(alpha)
     assert _excludes_zero(i) == (t.p_value < alpha)
     assert i.low <= t.difference <= i.high
+
+
+@settings(max_examples=300, deadline=None)
+@given(paired_tables(repeats=False), st.sampled_from([0.05, 0.01, 0.05 / 12, 0.0004]))
+def test_mcnemars_interval_excludes_zero_exactly_when_its_p_is_below_the_level(table, alpha):
+    _holds_at_its_level(table, alpha)
 
 
 @settings(max_examples=150, deadline=None)
 @given(paired_tables(repeats=True), st.sampled_from([0.05, 0.01, 0.05 / 12]))
 def test_the_bootstraps_interval_excludes_zero_exactly_when_its_p_is_below_the_level(table, alpha):
-    t = stats.compare(*table)
-    if t is None:
-        return
-    i = t.interval_at(alpha)
-    assert _excludes_zero(i) == (t.p_value < alpha)
-    assert i.low <= t.difference <= i.high
+    _holds_at_its_level(table, alpha)
 
 
 @settings(max_examples=100, deadline=None)
