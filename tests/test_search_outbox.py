@@ -230,3 +230,46 @@ def test_the_sweep_leaves_a_run_to_the_live_worker_that_stored_it_and_takes_it_o
     assert queue_unindexed_runs(timezone.now() + LATER) == []  # its worker indexes it
     WorkerBeat.objects.filter(worker_id="w1").update(beat_at=timezone.now() - LATER)
     assert queue_unindexed_runs(timezone.now() + LATER) == [run.pk]
+
+
+def test_a_run_an_earlier_killed_try_stored_is_left_by_the_sweep_to_the_try_that_finds_it(
+    settings, monkeypatch
+):
+    import records.tasks as tasks
+    from records.models.intake import WorkerBeat
+    from records.search import index
+
+    settings.TASKS = DATABASE
+    upload = tasks.queue_upload(
+        Upload(source="api"),
+        [("modeleval-1.jsonl", io.BytesIO(GOOD))],
+        allow_digest_mismatch=False,
+    )
+
+    def killed(*args, **kwargs):
+        raise Killed
+
+    # The first try (worker w1) stores the run and dies before it marks its upload done.
+    with monkeypatch.context() as patch:
+        patch.setattr(tasks, "finish", killed)
+        with pytest.raises(Killed):
+            tasks.run_upload(upload.pk, worker="w1")
+    assert Upload.objects.get(pk=upload.pk).status == "running"
+    run = Run.objects.get(run_id="run-fixture-dynamic")
+    # An exception hands the row to the sweep; kill -9 leaves it naming the dead worker.
+    PendingIndex.objects.filter(run=run).update(worker="w1")
+    WorkerBeat.objects.create(worker_id="w2", beat_at=timezone.now() + LATER, host="here")
+    swept = []
+    real = index.index_pending
+
+    def sweeping_first(run_pk: int) -> bool:
+        # A heartbeat between the upload's end and its index: w1 is gone, the upload is done.
+        swept.extend(queue_unindexed_runs(timezone.now() + LATER))
+        return real(run_pk)
+
+    monkeypatch.setattr(index, "index_pending", sweeping_first)
+    assert tasks.run_upload(upload.pk, reclaim=True, worker="w2") == "done"
+    assert swept == []  # the second try took the run as its own
+    assert not DBTaskResult.objects.filter(task_path=INDEX_TASK).exists()
+    assert not PendingIndex.objects.exists()
+    assert SearchCall.objects.count() == Call.objects.count() > 0

@@ -69,6 +69,14 @@ def after_commit(run_pk: int) -> None:
         waiting.append(run_pk)
 
 
+def adopt(run_pk: int) -> None:
+    """A run stored by an earlier, killed process and not yet indexed: this one indexes it, as
+    `after_commit` would its own, and its outbox row names this process's task worker, so a
+    worker's sweep leaves it to this one while it lives rather than queue a second follow-up."""
+    PendingIndex.objects.filter(run=run_pk).update(worker=_worker.get())
+    after_commit(run_pk)
+
+
 @contextmanager
 def inline_indexing() -> Iterator[None]:
     """Within this block, the runs stored are indexed when it ends (after their shards, their

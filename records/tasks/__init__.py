@@ -31,7 +31,7 @@ from records.ingest import ingest
 from records.ingest.documents import rescoring_queued_by
 from records.ingest.inputs import disk_full
 from records.models import Run, ShardFile, Upload
-from records.search.index import after_commit, indexed_by, inline_indexing, not_yet_indexed
+from records.search.index import adopt, indexed_by, inline_indexing, not_yet_indexed
 from records.tasks.indexing import index_run_task
 from records.tasks.liveness import earlier_try_stopped
 from records.tasks.pending import discard, forget, keep_files, pending_inputs
@@ -263,7 +263,7 @@ def _restored(entry: dict[str, Any], shard: ShardFile, run: Run) -> dict[str, An
 
     scoring = run.latest_scoring() or score_if_unscored(run)
     if not_yet_indexed(Run.objects.filter(pk=run.pk)).exists():
-        after_commit(run.pk)
+        adopt(run.pk)
     return {
         "file": entry["file"],
         "sha256": shard.sha256,
