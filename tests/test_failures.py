@@ -7,13 +7,14 @@ import csv
 import hashlib
 import io
 import json
+import re
 from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from records.models import FailureCount, Run, ScoreRow, Scoring, Verdict
+from records.models import FailureCount, Label, Run, ScoreRow, Scoring, Verdict
 from records.queries.failures import new_modes_since
 from records.scorer.score import (
     OUTCOMES,
@@ -269,12 +270,56 @@ def test_a_modes_page_lists_its_attempts_and_the_search_finds_the_same(client, v
     page = client.get(mode["url"])
     assert page.status_code == 200
     html = page.content.decode()
-    assert html.count("#verdict") == RUNS * REPEATS
+    assert html.count("#failing-step") == RUNS * REPEATS
     assert "MT-040" in html
     search = client.get(mode["search_url"].replace("/search/", "/search.json"))
     assert search.status_code == 200, search.content
     assert search.json()["count"] == RUNS * REPEATS
     assert client.get("/failures/0123456789abcdef/").status_code == 404
+
+
+def test_each_attempt_a_mode_lists_opens_at_the_step_its_verdict_turns_on(client, viewer, planted):
+    for mode in _modes(client)["modes"]:
+        html = client.get(mode["url"]).content.decode()
+        link = re.search(r'href="(/attempts/\d+/)#failing-step"', html)
+        assert link, mode["id"]
+        attempt = client.get(link.group(1)).content.decode()
+        # One anchor: the steps table's row of the failing call, else the verdict itself.
+        assert attempt.count('id="failing-step"') == 1
+        marked = re.search(r'<(\w+)[^>]*id="failing-step"', attempt).group(1)
+        assert marked == ("tr" if mode["signature"]["step"] == "call" else "p"), mode["signature"]
+
+
+def test_the_failures_list_shows_each_modes_labels_and_filters_by_one(client, viewer, planted):
+    from records.queries.annotations import About, Writer, write
+
+    modes = _by_case(_modes(client)["modes"])
+    labelled = modes[("MT-040",)]["id"]
+    # Seeded by a migration, but a transactional test before this one may have flushed it.
+    label, _ = Label.objects.get_or_create(slug="model-error", defaults={"title": "Model error"})
+    write(About("mode", mode=labelled), Writer("w"), label=label, note="")
+    html = client.get("/failures/").content.decode()
+    assert '<select name="label">' in html and 'value="model-error"' in html
+    assert html.count("label-model-error") == 1  # on the labelled mode's line alone
+    assert "<tbody data-cursor-rows>" in html  # j / k move over the modes
+    narrowed = client.get("/failures/", {"label": "model-error"}).content.decode()
+    assert labelled in narrowed and modes[("MT-002",)]["id"] not in narrowed
+    assert '<option\n    value="model-error" selected>' in narrowed
+
+
+def test_the_gate_lists_the_modes_new_since_its_baseline_in_its_json_and_comment(planted):
+    from records.queries.gate import gate, resolve
+
+    # The wrong project sent to MT-002 begins in run 3: new against run 2, not against run 3.
+    result = gate(*resolve("run-3", "run-2"), "Clean")
+    found = result.as_dict()
+    (new,) = found["new_failure_modes"]
+    assert new["signature"]["argument"] and new["attempts"] == REPEATS
+    assert new["url"].endswith(f"/failures/{new['id']}/")
+    comment = found["markdown"]
+    assert f"1 new failure mode, {REPEATS} attempts, since the baseline:" in comment
+    assert new["id"] in comment
+    assert gate(*resolve("run-4", "run-3"), "Clean").as_dict()["new_failure_modes"] == []
 
 
 def test_the_csv_export_streams_a_line_per_mode(client, viewer, planted):

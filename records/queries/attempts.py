@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from records.models import Attempt, Verdict
 from records.queries.search import Search, SearchQuery
+from records.scorer.score import RECORDED_ENDINGS
 from records.scoring.run import Account, account
 
 
@@ -36,6 +37,15 @@ def verdict_account(scoring: Any, attempt: Attempt) -> tuple[Verdict | None, Acc
 def failing_step(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The step the verdict turns on: the first that did not complete, where a call reached it."""
     return next((st for st in steps if not st.get("complete") and st.get("reached")), None)
+
+
+def signature_step(ended_by: str, steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The step a failure signature names as where the attempt went wrong
+    (`records.scorer.score.failure_signature`): none where the runner's own ending decided the
+    verdict; else the first step not observed or not complete, reached by a call or not."""
+    if ended_by in RECORDED_ENDINGS:
+        return None
+    return next((st for st in steps if not (st.get("observed") and st.get("complete"))), None)
 
 
 def neighbours(attempt: Attempt, query: SearchQuery) -> tuple[int | None, int | None]:

@@ -24,7 +24,13 @@ from records.models import (
     Verify,
 )
 from records.queries.annotations import About, case_labels, case_url
-from records.queries.attempts import failing_step, neighbours, price_for, verdict_account
+from records.queries.attempts import (
+    failing_step,
+    neighbours,
+    price_for,
+    signature_step,
+    verdict_account,
+)
 from records.queries.cost import Tokens, cost_of
 from records.queries.trace import (
     ITEMS_PER_TURN,
@@ -100,6 +106,9 @@ def attempt_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "total_cost": None if price is None else cost_of(Tokens.of(attempt), price),
         "facts": sorted((attempt.facts or {}).items()),
         "failing_step": failing,
+        # Where a failure mode's attempt list opens it (#failing-step): the step its signature
+        # names, else the verdict.
+        "signature_step": signature_step(attempt.ended_by, steps) if verdict else None,
         "target_call": target_call,
         "annotations": annotation_panel(request, About("attempt", attempt=attempt.pk)),
         "case_labels": case_labels(attempt.run.corpus_digest, [attempt.case]).get(attempt.case),

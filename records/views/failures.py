@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET
 
 from records.models import FailureMode
 from records.queries import failures as q
-from records.queries.annotations import About, mode_labels
+from records.queries.annotations import About, labels, mode_labels
 from records.scorer.score import SIGNATURE_PARTS
 from records.views.access import query_form, read_access, render_page
 from records.views.annotations import annotation_panel
@@ -83,9 +83,11 @@ def trend_chart(mode: q.Mode, height: int = TREND_HEIGHT) -> dict[str, Any]:
     }
 
 
-def _lines(found: q.Modes) -> list[tuple[q.Mode, dict[str, Any], str, str, str]]:
-    """Each mode of the page with its trend, the trend's element id, its page and its search."""
+def _lines(found: q.Modes) -> list[tuple[q.Mode, dict[str, Any], str, str, str, list[str]]]:
+    """Each mode of the page with its trend, the trend's element id, its page, its search and
+    the labels it carries."""
     chosen = found.chosen
+    labelled = mode_labels(m.id for m in found.page.object_list)
     return [
         (
             m,
@@ -93,6 +95,7 @@ def _lines(found: q.Modes) -> list[tuple[q.Mode, dict[str, Any], str, str, str]]
             f"trend-{m.id}",
             q.mode_url(chosen, m.id),
             q.search_link(chosen, m.id),
+            labelled.get(m.id, []),
         )
         for m in found.page.object_list
     ]
@@ -114,6 +117,7 @@ def failures(request: HttpRequest, form: FailuresForm) -> HttpResponse:
             "page": found.page,
             "lines": _lines(found),
             "parts": SIGNATURE_PARTS,
+            "vocabulary": labels(),
         },
         partial="records/failures/_modes.html",
     )

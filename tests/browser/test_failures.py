@@ -41,7 +41,7 @@ def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
     # The attempts pager swaps in place, and a row opens its attempt at the verdict.
     page.locator("#mode-attempts tbody tr td a").first.click()
     page.wait_for_load_state("networkidle")
-    assert page.url.endswith("#verdict")
+    assert page.url.endswith("#failing-step")
     newest = page.runs["run-2026-11-24-ee1234"]
     page.goto(page.base + f"/runs/{newest.pk}/")
     line = page.locator("p.new-failures").inner_text()
