@@ -83,3 +83,9 @@ def test_the_search_benchmark_runs_on_a_tiny_store_and_reports_its_ingest(tmp_pa
             ingest["cores"] * ingest["floor"]["seconds"] / cpu
         )
     assert report["search, every run"] and report["size, every run"]
+    # The whole store's exports: an attempt a row, then a row a matching call.
+    exports = report["exports"]
+    assert exports["every attempt"]["rows"] == 3 * 40
+    assert exports["observed calls"]["rows"] == exports["store"]["observed_calls"] > 0
+    assert exports["text 'the'"]["rows"] > 0 and exports["text 'the'"]["rows_per_s"] > 0
+    assert "/search.csv observed calls" in capsys.readouterr().out

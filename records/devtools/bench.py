@@ -6,7 +6,9 @@ test runner makes one), on whichever database the settings name. Nothing here is
 
 from __future__ import annotations
 
+import csv
 import gc
+import io
 import json
 import math
 import os
@@ -36,7 +38,7 @@ from records.bulk.sqlite import checkpoints
 from records.devtools.synth import MODELS, ModelSpec, load_demo_key, widen_key, write_run
 from records.formats.corpus_key import key_to_json
 from records.ingest import ingest, inputs_from_paths
-from records.models import Attempt, Run, Upload
+from records.models import Attempt, Call, Run, Upload
 from records.scoring.run import score_run, store_key
 
 CORPUS_CASES = 258  # the size of upstream's corpus (modelrecord.md B.2)
@@ -705,6 +707,33 @@ def _search_times(client: Any, runs: list[Run]) -> dict[str, dict[str, float]]:
     return page_times(client, urls, repeat=5)
 
 
+# The search's exports over the whole store, streamed whole: every attempt (a row each, no call
+# asked for), every call whose dispatch was observed (a row a call: nearly every call), and
+# what a common word finds (a row a matching call).
+EXPORT_QUERIES = {"every attempt": "", "observed calls": "observed=yes", "text 'the'": "q=the"}
+
+
+def export_rates(client: Any) -> dict[str, dict[str, float]]:
+    """Each whole-store `/search.csv` streamed to its end: its rows, seconds and rows a second
+    (the header line not counted)."""
+    rates = {}
+    for name, query in EXPORT_QUERIES.items():
+        started = time.perf_counter()
+        answer = client.get(f"/search.csv?{query}")
+        body = b"".join(answer.streaming_content)
+        seconds = time.perf_counter() - started
+        rows = (
+            sum(1 for _ in csv.reader(io.StringIO(body.decode()))) - 1
+        )  # a field may hold a line end
+        rates[name] = {"rows": rows, "seconds": seconds, "rows_per_s": rows / seconds}
+    rates["store"] = {
+        "attempts": Attempt.objects.count(),
+        "calls": Call.objects.count(),
+        "observed_calls": Call.objects.filter(dispatch_observed=True).count(),
+    }
+    return rates
+
+
 def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """Ingest `runs` runs of `attempts` attempts with the index maintained (against the floor),
     time the search's queries on the first two runs and on all of them, and size the store."""
@@ -757,6 +786,9 @@ def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -
             report[f"search, {stage}"] = _search_times(client, stored)
             report[f"size, {stage}"] = _store_size()
             say(f"{stage} ({len(stored)} runs): " + json.dumps(report[f"search, {stage}"]))
+        _quiet()
+        report["exports"] = export_rates(client)
+        say("exports: " + json.dumps(report["exports"]))
         lines = sum(f["lines"] for f in ingested)
         # With the index: until each call's last run is indexed.
         seconds = sum(f["index_done_seconds"] for f in ingested)

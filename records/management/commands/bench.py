@@ -136,11 +136,16 @@ class Command(BaseCommand):
         every = report["search, every run"]
         slowest = max(every.items(), key=lambda item: item[1]["median_ms"])
         size = report["size, every run"]
+        exports = "; ".join(
+            f"/search.csv {name} {e['rows']:,} rows at {e['rows_per_s']:,.0f}/s"
+            for name, e in report["exports"].items()
+            if name != "store"
+        )
         self.stdout.write(
             f"bench search ({report['database']}, {runs} x {attempts:,} attempts): ingest "
             f"{report['ingest']['ratio_lines']:.2f}x the floor; slowest {slowest[0]} "
             f"{slowest[1]['median_ms']:.0f} ms; store {size['bytes'] / 1e6:,.0f} MB, index "
-            f"{(size['index_bytes'] or 0) / 1e6:,.0f} MB; report in {out}"
+            f"{(size['index_bytes'] or 0) / 1e6:,.0f} MB; {exports}; report in {out}"
         )
 
     def _upload(self, bench, mb: float, out: Path) -> None:
