@@ -20,6 +20,7 @@ from records.queries.gate import gate
 from records.queries.history import history
 from records.queries.overview import boards
 from records.scoring.tables import ranking_groups, score_groups
+from records.views.charts import cost_scatter
 
 pytestmark = pytest.mark.django_db
 
@@ -30,13 +31,20 @@ def auth(db):
     return {"Authorization": f"Bearer {raw}"}
 
 
-BEFORE, REGRESSED = "run-2026-11-16-a1b2c3", "run-2026-11-23-f00dfa"
+BEFORE, REGRESSED, IMPROVED = (
+    "run-2026-11-16-a1b2c3",
+    "run-2026-11-23-f00dfa",
+    "run-2026-11-24-ee1234",
+)
 
 
-def test_every_page_and_the_gate_say_the_same_of_one_pair(client, viewer, demo, auth):
-    base, cand = demo[BEFORE], demo[REGRESSED]
+@pytest.mark.parametrize(
+    "pair, label", [((BEFORE, REGRESSED), "regressed"), ((REGRESSED, IMPROVED), "improved")]
+)
+def test_every_page_and_the_gate_say_the_same_of_one_pair(client, viewer, demo, auth, pair, label):
+    base, cand = demo[pair[0]], demo[pair[1]]
     decision = decide(base.pk, cand.pk)
-    assert decision.label == "regressed" and decision.rule.startswith("Holm-adjusted over ")
+    assert decision.label == label and decision.rule.startswith("Holm-adjusted over ")
     # The runs list: the mark and its sentence.
     answer = answers([cand])[cand.pk]
     assert (answer.label, answer.sentence) == (decision.label, decision.sentence)
@@ -55,15 +63,25 @@ def test_every_page_and_the_gate_say_the_same_of_one_pair(client, viewer, demo, 
         )
         assert c.evidence == (row.label if row else "")
     # The gate, as JSON and Markdown.
-    g = client.get(f"/api/v1/runs/{REGRESSED}/gate?baseline={BEFORE}", headers=auth).json()
-    assert g["passed"] is False and g["rule"] == decision.rule
+    g = client.get(f"/api/v1/runs/{cand.run_id}/gate?baseline={base.run_id}", headers=auth).json()
+    assert g["passed"] is (label != "regressed") and g["rule"] == decision.rule
     assert {r["row"] for r in g["regressed"]} == {r.key.label for r in decision.regressed}
+    for r in g["regressed"]:  # raw and adjusted p, the adjusted one Holm's
+        assert 0 <= r["p_value"] <= r["p_adjusted"] <= 1
     assert decision.sentence[1:] in g["markdown"]
-    # A row's history: each regressed row's point against the run before reads the same.
+    # A row's history, its page: each row's point against the run before reads the same.
     for r in decision.rows:
         h = history(base.corpus_digest, r.key.model, r.key.surface, r.key.mode, "Clean")
         point = next(p for p in h.points if p.run == cand)
         assert point.decision.label == r.label and point.rule == decision.rule
+        query = {"digest": base.corpus_digest, "model": r.key.model, "surface": r.key.surface}
+        if r.key.mode:
+            query["mode"] = r.key.mode
+        shown = html.unescape(client.get("/history/", query).content.decode())
+        table = shown[shown.index("<tbody>") :]
+        line = table[table.index(f"<code><bdi>{cand.run_id}</bdi></code>") :]
+        line = line[: line.index("</tr>")]
+        assert f">{r.label}</span>" in line and decision.rule in line
 
 
 def test_a_decisions_interval_and_its_words_agree_on_the_comparison(demo):
@@ -121,6 +139,19 @@ def test_cost_per_completed_is_one_figure_on_the_overview_the_cost_tab_and_the_c
             assert side.cost_per_completed == pytest.approx(want)
         checked += 1
     assert checked
+    # The cost chart's axis is the same per-attempt figure.
+    chart = cost_scatter(score_groups(scoring))
+    plotted = {
+        (trace["name"], surface): x
+        for trace in chart["data"]
+        if trace.get("mode") == "markers"
+        for x, surface in zip(trace["x"], trace["text"], strict=True)
+    }
+    priced = [s for s in standings if s.cost_per_attempt is not None]
+    assert priced
+    for s in priced:
+        key = (s.row.model, s.row.surface)
+        assert plotted[key] == pytest.approx(s.cost_per_attempt, abs=1e-6)
     page = html.unescape(client.get(f"/runs/{run.pk}/cost/").content.decode())
     assert "Per case" in page
 
@@ -151,3 +182,34 @@ def test_a_surfaces_models_are_ranked_together_when_their_rows_cover_different_c
     assert joined
     page = client.get(f"/runs/{run.pk}/")
     assert len(page.context["boards"]) == len(surfaces)
+
+
+def test_rows_that_differ_only_in_case_coverage_are_compared_on_the_cases_both_ran(
+    client, viewer, db
+):
+    from tests.builders import demo_key, ingest_bytes, synth_run
+
+    # The same setup twice; the later run cut off after 90 attempts (of 96).
+    ingest_bytes(
+        ("key.json", demo_key()),
+        ("modeleval-a.jsonl", synth_run("run-whole", seed=7)),
+        ("modeleval-b.jsonl", synth_run("run-cut", seed=8, max_attempts=90)),
+    )
+    base, cand = Run.objects.get(run_id="run-whole"), Run.objects.get(run_id="run-cut")
+    decision = decide(base.pk, cand.pk)
+    assert not decision.problem
+    uneven = [r for r in decision.rows if r.cases[0] != r.cases[1]]
+    assert uneven, "the cut run should leave some rows with fewer cases"
+    for r in uneven:
+        assert r.decisions  # compared, not refused
+        assert r.shared == min(r.cases)
+        assert r.coverage == f"on {r.shared} shared case{'s' if r.shared != 1 else ''} of " + (
+            f"{r.cases[0]} / {r.cases[1]}"
+        )
+    page = html.unescape(
+        client.get(f"/compare/?kind=runs&baseline={base.pk}&candidate={cand.pk}").content.decode()
+    )
+    for r in uneven:
+        assert r.coverage in page
+    result = gate(cand, base, "Clean").as_dict()
+    assert result["rows_compared"] == len(decision.rows) and not result["problem"]

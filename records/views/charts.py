@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from records.evidence import cost_per_attempt
 from records.queries.cost import COST_PARTS, RunFigures, row_cost
 from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 
@@ -129,14 +130,14 @@ def cost_scatter(groups: list[Any], title: str = "Clean") -> dict[str, Any]:
     by_model: dict[str, list[tuple[float, float, str, list, Any]]] = {}
     for g in groups:
         for r in g.rows:
-            cost, total = row_cost(r), r.figures["total"]
+            each = cost_per_attempt(row_cost(r), r.figures["total"])
             n, d = dict(r.columns)[column]
-            if cost is None or not total or not d:
+            if each is None or not d:
                 continue  # unpriced rows have no place on a cost axis
             ci = r.interval(column)
             by_model.setdefault(r.model, []).append(
                 (
-                    round(cost / total, 6),
+                    round(each, 6),
                     _percent(n, d),
                     r.surface,
                     [n, d, ci.points() if ci else "-"],
