@@ -18,10 +18,12 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
+from records.formats.numbers import NotWhole, parse_whole
 from records.models import Annotation, Attempt, Label
 from records.models.annotations import MODE_ID, WEB_LINK
 from records.queries import annotations as q
 from records.views.access import api_token_of, is_partial, query_form, read_access, render_page
+from records.views.forms import WholeNumberField, page_field
 
 PANEL = "records/annotations/_panel.html"
 WRITE = "records.add_annotation"
@@ -65,7 +67,7 @@ class AnnotationForm(ContentForm):
     target = forms.ChoiceField(choices=Annotation.Target.choices)
     digest = forms.RegexField(regex=r"^[0-9a-f]{1,64}\Z", required=False, max_length=64)
     case = forms.CharField(required=False, max_length=500)
-    attempt = forms.IntegerField(required=False, min_value=1)
+    attempt = WholeNumberField(required=False, min_value=1)
     mode = forms.CharField(required=False, max_length=16, validators=[MODE_ID])
     client_key = forms.CharField(required=False, max_length=200)
 
@@ -153,6 +155,14 @@ def _about_of(a: Annotation) -> q.About:
     return q.About(a.target, a.digest, a.case, a.attempt_id, a.mode)
 
 
+def _whole_or_none(raw: str) -> int | None:
+    """A refused form's attempt, for the panel it comes back in: the number if it is one."""
+    try:
+        return parse_whole(raw)
+    except NotWhole:
+        return None
+
+
 @may_write
 def annotate(request: HttpRequest) -> HttpResponse:
     form = AnnotationForm(request.POST)
@@ -161,7 +171,7 @@ def annotate(request: HttpRequest) -> HttpResponse:
             request.POST.get("target", "case"),
             request.POST.get("digest", ""),
             request.POST.get("case", ""),
-            int(request.POST["attempt"]) if request.POST.get("attempt", "").isdigit() else None,
+            _whole_or_none(request.POST.get("attempt", "")),
             request.POST.get("mode", ""),
         )
         return _written(request, about, status=_refused(request), form=form)
@@ -200,7 +210,7 @@ def annotation_resolve(request: HttpRequest, pk: int) -> HttpResponse:
 
 class ReviewForm(forms.Form):
     digest = forms.RegexField(regex=r"^[0-9a-f]{1,64}\Z", required=False, max_length=64)
-    page = forms.IntegerField(required=False, min_value=1)
+    page = page_field()
 
 
 @require_GET
@@ -256,12 +266,12 @@ class ListForm(forms.Form):
     target = forms.ChoiceField(required=False, choices=[("", ""), *Annotation.Target.choices])
     digest = forms.RegexField(regex=r"^[0-9a-f]{1,64}\Z", required=False, max_length=64)
     case = forms.CharField(required=False, max_length=500)
-    attempt = forms.IntegerField(required=False, min_value=1)
+    attempt = WholeNumberField(required=False, min_value=1)
     mode = forms.CharField(required=False, max_length=16, validators=[MODE_ID])
     label = forms.SlugField(required=False, max_length=40)
     resolved = forms.ChoiceField(required=False, choices=[("", ""), ("0", "0"), ("1", "1")])
-    page = forms.IntegerField(required=False, min_value=1, max_value=10**9)
-    per_page = forms.IntegerField(required=False, min_value=1, max_value=MAX_PER_PAGE)
+    page = page_field()
+    per_page = WholeNumberField(required=False, min_value=1, max_value=MAX_PER_PAGE)
 
     def clean(self) -> dict[str, Any]:
         d = super().clean()

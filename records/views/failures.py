@@ -22,7 +22,7 @@ from records.views.access import query_form, read_access, render_page
 from records.views.annotations import annotation_panel
 from records.views.charts import escaped
 from records.views.exports import export
-from records.views.forms import SURFACE_CHOICES
+from records.views.forms import SURFACE_CHOICES, page_field
 from records.views.search import RunsField
 
 TREND_HEIGHT = 56
@@ -38,7 +38,7 @@ class FailuresForm(forms.Form):
     case = forms.CharField(required=False, max_length=500)
     since = forms.DateField(required=False)
     label = forms.SlugField(required=False, max_length=50)
-    page = forms.IntegerField(required=False, min_value=1, max_value=10**9)
+    page = page_field()
 
     def chosen(self) -> q.Chosen:
         d = self.cleaned_data
