@@ -110,6 +110,17 @@ def test_runs_whose_rows_pair_with_none_fail_the_gate_saying_why(client, demo, a
     assert answers([cand])[cand.pk].label in ("not compared", "no baseline")
 
 
+def test_runs_whose_rows_share_no_surface_fail_the_gate_naming_the_surfaces(demo):
+    from records.models import ScoreRow
+
+    cand = demo[REGRESSED]
+    ScoreRow.objects.filter(scoring=cand.latest_scoring()).update(surface="elsewhere")
+    result = gate(cand, demo[BEFORE], "Clean")
+    assert result.rows == 0 and not result.passed
+    assert "they differ in surface (dynamic, individual, meta vs elsewhere)" in result.problem
+    assert "model (" not in result.problem  # the models are the same on both sides
+
+
 def test_cost_per_completed_is_one_figure_on_the_overview_the_cost_tab_and_the_comparison(
     client, viewer, demo
 ):

@@ -22,7 +22,7 @@ from records.models import CaseFigure, ScoreRow, Scoring
 from records.queries.cases import fill_missing
 from records.queries.pairing import Side, differences, match_rows, refusal
 from records.scoring.ranking import paired_tests
-from records.scoring.tables import RowKey, TableRow, case_figures
+from records.scoring.tables import IDENTITY, RowKey, TableRow, case_figures
 from records.scoring.vocabulary import COLUMN_TITLE
 
 DEFAULT_COLUMNS = ("clean",)
@@ -241,11 +241,31 @@ def _decide(
         row.decisions[column] = decision
     result.rows = [r for r in result.rows if r.decisions]
     if not result.rows:
-        result.problem = _nothing_compared(refused, alone)
+        result.problem = _nothing_compared(refused, alone, left, right)
     return result
 
 
-def _nothing_compared(refused: list[str], alone: int) -> str:
+def _apart(left: list[TableRow], right: list[TableRow]) -> list[str]:
+    """The identity parts in which no row of one run shares a value with any of the other's,
+    each with the values on either side ("surface (dynamic vs meta)")."""
+
+    def values(rows: list[TableRow], part: str) -> list[str]:
+        return sorted({str(getattr(r.key, part)) for r in rows if r.key is not None})
+
+    out = []
+    for part in IDENTITY:
+        a, b = values(left, part), values(right, part)
+        if a and b and not set(a) & set(b):
+            shown = [
+                ", ".join(v[:3]) + (f" and {len(v) - 3} more" if len(v) > 3 else "") for v in (a, b)
+            ]
+            out.append(f"{part.replace('_', ' ')} ({shown[0]} vs {shown[1]})")
+    return out
+
+
+def _nothing_compared(
+    refused: list[str], alone: int, left: list[TableRow], right: list[TableRow]
+) -> str:
     """Why no row of two runs could be compared, naming the key parts that differ."""
     if refused:
         shown = "; ".join(refused[:3]) + (
@@ -253,6 +273,9 @@ def _nothing_compared(refused: list[str], alone: int) -> str:
         )
         return f"no row of the two runs could be compared: {shown}"
     if alone:
+        apart = _apart(left, right)
+        if apart:
+            return "no row of the two runs could be compared: they differ in " + "; ".join(apart)
         return (
             "no row of the two runs could be compared: no row of one run has the model, "
             "surface, mode and pins of a row of the other"
