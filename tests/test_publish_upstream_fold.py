@@ -71,6 +71,26 @@ def test_a_row_of_two_sessions_publishes_the_tools_its_first_attempts_session_se
     assert row["counts"]["attempts"] == 2
 
 
+def test_the_first_attempts_session_decides_even_when_it_is_declared_and_stored_last(
+    client, viewer
+):
+    # groupShard reads the provenance of the session of the key's first attempt (by line), not
+    # of the session declared or stored first: here the first attempt ran in dynamic/b.
+    shard = published_shard(
+        line("attempt", id="a1", session="dynamic/b"),
+        line("attempt", id="a2", case="MS-014", session="dynamic/a"),
+        published_session(label="dynamic/a", served_tools=40),
+        published_session(label="dynamic/b", served_tools=41),
+    )
+    run = _run("modeleval-a.jsonl", shard)
+    sessions = dict(run.sessions.values_list("label", "pk"))
+    assert sessions["dynamic/b"] > sessions["dynamic/a"]  # stored last, the higher id
+    (row,) = client.get(f"/publish/model-results.json?run={run.pk}").json()["rows"]
+    assert row["provenance"]["served_tools"] == 41
+    md = _get(client, f"/runs/{run.pk}/scores.md")
+    assert "|           41 |" in md and "40" not in md
+
+
 def _shard(*attempts: dict, commit: str = "c0ffee", **run: object) -> bytes:
     """A publishable shard of these attempts, one individual session serving each model they
     name (which no managed block publishes), the run line describing every model."""
