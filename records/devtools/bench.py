@@ -317,7 +317,7 @@ def peak_memory(artifact: Path, database_url: str) -> dict[str, Any]:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG if sampling else 0)
         if pid:
             break
-        tree = _tree_memory_kb(proc.pid)
+        tree = tree_memory_kb(proc.pid)
         if tree is None:
             sampling = False  # no /proc here: just wait
         else:
@@ -344,9 +344,13 @@ def peak_memory(artifact: Path, database_url: str) -> dict[str, Any]:
     }
 
 
-def _tree_memory_kb(root: int) -> tuple[int, dict[int, int]] | None:
+def tree_memory_kb(root: int) -> tuple[int, dict[int, int]] | None:
     """The summed PSS of a process and its descendants, and each one's peak resident set
-    (VmHWM), or None where /proc cannot tell."""
+    (VmHWM), both in kB, or None where /proc cannot tell (the root is gone, or no /proc).
+
+    One look, not a watch: sample it while the process runs (every 20 ms here) and keep the
+    largest figures, since a descendant's peak is lost once it has ended. The tests of hostile
+    inputs' memory (`tests/test_hardening_memory.py`) use it too."""
     total = 0
     peaks: dict[int, int] = {}
     todo = [root]
@@ -1073,7 +1077,7 @@ def _post_file(port: int, token: str, path: Path, server_pid: int) -> dict[str, 
 
     def sample() -> None:
         while not sampling.wait(0.02):
-            tree = _tree_memory_kb(server_pid)
+            tree = tree_memory_kb(server_pid)
             if tree:
                 peaks.update(tree[1])
 
