@@ -64,6 +64,7 @@ def _pages() -> dict[str, str]:
     if failed:
         pages["attempt"] = f"/attempts/{failed.pk}/"
     pages["failures"] = f"/failures/?digest={regressed.corpus_digest}"
+    pages["review"] = "/review/"
     mode = FailureCount.objects.filter(scoring__run=regressed).order_by("-attempts").first()
     if mode:
         pages["failure-mode"] = f"/failures/{mode.mode}/?digest={regressed.corpus_digest}"

@@ -42,6 +42,7 @@ def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
     page.locator("#mode-attempts tbody tr td a").first.click()
     page.wait_for_load_state("networkidle")
     assert page.url.endswith("#failing-step")
+    attempt = page.url.removeprefix(page.base)
     newest = page.runs["run-2026-11-24-ee1234"]
     page.goto(page.base + f"/runs/{newest.pk}/")
     line = page.locator("p.new-failures").inner_text()
@@ -52,6 +53,7 @@ def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
     _shoot(page, f"/runs/{newest.pk}/", "run-overview")
     _shoot(page, f"/failures/?digest={digest}", "failures")
     _shoot(page, url, "failure-mode")
+    _shoot(page, attempt, "failing-step")
     assert page.problems == [], page.problems
 
 
