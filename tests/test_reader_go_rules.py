@@ -172,3 +172,30 @@ def test_a_call_index_past_gos_int_is_refused_by_line_and_field():
     with pytest.raises(ShardError) as info:
         read_shard_bytes(shard(line("call", index=2**63)), "modeleval-edge.jsonl")
     assert (info.value.line, info.value.field) == (5, "call.index")
+
+
+# Go's strings.TrimSpace (upstream's `required`) trims the White_Space property; Python's
+# str.strip() also trims U+001C to U+001F, which Go keeps.
+GO_KEEPS = ["\x1c", "\x1d", "\x1e", "\x1f"]
+GO_TRIMS = [" \t", "\u00a0", "\u0085", "\u2003", "\u3000", "\u2028"]
+
+
+@pytest.mark.parametrize("value", GO_KEEPS)
+def test_a_field_of_a_separator_control_is_not_blank_as_in_go(value):
+    from tests.builders import shard
+
+    data = shard(line("verify", name=value, passed=False, detail=value))
+    lines = read_shard_bytes(data, "modeleval-x.jsonl")
+    assert lines  # read, not refused as an empty name or detail
+
+
+@pytest.mark.parametrize("value", GO_TRIMS)
+@pytest.mark.parametrize("field", ["name", "detail"])
+def test_a_field_of_go_white_space_is_blank_and_refused_by_name(value, field):
+    from tests.builders import shard
+
+    verify = line("verify", passed=False, detail="it did not hold")
+    verify["verify"][field] = value
+    with pytest.raises(ShardError) as info:
+        read_shard_bytes(shard(verify), "modeleval-x.jsonl")
+    assert info.value.field == f"verify.{field}"

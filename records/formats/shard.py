@@ -32,7 +32,14 @@ import msgspec
 import orjson
 import re2
 
-from records.formats.text import NUL_ESCAPE, NUL_MESSAGE, go_fold, invalid_utf8, nul_field
+from records.formats.text import (
+    NUL_ESCAPE,
+    NUL_MESSAGE,
+    go_blank,
+    go_fold,
+    invalid_utf8,
+    nul_field,
+)
 
 SCHEMA_VERSION = 1
 MAX_LINE_BYTES = 1_048_576  # including the newline (A.3 maxShardLine)
@@ -446,7 +453,7 @@ _ENVELOPE_FOLDED = {go_fold(key): name for key, name in _ENVELOPE_KEYS.items()}
 
 
 def _blank(p: dict[str, Any], name: str) -> bool:
-    return not p.get(name, "").strip()
+    return go_blank(p.get(name, ""))
 
 
 def _require(p: dict[str, Any], typ: str, *names: str) -> None:
@@ -631,7 +638,7 @@ _CALL_OUTCOMES = frozenset(CALL_OUTCOMES)
 def _short_ref(value: str, path: str) -> None:
     if len(value) > MAX_ID_CHARS:
         _short(value, path)
-    if not value.strip():
+    if go_blank(value):
         raise ShardFieldError(path, "is required and is empty")
 
 
@@ -655,16 +662,16 @@ def _check_attempt(p: AttemptLine) -> None:
     if max(map(len, ids)) > MAX_ID_CHARS:
         for name, value in zip(("id", "case", "model", "surface", "session"), ids, strict=True):
             _short(value, f"attempt.{name}")
-    if not (p.id.strip() and p.case.strip() and p.model.strip()):
+    if go_blank(p.id) or go_blank(p.case) or go_blank(p.model):
         for name in ("id", "case", "model"):
-            if not getattr(p, name).strip():
+            if go_blank(getattr(p, name)):
                 raise ShardFieldError(f"attempt.{name}", "is required and is empty")
     ended_by = p.ended_by
     if ended_by not in _ENDINGS:
         raise ShardFieldError(
             "attempt.ended_by", f"{ended_by!r} is not one of {', '.join(ENDINGS)}"
         )
-    if ended_by not in _SESSIONLESS and not p.session.strip():
+    if ended_by not in _SESSIONLESS and go_blank(p.session):
         raise ShardFieldError("attempt.session", "is required and is empty")
     _low(p.repeat, "attempt.repeat", 1)
     if p.repeat > INT32_MAX:
@@ -672,7 +679,7 @@ def _check_attempt(p: AttemptLine) -> None:
     if p.shown_tools is not None:
         _low(p.shown_tools, "attempt.shown_tools", 0)
         _at_most(p.shown_tools, "attempt.shown_tools", INT32_MAX, _IN_32_BITS)
-    if ended_by == "skipped" and not p.reason.strip():
+    if ended_by == "skipped" and go_blank(p.reason):
         raise ShardFieldError("attempt.reason", "a skipped attempt must say why it was skipped")
 
 
@@ -708,7 +715,7 @@ _TOKENS_WHY = "evaldash's bound on one turn's token count, which keeps a run's s
 
 def _check_call(p: CallLine) -> None:
     _short_ref(p.attempt, "call.attempt")
-    if not p.tool.strip():
+    if go_blank(p.tool):
         raise ShardFieldError("call.tool", "is required and is empty")
     # The call's index is Go's int (64 bits) upstream, and so a 64-bit column here: any index
     # Go reads is stored (upstream's reader vector 077, 2**63 - 1). Its turn stays in 32 bits.
@@ -728,7 +735,7 @@ def _check_call(p: CallLine) -> None:
     if outcome in _CALL_OUTCOMES:
         return
     if outcome.startswith("refused:"):
-        if not outcome[len("refused:") :].strip():
+        if go_blank(outcome[len("refused:") :]):
             raise ShardFieldError("call.outcome", "a refused outcome must name its reason")
     else:
         raise ShardFieldError(
@@ -739,9 +746,9 @@ def _check_call(p: CallLine) -> None:
 
 def _check_verify(p: VerifyLine) -> None:
     _short_ref(p.attempt, "verify.attempt")
-    if not p.name.strip():
+    if go_blank(p.name):
         raise ShardFieldError("verify.name", "is required and is empty")
-    if not p.passed and not p.detail.strip():
+    if not p.passed and go_blank(p.detail):
         raise ShardFieldError("verify.detail", "a failed check must say what did not hold")
 
 
@@ -961,7 +968,7 @@ class Joins:
             label = p.session
             if label and label not in self.session_refs:
                 self.session_refs[label] = (lineno, key)
-            if p.ended_by == "completed" and p.reason.strip():
+            if p.ended_by == "completed" and not go_blank(p.reason):
                 self.warnings.append(
                     {
                         "line": lineno,

@@ -11,6 +11,21 @@ from typing import Any
 
 import msgspec
 
+# What Go's strings.TrimSpace trims (unicode.IsSpace: the White_Space property). Python's
+# str.strip() also trims U+001C to U+001F, which Go keeps: upstream's reader finds "\u001f"
+# not blank, and so must evaldash's.
+GO_SPACE = (
+    "\t\n\v\f\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
+
+
+def go_blank(value: str) -> bool:
+    """Whether `strings.TrimSpace(value) == ""` in Go (upstream's `required`)."""
+    return not value.strip(GO_SPACE)
+
+
 # How a NUL can reach a decoded JSON string: only escaped (a raw control byte is invalid JSON).
 NUL_ESCAPE = b"\\u0000"
 
