@@ -375,14 +375,25 @@ def test_runs_that_share_a_run_id_are_counted_together_in_the_run_facet(db):
 
 @pytest.mark.parametrize("params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}])
 def test_the_exports_rows_read_chunk_by_chunk_are_the_lists_rows_in_its_order(store, params):
-    from records.queries.search import CALL_COLUMNS, attempt_fields, call_fields
+    from operator import attrgetter
 
+    from records.queries.search import CALL_COLUMNS, CALL_SOURCES, attempt_identity
+
+    # The export reads plain values; the page reads model instances: the same rows.
     query = SearchQuery(sort="-model", **params)
     expected = []
     for a in Search(query).page(1, 100_000):
-        base = attempt_fields(a)
+        base = {
+            **attempt_identity(a),
+            "ended_by": a.ended_by,
+            "verdict": a.outcome or "",
+            "labels": " ".join(a.labels),
+        }
         if not a.matched:
             expected.append({**base, **dict.fromkeys(CALL_COLUMNS, "")})
-        expected += [{**base, **call_fields(c)} for c in a.matched]
+        for c in a.matched:
+            call = {name: attrgetter(source)(c) for name, source in CALL_SOURCES}
+            snippet = "".join(text for text, _ in c.pieces)
+            expected.append({**base, **call, "snippet": snippet})
     assert len(expected) > 14
     assert list(Search(query).rows(chunk=7)) == expected

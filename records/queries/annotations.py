@@ -300,16 +300,21 @@ def labelled(slug: str, prefix: str = "") -> Q:
 def attempt_labels(attempts: Sequence[Attempt]) -> dict[int, list[str]]:
     """Per attempt (each with its run's `corpus_digest` read), the unresolved labels on it or
     on its case: one query."""
+    return labels_by_key([(a.pk, a.run.corpus_digest, a.case) for a in attempts])
+
+
+def labels_by_key(attempts: Sequence[tuple[int, str, str]]) -> dict[int, list[str]]:
+    """`attempt_labels` for attempts given as (pk, corpus digest, case)."""
     if not attempts:
         return {}
-    pairs = {(a.run.corpus_digest, a.case) for a in attempts}
+    pairs = {(digest, case) for _, digest, case in attempts}
     cases = Q()
     for digest in {d for d, _ in pairs}:
         cases |= Q(digest=digest, case__in=[c for d, c in pairs if d == digest])
     rows = (
         live()
         .filter(
-            Q(target=Target.ATTEMPT, attempt__in=[a.pk for a in attempts])
+            Q(target=Target.ATTEMPT, attempt__in=[pk for pk, _, _ in attempts])
             | (Q(target=Target.CASE) & cases)
         )
         .order_by("label__order", "label__slug")
@@ -323,9 +328,9 @@ def attempt_labels(attempts: Sequence[Attempt]) -> dict[int, list[str]]:
         else:
             by_case[(digest, case)].append(slug)
     out = {}
-    for a in attempts:
-        slugs = by_attempt.get(a.pk, []) + by_case.get((a.run.corpus_digest, a.case), [])
-        out[a.pk] = list(dict.fromkeys(slugs))
+    for pk, digest, case in attempts:
+        slugs = by_attempt.get(pk, []) + by_case.get((digest, case), [])
+        out[pk] = list(dict.fromkeys(slugs))
     return out
 
 

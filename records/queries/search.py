@@ -21,7 +21,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
 from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
-from records.queries.annotations import attempt_labels, labelled
+from records.queries.annotations import attempt_labels, labelled, labels_by_key
 from records.search import engine
 from records.search.index import not_yet_indexed
 from records.search.models import SearchCall
@@ -556,11 +556,7 @@ class Search:
                 Call.objects.filter(pk__in=ids)
                 .order_by("attempt_id", "index", "line")
                 .only(*CALL_FIELDS)
-                .annotate(
-                    text_part=Substr("text", 1, SNIPPET_SOURCE),
-                    arguments_part=Substr(Cast("arguments", TextField()), 1, SNIPPET_SOURCE),
-                    result_part=Substr(Cast("result", TextField()), 1, SNIPPET_SOURCE),
-                )
+                .annotate(**_snippet_sources())
             )
             for c in calls:
                 c.pieces = _first_snippet(words, c.text_part, c.arguments_part, c.result_part)
@@ -573,19 +569,57 @@ class Search:
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
-    def rows(self, chunk: int = 1000) -> Iterator[dict[str, Any]]:
+    def rows(self, chunk: int = 2000) -> Iterator[dict[str, Any]]:
         """Every attempt matched with its matching calls, a row per call (an attempt without
-        one: a row of its own), `chunk` attempts at a time: for the CSV export. The ids come in
-        the list's order from one statement read as it goes (not a page cut again from every
-        match at each offset), and each chunk's attempts and calls are read by key."""
+        one: a row of its own), `chunk` attempts at a time: for the CSV export, an attempt's
+        `IDENTITY_SOURCES`, its ending, verdict and labels, then a call's `CALL_COLUMNS`. The ids come in the list's order from one statement
+        read as it goes (not a page cut again from every match at each offset), and each
+        chunk's attempts and calls are read by key, as plain values: an export of the whole
+        store reads hundreds of thousands of rows, and a model instance for each would be most
+        of its time."""
+        words = self.words
         ids = self.ordered().values_list("pk", flat=True).iterator(chunk_size=chunk)
+        attempt_columns = [source.replace(".", "__") for _, source in IDENTITY_SOURCES]
+        call_names = [name for name, _ in CALL_SOURCES]
+        call_columns = [source for _, source in CALL_SOURCES]
+        texts = ["text_part", "arguments_part", "result_part"] if words else []
+        blank = dict.fromkeys(CALL_COLUMNS, "")
         while chosen := list(islice(ids, chunk)):
-            for a in self._read(chosen):
-                base = attempt_fields(a)
-                if not a.matched:
-                    yield {**base, **dict.fromkeys(CALL_COLUMNS, "")}
-                for c in a.matched:
-                    yield {**base, **call_fields(c)}
+            attempts = list(
+                Attempt.objects.filter(pk__in=chosen)
+                .order_by(*self.query.order())
+                .annotate(outcome=self.verdicts().order_by().values("outcome")[:1])
+                .values_list(
+                    "pk", "run__corpus_digest", "case", "ended_by", "outcome", *attempt_columns
+                )
+            )
+            labels = labels_by_key([(a[0], a[1], a[2]) for a in attempts])
+            matched: dict[int, list[dict[str, Any]]] = {}
+            if self.calls is not None:
+                calls = (
+                    Call.objects.filter(pk__in=self.calls.filter(attempt__in=chosen).values("pk"))
+                    .order_by("attempt_id", "index", "line")
+                    .annotate(**_snippet_sources() if words else {})
+                    .values_list("attempt_id", *call_columns, *texts)
+                )
+                for c in calls:
+                    row = dict(zip(call_names, c[1 : 1 + len(call_columns)], strict=True))
+                    pieces = _first_snippet(words, *c[1 + len(call_columns) :]) if words else []
+                    row["snippet"] = "".join(text for text, _ in pieces)
+                    matched.setdefault(c[0], []).append(row)
+            for pk, _, _, ended_by, outcome, *identity in attempts:
+                base = {
+                    **dict(zip((name for name, _ in IDENTITY_SOURCES), identity, strict=True)),
+                    "ended_by": ended_by,
+                    "verdict": outcome or "",
+                    "labels": " ".join(labels.get(pk, [])),
+                }
+                found = matched.get(pk)
+                if not found:
+                    yield {**base, **blank}
+                    continue
+                for row in found:
+                    yield {**base, **row}
 
 
 ATTEMPT_FIELDS = (
@@ -645,18 +679,13 @@ def attempt_identity(a: Attempt) -> dict[str, Any]:
     return {name: attrgetter(source)(a) for name, source in IDENTITY_SOURCES}
 
 
-def attempt_fields(a: Attempt) -> dict[str, Any]:
+def _snippet_sources() -> dict[str, Any]:
+    """The heads of a call's text, arguments and result that its snippet is cut from."""
     return {
-        **attempt_identity(a),
-        "ended_by": a.ended_by,
-        "verdict": a.outcome or "",
-        "labels": " ".join(a.labels),
+        "text_part": Substr("text", 1, SNIPPET_SOURCE),
+        "arguments_part": Substr(Cast("arguments", TextField()), 1, SNIPPET_SOURCE),
+        "result_part": Substr(Cast("result", TextField()), 1, SNIPPET_SOURCE),
     }
-
-
-def call_fields(c: Call) -> dict[str, Any]:
-    row = {name: attrgetter(source)(c) for name, source in CALL_SOURCES}
-    return {**row, "snippet": "".join(text for text, _ in c.pieces)}
 
 
 def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool]]:

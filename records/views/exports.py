@@ -34,17 +34,33 @@ def _finite(value: Any) -> Any:
     return value
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
+class _Lines:
+    """What a csv writer writes, kept until taken."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write(self, value: str) -> None:
+        self.lines.append(value)
+
+    def take(self) -> str:
+        text = "".join(self.lines)
+        self.lines.clear()
+        return text
+
+
+FORMULA = ("=", "+", "-", "@")
+# Rows a streamed CSV sends at a time: one piece of the answer each, rather than one a row.
+CSV_BATCH = 500
 
 
 def csv_safe(value: Any) -> Any:
     # A cell starting with = + - @ is a formula to a spreadsheet, also after leading white space
     # (spreadsheets skip it); quote it as text.
-    if isinstance(value, str) and (
-        value[:1] in ("\t", "\r") or value.lstrip()[:1] in ("=", "+", "-", "@")
-    ):
+    if not isinstance(value, str) or not value:
+        return value
+    first = value[0]
+    if first in FORMULA or first in "\t\r" or (first.isspace() and value.lstrip()[:1] in FORMULA):
         return "'" + value
     return value
 
@@ -55,15 +71,19 @@ def export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse:
             json_text({"rows": list(rows)}, cls=DjangoJSONEncoder, indent=1),
             content_type="application/json",
         )
-    writer = csv.writer(_Echo())
+    out = _Lines()
+    writer = csv.writer(out)
 
     def stream() -> Iterable[str]:
         header = None
-        for row in rows:
+        for n, row in enumerate(rows, 1):
             if header is None:
                 header = list(row)
-                yield writer.writerow(header)
-            yield writer.writerow([csv_safe(row.get(k)) for k in header])
+                writer.writerow(header)
+            writer.writerow([csv_safe(row.get(k)) for k in header])
+            if n % CSV_BATCH == 0:
+                yield out.take()
+        yield out.take()
 
     response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
