@@ -142,3 +142,44 @@ def test_a_full_disk_is_told_apart_from_a_bad_file():
     assert disk_full(_database_full("postgresql")) == "database"
     assert disk_full(OperationalError("no such table: x")) is None
     assert disk_full(ValueError("line 3 is not JSON")) is None
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_database_that_fills_inside_the_shards_transaction_waits_and_keeps_the_bytes(
+    client, bearer, upload_dir, monkeypatch, kind
+):
+    # Not a stand-in for the whole ingest: the shard is read and its rows written, and the
+    # store fills as its outbox row is written, inside its transaction.
+    def full(run):
+        raise _database_full(kind)
+
+    with monkeypatch.context() as full_database:
+        full_database.setattr("records.ingest.shards.queue_index", full)
+        r = _post(client, bearer, "?wait=30")
+        assert r.status_code == 503, r.content
+        assert r.json()["error"] == "waiting: database full" and "refused" not in r.json()
+        up = Upload.objects.get()
+        assert files_under(upload_dir) != [] and not Run.objects.exists()
+    assert run_upload(up.pk) == "done"
+    assert Run.objects.count() == 1 and files_under(upload_dir) == []
+
+
+def test_a_full_disk_while_an_archive_is_copied_out_is_not_a_damaged_archive(monkeypatch):
+    import io
+    import zipfile
+
+    from records.ingest.archives import expand_archive
+    from records.ingest.inputs import IngestReport, Input
+
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as z:
+        z.writestr("modeleval-1.jsonl", shard())
+
+    def no_room(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("tempfile.SpooledTemporaryFile.write", no_room)
+    item = Input("artifact.zip", lambda: io.BytesIO(data.getvalue()))
+    with pytest.raises(OSError) as info:
+        list(expand_archive(item, "zip", IngestReport()))
+    assert disk_full(info.value) == "disk"

@@ -21,6 +21,7 @@ from records.formats.shard import ShardError, is_shard_name
 from records.ingest.inputs import (
     IngestReport,
     Input,
+    disk_full,
     shown_name,
 )
 
@@ -311,6 +312,8 @@ def expand_archive(item: Input, kind: str, report: IngestReport) -> Iterator[tup
                 with data:
                     yield where, data
         except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as exc:
+            if disk_full(exc):  # no room to copy an entry out: no fault of the archive
+                raise
             raise ShardError(item.name, f"the archive is damaged: {shown_name(str(exc))}") from None
     if not found:
         raise ShardError(item.name, "the archive holds no shard (no modeleval-*.jsonl entry)")

@@ -38,6 +38,7 @@ from records.formats.shard_rows import (
 from records.ingest.inputs import (
     IngestReport,
     Progress,
+    disk_full,
 )
 from records.models import (
     Attempt,
@@ -358,6 +359,8 @@ def ingest_shard(
         report.refused.append(ShardError(file, message, line=line, field=fld).as_dict())
         return
     except RowRefused as exc:
+        if disk_full(exc):  # PostgreSQL's COPY names the row it was writing when the disk filled
+            raise
         line, fld = writer.where(exc)
         message = f"the database refused a value of this shard: {exc.message}"
         report.refused.append(ShardError(name, message, line=line, field=fld).as_dict())
@@ -369,7 +372,10 @@ def ingest_shard(
             return
         raise
     except DatabaseError as exc:
-        # The transaction rolled back: nothing of the shard is stored.
+        # The transaction rolled back: nothing of the shard is stored. A full store is no fault
+        # of the shard: the ingest stops, and its caller keeps the bytes to try again later.
+        if disk_full(exc):
+            raise
         if "lock" in str(exc).lower():
             message = "the database was busy with another write; nothing was stored, send it again"
         else:
