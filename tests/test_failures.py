@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import re
+import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -82,6 +83,36 @@ def test_the_mode_id_is_the_agreed_hash_of_the_canonical_signature():
     # A part left out is null, as the contract spells it.
     assert mode_id({"outcome": "failed", "step": "call", "tool": "t"}) == mode_id(sig)
     assert len(mode_id(sig)) == 16
+    # UTF-8, not \uXXXX escapes: a script following the documented rule gets the same id.
+    accented = {**sig, "message": "café <n> not found"}
+    text = json.dumps(accented, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert "café" in text
+    assert mode_id(accented) == hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# Reasons a model or a server could write that a backtracking rule reads again from every
+# character: runs of path characters with no slash, unclosed escaped quotes, dotted words.
+HOSTILE_MESSAGES = ["-", ".", "~", '"\\', "a.", "'", "a-"]
+
+
+def _normalising(text: str, times: int) -> float:
+    best = float("inf")
+    for _ in range(5):
+        began = time.perf_counter()
+        for n in range(times):
+            normalise_message(str(n) + text)  # not a cached message
+        best = min(best, time.perf_counter() - began)
+    return best
+
+
+@pytest.mark.parametrize("unit", HOSTILE_MESSAGES)
+def test_the_message_rule_reads_a_long_hostile_reason_in_time_that_does_not_grow_with_it(unit):
+    small, large = unit * 500, unit * 200_000
+    assert len(normalise_message(large)) <= 200
+    # 400 times the text: a rule quadratic in it would take 160,000 times as long, a linear one
+    # 400 times; reading only its head, about as long.
+    ratio = _normalising(large, 3) / max(_normalising(small, 3), 1e-6)
+    assert ratio < 20, f"{ratio:.0f}x the time for 400x the text"
 
 
 def _verdict(outcome: str, steps=(), verified: bool = True) -> AttemptVerdict:

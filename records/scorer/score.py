@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 import orjson
+import re2
 
 from records.formats.corpus_key import Arg, Catalog, CatalogEntry, KeyDocument, Step
 from records.formats.rows import FAILURE_PARTS
@@ -927,12 +928,19 @@ SIGNATURE_PARTS = ("outcome", *FAILURE_PARTS)
 # Where the first thing that went wrong lies (a signature's `step`).
 STEP_KINDS = ("call", "check", "ending")
 MESSAGE_MAX = 200
+# How much of a message the rule reads: a reason may be a megabyte of the model's text, and a
+# pattern's cost grows with what it reads.
+MESSAGE_READ = 2000
 
 # The message rule's patterns, applied in this order (each placeholder is left alone by the
-# patterns after it).
-_QUOTED = re.compile(r"\"(?:[^\"\\]|\\.)*\"|'[^'\s][^']*'|`[^`]*`|«[^»]*»|“[^”]*”")
+# patterns after it). Quoted values are found by RE2 (linear in the text, where a backtracking
+# search restarts at every quote of `"\"\"\"...`); Python's `\s` spelled out for it.
+_PY_SPACE = r"\t\n\v\f\r\x{1c}-\x{1f} \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}"
+_QUOTED = re2.compile(rf"\"(?:[^\"\\]|\\.)*\"|'[^'{_PY_SPACE}][^']*'|`[^`]*`|«[^»]*»|“[^”]*”")
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://\S+")
-_PATH = re.compile(r"(?<![\w<])(?:[\w.~-]+)?(?:/[\w.~%+@:-]+)+/?")
+# A path starts where a run of name characters starts (not inside one, which would read the
+# rest of the run again from every `-`, `.` or `~` of it).
+_PATH = re.compile(r"(?<![\w.~<-])(?:[\w.~-]+)?(?:/[\w.~%+@:-]+)+/?")
 _UUID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
 )
@@ -942,7 +950,6 @@ _MIXED_ID = re.compile(r"\b(?=\w*\d)(?=\w*[A-Za-z])[\w-]*\d[\w-]*\b")
 _SPACE = re.compile(r"\s+")
 
 
-@functools.lru_cache(maxsize=4096)
 def normalise_message(text: str) -> str:
     """A failure's message with what varies from attempt to attempt taken out, so that one
     problem reads alike wherever it occurs ("project 42 not found" and "project 97 not found"
@@ -951,8 +958,14 @@ def normalise_message(text: str) -> str:
     `eval-group/eval-project` or `/api/v4/projects`) `<path>`; a UUID or a run of seven or more
     hex digits with both a digit and a letter `<id>`; a number (sign, digits, separators,
     decimals, exponent) `<n>`; a word mixing letters and digits (`ab12c`, `call_7`) `<id>`.
-    White space is collapsed and the message cut to 200 characters. (A run repeats a few
-    messages over and over: the last few thousand are kept.)"""
+    White space is collapsed and the message cut to 200 characters. Only the message's first
+    2,000 characters are read. (A run repeats a few messages over and over: the last few
+    thousand are kept.)"""
+    return _normalised(text[:MESSAGE_READ])
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(text: str) -> str:
     text = _QUOTED.sub("<q>", text)
     text = _URL.sub("<path>", text)
     text = _PATH.sub("<path>", text)
@@ -1055,6 +1068,9 @@ def mode_id(signature: dict[str, Any]) -> str:
 @functools.lru_cache(maxsize=4096)
 def _mode_id(parts: tuple[str | None, ...]) -> str:
     text = json.dumps(
-        dict(zip(SIGNATURE_PARTS, parts, strict=True)), sort_keys=True, separators=(",", ":")
+        dict(zip(SIGNATURE_PARTS, parts, strict=True)),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,  # UTF-8, as the docstring and docs/pages.md say: no \uXXXX escapes
     )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
