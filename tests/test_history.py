@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from records import stats
-from records.models import Verdict
+from records.devtools.synth import MODELS
+from records.models import Run, Verdict
 from records.queries.gate import gate
 from records.queries.history import history
+from records.scoring.ranking import paired_tests
+from records.scoring.tables import case_figures
+from records.scoring.vocabulary import COLUMN_BY_TITLE
+from tests.builders import demo_key, ingest_bytes, synth_run
 
 pytestmark = pytest.mark.django_db
 NANO, BEFORE, REGRESSED, AFTER = (
@@ -75,3 +84,39 @@ def test_the_history_page_lives_in_the_url(client, viewer, demo):
     # The run page's score rows link here.
     run_page = client.get(f"/runs/{cand}/scores/").content.decode()
     assert f"/history/?digest={digest}&amp;model=openai%3Agpt-5.4-nano&amp;surface=meta" in run_page
+
+
+def _store_runs(first: int, last: int) -> None:
+    """Synthetic runs `first` to `last` of the demo's corpus, a day apart."""
+    ingest_bytes(("key.json", demo_key()))
+    for n in range(first, last + 1):
+        shard = synth_run(
+            f"run-{n}",
+            seed=n,
+            commit=f"{n:040x}",
+            started_at=datetime(2026, 10, 1, 9) + timedelta(days=n),
+            models=MODELS[:2],
+            surfaces=("dynamic", "meta"),
+        )
+        ingest_bytes((f"modeleval-{n}.jsonl", shard))
+
+
+@pytest.mark.parametrize("title", ["Clean", "Completion"])
+def test_a_history_costs_the_same_queries_for_three_runs_or_six(db, title):
+    def queries() -> int:
+        digest = Run.objects.values_list("corpus_digest", flat=True).first()
+        with CaptureQueriesContext(connection) as seen:
+            h = history(digest, MODELS[0].spec, "meta", None, title)
+        assert len(h.points) == Run.objects.count()
+        column = COLUMN_BY_TITLE[title]
+        for p, q in zip(h.points[:-1], h.points[1:], strict=True):  # per-case figures, read apart
+            before = case_figures(p.run.latest_scoring(), [p.row_key])[p.row_key]
+            now = case_figures(q.run.latest_scoring(), [q.row_key])[q.row_key]
+            assert q.test.p_value == paired_tests(before, now, (column,))[column].p_value
+        return len(seen)
+
+    _store_runs(1, 3)
+    three = queries()
+    _store_runs(4, 6)
+    # Any column, not Clean alone: the pairs' figures are read in one query, not one a run.
+    assert queries() == three <= 9

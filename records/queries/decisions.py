@@ -7,7 +7,7 @@ Each pair is tested case by case on each decided column over the cases both ran
 (`paired_tests`), and the tests are read together, family-wise, by `records.evidence`: the
 family is every tested row on every decided column of the pair of runs. The cases are read from
 the per-case figures kept with each scoring (Clean), or summed from the verdicts (any other
-column), never one query per row.
+column), in one query for every pair of runs decided together, never one a row or a run.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import connection
+
 from records import evidence
-from records.models import CaseFigure, ScoreRow, Scoring
+from records.models import CaseFigure, ScoreRow, Scoring, Verdict
 from records.queries.cases import fill_missing
 from records.queries.pairing import Side, differences, match_rows, refusal
 from records.scoring.ranking import paired_tests
-from records.scoring.tables import IDENTITY, RowKey, TableRow, case_figures
+from records.scoring.tables import IDENTITY, SUMMED, RowKey, TableRow, figure_sums
 from records.scoring.vocabulary import COLUMN_TITLE
 
 DEFAULT_COLUMNS = ("clean",)
@@ -131,7 +133,8 @@ def decide_pairs(
 ) -> dict[int, RunDecision]:
     """Each candidate run (by pk) against its baseline run (`pairs`: candidate pk to baseline
     pk): a few queries for any number of pairs (scorings, which keep per-case figures, rows,
-    figures; per other column, one per scoring)."""
+    figures; for any other column, the verdicts of the paired rows of every scoring, grouped
+    in one query)."""
     columns = tuple(columns)
     latest = latest_of(sorted({*pairs, *pairs.values()}))
     out: dict[int, RunDecision] = {}
@@ -146,9 +149,19 @@ def decide_pairs(
             scored[candidate] = (sa, sb)
     scorings = {s.pk: s for pair in scored.values() for s in pair}
     rows = _rows(scorings)
-    per_case = _per_case(scorings, columns)
+    matched = {c: match_rows(rows[sa.pk], rows[sb.pk]) for c, (sa, sb) in scored.items()}
+    # The rows a test can read: those with a partner in the other run.
+    keys: dict[int, set[str]] = defaultdict(set)
     for candidate, (sa, sb) in scored.items():
-        out[candidate] = _decide(sa, sb, rows[sa.pk], rows[sb.pk], per_case, columns)
+        for a, b in matched[candidate]:
+            if a is not None and b is not None:
+                keys[sa.pk].add(a.row_key)
+                keys[sb.pk].add(b.row_key)
+    per_case = _per_case(scorings, columns, keys)
+    for candidate, (sa, sb) in scored.items():
+        out[candidate] = _decide(
+            sa, sb, rows[sa.pk], rows[sb.pk], matched[candidate], per_case, columns
+        )
     return out
 
 
@@ -180,9 +193,12 @@ def _rows(scorings: dict[int, Scoring]) -> dict[int, list[TableRow]]:
     return rows
 
 
-def _per_case(scorings: dict[int, Scoring], columns: tuple[str, ...]) -> dict[int, PerCase]:
-    """Each scoring's rows' figures per case: Clean from the figures kept with each scoring;
-    any other column summed from its verdicts."""
+def _per_case(
+    scorings: dict[int, Scoring], columns: tuple[str, ...], keys: dict[int, set[str]]
+) -> dict[int, PerCase]:
+    """Each scoring's rows' figures per case, for the rows named in `keys` (by scoring pk):
+    Clean from the figures kept with each scoring; any other column summed from the verdicts
+    of every scoring in one grouped query."""
     out: dict[int, PerCase] = defaultdict(dict)
     if not scorings:
         return out
@@ -193,8 +209,27 @@ def _per_case(scorings: dict[int, Scoring], columns: tuple[str, ...]) -> dict[in
         ).values_list("scoring", "row_key", "case", "clean", "counted"):
             out[scoring].setdefault(row_key, {})[case] = {"clean": clean, "counted": counted}
         return out
-    for pk, s in scorings.items():
-        out[pk] = case_figures(s)
+    wanted = {k for found in keys.values() for k in found}
+    if not wanted:
+        return out
+    query = (
+        Verdict.objects.filter(scoring__in=list(scorings), row_key__in=sorted(wanted))
+        .values("scoring", "row_key", "case")
+        .annotate(**figure_sums())
+        .order_by()
+    )
+    # Read through a cursor, as `case_figures` reads them (PostgreSQL sums a bigint as a
+    # numeric, hence int()).
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        names = [column[0] for column in cursor.description]
+        for values in cursor.fetchall():
+            r = dict(zip(names, values, strict=True))
+            if r["row_key"] in keys.get(r["scoring"], ()):
+                out[r["scoring"]].setdefault(r["row_key"], {})[r["case"]] = {
+                    k: int(r[k] or 0) for k in SUMMED
+                }
     return out
 
 
@@ -208,6 +243,7 @@ def _decide(
     sb: Scoring,
     left: list[TableRow],
     right: list[TableRow],
+    matched: list[tuple[TableRow | None, TableRow | None]],
     per_case: dict[int, PerCase],
     columns: tuple[str, ...],
 ) -> RunDecision:
@@ -215,7 +251,7 @@ def _decide(
     tested: list[tuple[RowDecision, str, Any]] = []
     refused: list[str] = []
     alone = 0
-    for a, b in match_rows(left, right):
+    for a, b in matched:
         if a is None or b is None:
             alone += 1
             continue

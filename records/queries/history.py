@@ -95,8 +95,11 @@ def rows_of_digest(digest: str) -> list[tuple[str, str, str, int]]:
 
 def history(digest: str, model: str, surface: str, mode: str | None, title: str) -> History:
     """The history of (model, surface, mode) on the column titled `title`, over the latest
-    RUNS_SHOWN scored runs of `digest`, oldest first. Five queries (six when more runs are
-    left off), however many runs, the last reading the rows uploaded records published."""
+    RUNS_SHOWN scored runs of `digest`, oldest first. At most nine queries (ten when more runs
+    are left off), however many runs and whatever the column: the runs, their scorings, the
+    row's keys and its per-case figures, then the pairs' decisions (`decide_pairs`: scorings,
+    rows, every paired row's per-case figures in one query, and on Clean whether those are
+    kept), the last reading the rows uploaded records published."""
     column = COLUMN_BY_TITLE[title]
     out = History(digest, model, surface, mode or "", title)
     scored = (
