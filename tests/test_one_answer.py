@@ -20,6 +20,7 @@ from records.queries.gate import gate
 from records.queries.history import history
 from records.queries.overview import boards
 from records.scoring.tables import ranking_groups, score_groups
+from records.scoring.vocabulary import COLUMN_TITLE
 from records.views.charts import cost_scatter
 
 pytestmark = pytest.mark.django_db
@@ -224,3 +225,51 @@ def test_rows_that_differ_only_in_case_coverage_are_compared_on_the_cases_both_r
         assert r.coverage in page
     result = gate(cand, base, "Clean").as_dict()
     assert result["rows_compared"] == len(decision.rows) and not result["problem"]
+
+
+def test_a_gate_on_two_columns_and_the_comparison_it_links_decide_over_the_same_family(
+    client, viewer, demo, auth
+):
+    base, cand = demo[BEFORE], demo[REGRESSED]
+    g = client.get(
+        f"/api/v1/runs/{cand.run_id}/gate?baseline={base.run_id}&column=Clean&column=Completion",
+        headers=auth,
+    ).json()
+    decision = decide(base.pk, cand.pk, ("clean", "completion"))
+    assert (
+        g["rule"]
+        == decision.rule
+        == f"Holm-adjusted over {decision.family} row-columns, 5% family-wise"
+    )
+    assert decision.family > len(decision.rows)
+    # The link carries both columns, and the page it opens decides over both, naming the rule.
+    link = g["comparison_url"]
+    assert "column=Clean&column=Completion" in link
+    page = client.get(link[link.index("/compare/") :])
+    assert page.status_code == 200
+    (_, rows, _, shown, _, _) = page.context["comparisons"][0]
+    assert shown.rule == g["rule"] and shown.columns == ("clean", "completion")
+    text = html.unescape(page.content.decode())
+    assert g["rule"] in text and decision.sentence[1:] in text
+    # Row by row and column by column, the page reads as the gate: the same rows regressed.
+    regressed = {(r["row"], r["column"]) for r in g["regressed"]}
+    on_page = {
+        (r.key.label, COLUMN_TITLE[column])
+        for r in shown.rows
+        for column, d in r.decisions.items()
+        if d.label == evidence.REGRESSED
+    }
+    assert on_page == regressed
+    for c in rows:
+        if c.decision is not None:
+            want = decision.row(c.baseline.row.row_key, c.candidate.row.row_key)
+            assert {k: d.p_adjusted for k, d in c.decision.decisions.items()} == {
+                k: d.p_adjusted for k, d in want.decisions.items()
+            }
+    # The page's exports decide as the page does.
+    query = link[link.index("?") :]
+    exported = client.get(f"/compare.json{query}").json()["rows"]
+    assert {r["rule"] for r in exported if r["reading"]} == {g["rule"]}
+    # The form takes the columns as the gate does: repeated, each one a column.
+    bad = client.get(f"/compare/?kind=runs&baseline={base.pk}&candidate={cand.pk}&column=Nope")
+    assert bad.status_code == 400

@@ -153,8 +153,9 @@ class GateResult:
             "candidate": self.run.pk,
         }
         if self.columns != ["Clean"]:
-            state["column"] = self.columns[0]
-        query = urlencode(state)
+            # Every gated column: the comparison decides over the family the gate decided.
+            state["column"] = self.columns
+        query = urlencode(state, doseq=True)
         return self.link(f"{reverse('records:compare')}?{query}")
 
     def as_dict(self) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from django.http import (
@@ -18,7 +19,7 @@ from records.models import (
     Run,
 )
 from records.queries import compare as cmp
-from records.queries.compare_export import comparison_markdown, comparison_rows
+from records.queries.compare_export import comparison_markdown, comparison_row
 from records.queries.decisions import decide
 from records.scoring.tables import ranking_groups, score_groups
 from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
@@ -65,10 +66,12 @@ def compare(request: HttpRequest) -> HttpResponse:
         page_no = data.get("page") or 1
         comparisons = []
         pages_needed = 1
-        title = data.get("column") or COLUMN_TITLES[0]
+        titles = data["column"]
+        # Every row on every named column, read as one family: as the gate decides them.
+        columns = tuple(COLUMN_BY_TITLE[t] for t in titles)
         for pk in data["candidate"]:
             candidate = get_run_or_404(pk)
-            decision = decide(baseline.pk, candidate.pk, (COLUMN_BY_TITLE[title],))
+            decision = decide(baseline.pk, candidate.pk, columns)
             rows, problem = cmp.compare_runs(baseline, candidate, page=page_no, decision=decision)
             pages_needed = max(pages_needed, -(-len(rows) // cmp.ROWS_PER_PAGE))
             start = (page_no - 1) * cmp.ROWS_PER_PAGE
@@ -80,7 +83,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             changed = sum(row_changed(c) for c in shown)
             comparisons.append((candidate, shown, problem, decision, changed, len(shown) - changed))
         context.update(
-            decided_column=title,
+            decided_column=", ".join(titles),
             baseline=baseline,
             column_titles=COLUMN_TITLES,
             comparisons=comparisons,
@@ -99,7 +102,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             groups = (
                 ranking_groups(score_groups(scoring)) if scoring and scoring.verdict_count else []
             )
-            column = data.get("column") or COLUMN_TITLES[0]
+            column = data["column"][0]
             rankings = cmp.rank_models(scoring, groups, column) if groups else []
             context.update(
                 groups=[
@@ -137,16 +140,26 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         )
     baseline = get_run_or_404(form.cleaned_data["baseline"])
     candidates = [get_run_or_404(pk) for pk in form.cleaned_data["candidate"]]
-    rows = comparison_rows(
-        baseline,
-        candidates,
-        cases=fmt == "json",
-        column=form.cleaned_data.get("column") or COLUMN_TITLES[0],
-    )
+    rows = _comparison_rows(baseline, candidates, form.cleaned_data["column"], cases=fmt == "json")
     if fmt == "md":
         text = comparison_markdown(baseline, candidates, list(rows))
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
     return export(fmt, "comparison", rows)
+
+
+def _comparison_rows(
+    baseline: Run, candidates: list[Run], titles: list[str], *, cases: bool
+) -> Iterator[dict[str, Any]]:
+    """The export's rows, decided as the page decides them: every row on every column titled
+    in `titles`, read as one family (`comparison_rows` decides on one column)."""
+    columns = tuple(COLUMN_BY_TITLE[t] for t in titles)
+    for candidate in candidates:
+        decision = decide(baseline.pk, candidate.pk, columns)
+        rows, problem = cmp.compare_runs(
+            baseline, candidate, flip_limit=None, page=None, decision=decision
+        )
+        for c in rows:
+            yield comparison_row(baseline, candidate, c, problem, cases=cases, rule=decision.rule)
 
 
 @require_GET

@@ -101,7 +101,9 @@ class CompareForm(forms.Form):
     candidate = forms.TypedMultipleChoiceField(coerce=whole, required=False, choices=[])
     run = WholeNumberField(required=False, min_value=1)
     page = page_field()
-    column = forms.ChoiceField(required=False, choices=COLUMN_CHOICES)
+    # Runs: the columns decided, repeated as the gate takes them (none named: Clean), every
+    # row on every one of them read as one family. Models: the first ranks them.
+    column = forms.MultipleChoiceField(required=False, choices=COLUMN_CHOICES)
     # The surfaces comparison: which surfaces (none named: every one), and which the others
     # are measured against (none named: the first in the usual order).
     surface = forms.MultipleChoiceField(required=False, choices=SURFACE_CHOICES)
@@ -115,6 +117,7 @@ class CompareForm(forms.Form):
         data = super().clean()
         kind = data.get("kind") or "runs"
         data["kind"] = kind
+        data["column"] = list(dict.fromkeys(data.get("column") or [COLUMN_TITLES[0]]))
         if (
             kind == "runs"
             and data.get("baseline")
