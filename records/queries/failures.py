@@ -145,10 +145,6 @@ class Mode:
     def last_run(self) -> Run:
         return self.seen[-1]
 
-    @property
-    def url(self) -> str:
-        return reverse("records:failure-mode", args=[self.id])
-
     def parts(self) -> list[tuple[str, str | None]]:
         """The signature's parts in order, for a page."""
         return [(part, self.signature.get(part)) for part in SIGNATURE_PARTS]
@@ -336,10 +332,14 @@ class NewMode:
     id: str
     signature: dict[str, str | None]
     attempts: int
+    run: Run  # the run it is new in
 
     @property
     def url(self) -> str:
-        return reverse("records:failure-mode", args=[self.id])
+        """Its page, showing its attempts in that run (a mode's page with no filter would read
+        the newest corpus key's runs, perhaps not this run's digest)."""
+        query = urlencode([("digest", self.run.corpus_digest), ("run", self.run.run_id)])
+        return reverse("records:failure-mode", args=[self.id]) + "?" + query
 
 
 def new_modes_since(run: Run, baseline_run: Run | None) -> list[NewMode] | None:
@@ -363,7 +363,7 @@ def new_modes_since(run: Run, baseline_run: Run | None) -> list[NewMode] | None:
     )
     counts = dict(rows)
     signatures = {fm.pk: fm.signature for fm in FailureMode.objects.filter(pk__in=list(counts))}
-    out = [NewMode(mode, signatures.get(mode, {}), n) for mode, n in counts.items()]
+    out = [NewMode(mode, signatures.get(mode, {}), n, run) for mode, n in counts.items()]
     out.sort(key=lambda m: (-m.attempts, m.id))
     return out
 

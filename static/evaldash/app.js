@@ -455,7 +455,14 @@
   window.addEventListener("pageshow", function (e) { if (e.persisted) followAddress(); });
 
   // Error answers (400 for a bad filter, 422 for a refused upload) still carry a page to show.
+  // A form whose success removes its item (the review queue's labels) shows a refusal inside
+  // the item instead: the item stays, saying why it was not labelled.
   document.addEventListener("htmx:beforeSwap", function (e) {
-    if (e.detail.xhr.status === 422) { e.detail.shouldSwap = true; e.detail.isError = false; }
+    if (e.detail.xhr.status !== 422) return;
+    e.detail.shouldSwap = true;
+    e.detail.isError = false;
+    var elt = e.detail.requestConfig && e.detail.requestConfig.elt;
+    var from = elt && elt.closest && elt.closest("[hx-swap]");
+    if (from && from.getAttribute("hx-swap") === "delete") e.detail.swapOverride = "beforeend";
   });
 })();

@@ -89,6 +89,27 @@ def test_the_queue_is_moved_through_with_keys_and_labelled_in_place(page):
     assert page.problems == [], page.problems
 
 
+def test_a_label_refused_in_the_queue_leaves_its_item_saying_why(page):
+    from records.models import Label
+
+    _plant(page.runs)
+    log_in(page, "labeller", "add_annotation")
+    page.goto(page.base + "/review/")
+    page.wait_for_load_state("networkidle")
+    items = page.locator("[data-review-item]")
+    before = items.count()
+    first = items.first.locator(".review-evidence").inner_text()
+    # The label is taken out of the vocabulary after the page was drawn.
+    Label.objects.filter(slug="expected").delete()
+    items.first.locator("button[value=expected]").click()
+    settled(page)
+    page.wait_for_selector("[data-review-item] ul.errors[role=alert]")
+    assert items.count() == before
+    assert items.first.locator(".review-evidence").inner_text() == first
+    # The browser logs the 422 (the label was refused); nothing else went wrong.
+    assert [p for p in page.problems if "422" not in p] == [], page.problems
+
+
 def test_a_note_is_added_in_place_on_a_cases_page(page):
     digest = page.runs["run-2026-11-23-f00dfa"].corpus_digest
     log_in(page, "labeller", "add_annotation")
