@@ -122,6 +122,33 @@ def test_runs_whose_rows_share_no_surface_fail_the_gate_naming_the_surfaces(demo
     assert "model (" not in result.problem  # the models are the same on both sides
 
 
+def test_rows_that_pair_but_cannot_be_tested_are_not_called_unmatched(demo):
+    from records.models import CaseFigure, ScoreRow
+
+    base, cand = demo[BEFORE], demo[REGRESSED]
+    scoring = cand.latest_scoring()
+    # No case of the candidate has a denominator on Clean, and one of its rows is on a surface
+    # the baseline never ran: every other row pairs, but none can be tested.
+    CaseFigure.objects.filter(scoring=scoring).update(counted=0)
+    moved = ScoreRow.objects.filter(scoring=scoring).order_by("row_key").first()
+    ScoreRow.objects.filter(pk=moved.pk).update(surface="elsewhere")
+    paired = ScoreRow.objects.filter(scoring=scoring).count() - 1
+    decision = decide(base.pk, cand.pk)
+    assert decision.label == "not compared"
+    assert decision.problem == (
+        f"no row of the two runs could be compared: {paired} rows paired on model, surface, "
+        "mode and pins, but no case both ran has a denominator on Clean; 2 rows have no "
+        "partner in the other run"
+    )
+    assert "no row of one run has the model" not in decision.problem
+    # Where every row pairs, the message names only the rows that could not be tested.
+    ScoreRow.objects.filter(pk=moved.pk).update(surface=moved.surface)
+    assert decide(base.pk, cand.pk).problem == (
+        f"no row of the two runs could be compared: {paired + 1} rows paired on model, "
+        "surface, mode and pins, but no case both ran has a denominator on Clean"
+    )
+
+
 def test_cost_per_completed_is_one_figure_on_the_overview_the_cost_tab_and_the_comparison(
     client, viewer, demo
 ):

@@ -275,9 +275,10 @@ def _decide(
     ):
         assert decision is not None
         row.decisions[column] = decision
+    untested = sum(1 for r in result.rows if not r.decisions)
     result.rows = [r for r in result.rows if r.decisions]
     if not result.rows:
-        result.problem = _nothing_compared(refused, alone, left, right)
+        result.problem = _nothing_compared(refused, untested, alone, left, right, result.titles)
     return result
 
 
@@ -299,21 +300,41 @@ def _apart(left: list[TableRow], right: list[TableRow]) -> list[str]:
     return out
 
 
+def _rows_words(n: int) -> str:
+    return f"{n} row{'s' if n != 1 else ''}"
+
+
 def _nothing_compared(
-    refused: list[str], alone: int, left: list[TableRow], right: list[TableRow]
+    refused: list[str],
+    untested: int,
+    alone: int,
+    left: list[TableRow],
+    right: list[TableRow],
+    titles: str,
 ) -> str:
-    """Why no row of two runs could be compared, naming the key parts that differ."""
+    """Why no row of two runs could be compared: the rows refused, else the rows that paired
+    but could not be tested (no case both ran has a denominator on the decided columns) and
+    the rows with no partner, else the key parts in which the runs' rows differ."""
+    head = "no row of the two runs could be compared: "
     if refused:
         shown = "; ".join(refused[:3]) + (
             f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
         )
-        return f"no row of the two runs could be compared: {shown}"
+        return head + shown
+    if untested:
+        paired = (
+            f"{_rows_words(untested)} paired on model, surface, mode and pins, but no case "
+            f"both ran has a denominator on {titles}"
+        )
+        if alone:
+            verb = "have" if alone != 1 else "has"
+            paired += f"; {_rows_words(alone)} {verb} no partner in the other run"
+        return head + paired
     if alone:
         apart = _apart(left, right)
         if apart:
-            return "no row of the two runs could be compared: they differ in " + "; ".join(apart)
-        return (
-            "no row of the two runs could be compared: no row of one run has the model, "
-            "surface, mode and pins of a row of the other"
+            return head + "they differ in " + "; ".join(apart)
+        return head + (
+            "no row of one run has the model, surface, mode and pins of a row of the other"
         )
-    return "no row of the two runs could be compared: no case both ran has a denominator"
+    return head + "neither run has a scored row"
