@@ -58,6 +58,8 @@ def test_the_runs_list_reads_regressed_within_noise_and_no_baseline(client, view
     assert f'class="compare-prev answer-regressed" href="{link}"' in html
     assert 'class="compare-prev answer-within-noise"' in html
     assert html.count('class="answer-no-baseline"') == 1
+    # The rule is named on the page, as every page that decides names it.
+    assert "case by case on Clean, Holm-adjusted over the rows compared, 5% family-wise" in html
 
 
 def test_each_mark_is_what_the_gate_answers_for_the_run(three, demo):
