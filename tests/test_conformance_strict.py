@@ -344,6 +344,7 @@ pytestmark = pytest.mark.django_db
 class TestFailuresAsTheJudgeWritesThem:
     ROLE = 'memory message 0 has role "system"; it must be "user", never system, never assistant'
     UNTRUSTED = "memory message 0 is not marked untrusted"
+    TURNS = "memory message 0 carries no turns although the context holds some"
 
     def _with(self, failures: list[str]) -> bytes:
         lines = _lines()
@@ -388,6 +389,38 @@ class TestFailuresAsTheJudgeWritesThem:
     )
     def test_other_orders_the_judge_never_writes_are_refused(self, failures):
         assert _refusal(self._with(failures)).field == "failures[1]"
+
+    @pytest.mark.parametrize(
+        "failures, k",
+        [
+            # This case's memory_carries are watermark, plan and facts: never turns.
+            ([TURNS], 0),
+            ([ROLE, TURNS], 1),
+        ],
+    )
+    def test_a_failure_the_judge_cannot_write_for_the_case_is_refused_naming_it(self, failures, k):
+        err = _refusal(self._with(failures))
+        assert err.field == f"failures[{k}]"
+        assert err.message == (
+            f"{self.TURNS!r}: the judge (runner.go judge) cannot write this failure for this case: "
+            "its expect.memory_carries (watermark, plan, facts) has no turns"
+        )
+        assert "follows" not in err.message
+
+    def test_a_carry_failure_for_a_case_without_memory_carries_is_refused_naming_it(self):
+        # The suite's second case expects no carries at all.
+        lines = _lines()
+        lines[1] = (
+            lines[1]
+            .replace('"passed":true', '"passed":false')
+            .replace("}", ',"failures":["memory message 0 carries no plan"]}')
+        )
+        err = _refusal(_joined(lines))
+        assert (err.line, err.field) == (2, "failures[0]")
+        assert err.message == (
+            "'memory message 0 carries no plan': the judge (runner.go judge) cannot write this "
+            "failure for this case: its expect has no memory_carries"
+        )
 
     @pytest.mark.parametrize(
         "text",

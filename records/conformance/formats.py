@@ -491,13 +491,19 @@ def read_output(data: bytes, file: str, *, exit_status: int, suite: Suite | None
         if suite is not None and len(results) < len(suite.cases):
             expect = suite.cases[len(results)].get("expect") or {}
         if (k := out_of_judges_order(failures, expect)) is not None:
-            raise ConformanceError(
-                file,
-                f"{failures[k]!r} follows {failures[k - 1]!r}, and the judge (runner.go judge) "
-                "checks it before: the runner cannot print them in this order",
-                line=n,
-                field=f"failures[{k}]",
-            )
+            why = unwritable(failures[k], expect)
+            if why is not None or k == 0:
+                # No place in the judge for this case at all: not a matter of order.
+                message = (
+                    f"{failures[k]!r}: the judge (runner.go judge) cannot write this failure "
+                    f"for this case{f': {why}' if why else ''}"
+                )
+            else:
+                message = (
+                    f"{failures[k]!r} follows {failures[k - 1]!r}, and the judge (runner.go "
+                    "judge) checks it before: the runner cannot print them in this order"
+                )
+            raise ConformanceError(file, message, line=n, field=f"failures[{k}]")
         if suite is not None:
             # The runner prints one line per suite case, in the suite's order.
             position = len(results)
@@ -778,6 +784,23 @@ def out_of_judges_order(failures: list[str], expect: dict[str, Any] | None = Non
             return k
         at, again = min(later)
     return None
+
+
+def unwritable(failure: str, expect: dict[str, Any] | None) -> str | None:
+    """Why the judge cannot write `failure` for a case expecting `expect`, wherever it came in
+    the list (a carry its memory_carries does not name), or None when it has a place."""
+    found = _judged(failure)
+    if found is None:
+        return "it is none of the judge's texts"
+    if _places(*found, expect):
+        return None
+    carries = (expect or {}).get("memory_carries") or []
+    if found[0] in _CARRIES:
+        if not carries:
+            return "its expect has no memory_carries"
+        named = ", ".join(map(str, carries))
+        return f"its expect.memory_carries ({named}) has no {_CARRIES[found[0]]}"
+    return "the judge has no place for it"
 
 
 def template_of(failure: str) -> str:
