@@ -218,6 +218,57 @@ def test_an_attempt_of_thirty_megabytes_is_indexed_in_a_few_megabytes_of_memory(
     assert len(body) == engine.INDEXED_CHARS and " t0 lorem lorem" in body and " t1 " not in body
 
 
+def _stored_calls(texts: list[str]) -> Run:
+    """A run of one attempt with a call of each text, stored and not yet indexed."""
+    calls = [line("call", index=n + 1, text=text) for n, text in enumerate(texts)]
+    data = encode([line("attempt"), line("turn"), *calls, line("session"), line("run")])
+    del calls
+    with pytest.raises(Killed), inline_indexing():
+        assert ingest_bytes(("modeleval-wide.jsonl", data)).ok
+        raise Killed
+    return Run.objects.get()
+
+
+def _indexing_peak(run: Run) -> int:
+    """The most Python held at once (tracemalloc) while the run's index was written, in bytes;
+    and the index written is what a rebuild writes."""
+    import tracemalloc
+
+    from records.search.index import index_pending
+
+    tracemalloc.start()
+    try:
+        assert index_pending(run.pk) is True
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    written = _documents()
+    assert SearchCall.objects.count() == Call.objects.count() == len(written) - 1
+    engine.forget_run(run.pk)
+    engine.index_run(run.pk)
+    assert _documents() == written
+    return peak
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite indexes it all in SQL")
+def test_calls_of_a_megabyte_of_text_each_are_indexed_without_reading_them_into_python():
+    # Read whole, 2,000 calls at a time, twenty calls of a megabyte came into Python at once
+    # (a peak of 20 MB here, 896 MB of memory for 400 of them); only their head is indexed,
+    # which the database's statement cuts before anything is read.
+    run = _stored_calls([f"c{n} " + "lorem " * 170_000 for n in range(20)])
+    assert _indexing_peak(run) < 4_000_000
+    # Its first 100,000 characters, cut in the middle of a word.
+    assert _documents()[2 * Call.objects.get(index=8).pk + 1] == "'c7' 'l' 'lorem'"
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite indexes it all in SQL")
+def test_the_calls_read_for_their_vectors_are_read_a_few_megabytes_at_a_time(monkeypatch):
+    # Sixty calls of 90 kB each, every one read for its vector: 5.4 MB in all, 1 MB at a time.
+    monkeypatch.setattr(engine, "VECTOR_BYTES", 1_000_000)
+    run = _stored_calls([f"c{n} " + "lorem " * 15_000 for n in range(60)])
+    assert _indexing_peak(run) < 3_000_000
+
+
 def test_the_sweep_leaves_a_run_to_the_live_worker_that_stored_it_and_takes_it_once_it_is_gone(
     settings,
 ):

@@ -22,10 +22,11 @@ vector of 100,000 characters holds at most some 600 kB, whatever the words).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django.db import connection
 
-from records.search.vectors import INDEXED_CHARS
+from records.search.vectors import INDEXED_CHARS, call_vector
 
 # A document's id in the index: 2 x the attempt's id, or 2 x the call's id + 1.
 ATTEMPT, CALL = 0, 1
@@ -188,22 +189,41 @@ def index_run(
     return calls
 
 
-# Calls whose documents are made in Python at a time (`index_new_run`): their texts are read
-# by id range, so what is held is bounded by this many calls, not by the run.
+# Calls whose documents are made in Python (`index_new_run`) are sized by id range, this many
+# ids at a time, and read a few megabytes at a time: what is held is bounded by bytes, not by
+# the number of calls nor by their size.
 VECTOR_CHUNK = 2000
+VECTOR_BYTES = 8 * 1024 * 1024
+# Only a call whose stored text and JSON come to fewer bytes than this is read into Python: a
+# longer one has its head cut (its document is past `WHOLE_BELOW`, for which `call_vector` has
+# no answer) but for JSON whose keys outweigh its values. Either way the statement makes it,
+# reading only its indexed head, so a call of a megabyte never reaches Python; its vector is
+# the one a rebuild makes, as every call's is.
+READ_BELOW = 2 * INDEXED_CHARS
+
+_CALL_BYTES = (
+    "SELECT c.id, octet_length(c.text) + COALESCE(octet_length(c.arguments::text), 0)"
+    " + COALESCE(octet_length(c.result::text), 0) FROM records_call c"
+    " JOIN records_attempt a ON a.id = c.attempt_id"
+    " WHERE a.run_id = %s AND c.id >= %s AND c.id < %s ORDER BY c.id"
+)
+_CALL_TEXTS = (
+    "SELECT id, arguments::text, result::text, text FROM records_call"
+    " WHERE id = ANY(%s) ORDER BY id"
+)
 
 
 def index_new_run(run_pk: int) -> int:
     """Add a run just stored to the index (in the caller's transaction), as `index_run` does,
     with on PostgreSQL each call's vector made here from its stored text
     (`records.search.vectors.call_vector`, the words the statement would cut) and copied in,
-    a chunk of calls at a time; the statement makes the few it cannot vouch for. How many
-    calls it wrote the filtered columns of."""
+    some `VECTOR_BYTES` of calls at a time; the statement makes the few it cannot vouch for,
+    and those too long to read here (`READ_BELOW`). How many calls it wrote the filtered
+    columns of."""
     if connection.vendor != "postgresql":
         return index_run(run_pk)
     from records.bulk.tables import Table
     from records.search.models import SearchEntry
-    from records.search.vectors import call_vector
 
     entries = Table(SearchEntry, ["id", "body"], binary=False)
     left: list[int] = []
@@ -215,25 +235,38 @@ def index_new_run(run_pk: int) -> int:
         )
         low, high = cursor.fetchone()
         while low is not None and low <= high:
-            cursor.execute(
-                "SELECT c.id, c.arguments::text, c.result::text, c.text FROM records_call c"
-                " JOIN records_attempt a ON a.id = c.attempt_id"
-                " WHERE a.run_id = %s AND c.id >= %s AND c.id < %s ORDER BY c.id",
-                [run_pk, low, low + VECTOR_CHUNK],
-            )
-            for call_id, arguments, result, text in cursor.fetchall():
-                vector = call_vector(arguments, result, text or "")
-                if vector is None:
+            cursor.execute(_CALL_BYTES, [run_pk, low, low + VECTOR_CHUNK])
+            batch: list[int] = []
+            size = 0
+            for call_id, call_bytes in cursor.fetchall():
+                if call_bytes >= READ_BELOW:
                     left.append(call_id)
-                else:
-                    entries.rows.append((2 * call_id + 1, vector))
-            entries.flush(cursor)
+                    continue
+                batch.append(call_id)
+                size += call_bytes
+                if size >= VECTOR_BYTES:
+                    _call_vectors(cursor, batch, entries, left)
+                    batch, size = [], 0
+            if batch:
+                _call_vectors(cursor, batch, entries, left)
             low += VECTOR_CHUNK
         if left:
             cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [left])
         cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
         cursor.execute(_CALLS.format(run="a.run_id") + _OF_RUN, [run_pk])
         return max(cursor.rowcount, 0)
+
+
+def _call_vectors(cursor: Any, ids: list[int], entries: Any, left: list[int]) -> None:
+    """Read these calls, copy in the vectors Python vouches for, and add the others to `left`."""
+    cursor.execute(_CALL_TEXTS, [ids])
+    for call_id, arguments, result, text in cursor.fetchall():
+        vector = call_vector(arguments, result, text or "")
+        if vector is None:
+            left.append(call_id)
+        else:
+            entries.rows.append((2 * call_id + 1, vector))
+    entries.flush(cursor)
 
 
 def forget_run(run_pk: int) -> None:
