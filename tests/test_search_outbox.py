@@ -176,6 +176,38 @@ def test_a_failed_follow_up_is_counted_and_tried_again_until_it_has_failed_too_o
     assert SearchCall.objects.count() == Call.objects.count() > 0
 
 
+class Lost(BaseException):
+    """The worker is killed while it indexes (kill -9, out of memory): nothing after it runs."""
+
+
+def test_an_index_try_lost_with_its_worker_is_counted_and_the_sweep_stops_after_the_last(
+    settings, monkeypatch
+):
+    settings.TASKS = DATABASE
+    settings.EVALDASH_TASK_MAX_TRIES = 2
+    run = _stored_but_not_indexed()
+
+    def out_of_memory(run_pk: int) -> int:
+        raise Lost
+
+    monkeypatch.setattr(engine, "index_new_run", out_of_memory)
+    for tries in (1, 2):
+        assert queue_unindexed_runs(timezone.now() + LATER) == [run.pk]
+        with pytest.raises(Lost):
+            index_run_task.call(run.pk)
+        DBTaskResult.objects.all().delete()  # its task given up once its workers died
+        row = PendingIndex.objects.get(run=run)
+        assert row.tries == tries and "lost with its process" in row.error
+    # Its tries spent, no task is queued again, and one queued before does not try.
+    assert queue_unindexed_runs(timezone.now() + LATER) == []
+    assert index_run_task.call(run.pk) is False
+    assert PendingIndex.objects.get(run=run).tries == 2
+    monkeypatch.undo()
+    call_command("search_index")
+    assert not PendingIndex.objects.exists()
+    assert SearchCall.objects.count() == Call.objects.count() > 0
+
+
 def test_a_run_deleted_before_its_index_is_written_leaves_no_outbox_row():
     run = _stored_but_not_indexed()
     run.delete()

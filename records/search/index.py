@@ -103,9 +103,11 @@ def inline_indexing() -> Iterator[None]:
 
 
 def follow_up(run_pk: int) -> None:
-    """`index_pending`; if it fails, the failure is counted on the run's outbox row, and a
-    worker's sweep queues the run's index task to try again (up to EVALDASH_TASK_MAX_TRIES)."""
+    """`index_pending`, its try counted on the run's outbox row first (`start_try`); if it
+    fails, the error is written on the row, and a worker's sweep queues the run's index task to
+    try again (up to EVALDASH_TASK_MAX_TRIES tries)."""
     try:
+        start_try(run_pk)
         index_pending(run_pk)
     except Exception as exc:  # noqa: BLE001 (the row stays, the error on it)
         log.warning("run %s: not indexed", run_pk, exc_info=True)
@@ -126,15 +128,49 @@ def index_pending(run_pk: int) -> bool:
     return True
 
 
+def start_try(run_pk: int, most: int | None = None) -> int | None:
+    """Count a try of the run's index on its outbox row before the try starts, in a transaction
+    of its own: a try lost with its process (kill -9, out of memory), which never reaches
+    `failed_try`, is counted as well, so the sweep stops queueing a run whose index kills its
+    worker once it has been tried EVALDASH_TASK_MAX_TRIES times. The row's tries now; None when
+    there is nothing to try: no row (indexed, or its run deleted) or, `most` given, as many
+    tries counted already (logged: left to `manage.py search_index`). On PostgreSQL a try under
+    way elsewhere is waited for, and then has left no row."""
+    with transaction.atomic():
+        row = PendingIndex.objects.select_for_update().filter(run=run_pk).first()
+        if row is None:
+            return None
+        if most is not None and row.tries >= most:
+            log.error(
+                "run %s: its index was tried %s times and not written (%s); not tried again"
+                " until `manage.py search_index`",
+                run_pk,
+                row.tries,
+                row.error,
+            )
+            return None
+        row.tries += 1
+        # What the row says if this try never ends it: a try that fails writes its error, one
+        # that succeeds deletes the row.
+        row.error = (
+            f"try {row.tries} started and did not end (still running, or lost with its"
+            " process: killed, out of memory)"
+        )
+        row.save(update_fields=["tries", "error"])
+    if most is not None and row.tries == most:
+        log.warning("run %s: index try %s, the last a task makes", run_pk, row.tries)
+    return row.tries
+
+
 def failed_try(run_pk: int, exc: BaseException) -> int:
-    """Count a failed follow-up on the run's outbox row, with its error; its tries now."""
+    """Write a failed try's error on the run's outbox row (the try was counted as it started,
+    `start_try`) and hand the row to the sweep; its tries."""
     row = PendingIndex.objects.filter(run=run_pk).first()
     if row is None:
         return 0
-    row.tries += 1
     row.error = f"{type(exc).__name__}: {exc}"[:4000]
     row.worker = ""  # no longer any worker's own: the sweep queues it again
-    row.save(update_fields=["tries", "error", "worker"])
+    row.save(update_fields=["error", "worker"])
     return row.tries
 
 

@@ -89,8 +89,9 @@ class PendingIndex(models.Model):
     Written in the shard's own transaction, so a run is stored with it or not at all; the
     follow-up that indexes the run (`records.search.index.index_pending`) deletes it in the
     transaction that writes the run's index. While it exists, the search says the run is still
-    being indexed (`indexing`) rather than leave it out unsaid. `tries` counts the follow-ups
-    that failed, `error` says how the last one did."""
+    being indexed (`indexing`) rather than leave it out unsaid. `tries` counts the tries
+    started (each counted before it starts, so one lost with its process counts too), `error`
+    says how the last one failed, or that it has not ended."""
 
     run = models.OneToOneField(
         "records.Run", models.CASCADE, primary_key=True, related_name="pending_index"

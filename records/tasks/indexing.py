@@ -3,11 +3,12 @@ follow-up was lost.
 
 A shard writes its run's outbox row (`PendingIndex`) in the shard's transaction; the process
 that stored it indexes the run once the upload or ingest is done
-(`records.search.index.inline_indexing`). A follow-up that fails is counted on the row, and
-one lost with its process (killed between the commit and the index, or a task given up when
-its workers died) leaves the row as it was: a worker's heartbeat queues `index_run_task` for
-each such row (`queue_unindexed_runs`), so a failed follow-up is tried again, up to
-EVALDASH_TASK_MAX_TRIES tries, like an upload. The task is idempotent
+(`records.search.index.inline_indexing`). Each try is counted on the row as it starts,
+and one that fails writes its error there; one lost with its process (killed between the commit
+and the index, or while it indexes) leaves the row naming no task: a worker's heartbeat queues
+`index_run_task` for each such row (`queue_unindexed_runs`), so a failed or lost try is tried
+again, up to EVALDASH_TASK_MAX_TRIES tries, like an upload. A run whose index kills its worker
+each time (out of memory) is thus not tried for good. The task is idempotent
 (`records.search.index.index_pending`).
 """
 
@@ -25,7 +26,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from records.models import Upload
-from records.search.index import failed_try, index_pending
+from records.search.index import failed_try, index_pending, start_try
 from records.search.models import PendingIndex
 from records.tasks.liveness import alive_workers
 
@@ -39,11 +40,16 @@ INDEX_PRIORITY = -5
 
 @task(priority=INDEX_PRIORITY)
 def index_run_task(run_pk: int) -> bool:
-    """Write the index of a stored run, unless it is written already; whether this did."""
+    """Write the index of a stored run, unless it is written already or has been tried
+    EVALDASH_TASK_MAX_TRIES times; whether this did. The try is counted before it starts
+    (`start_try`), so one whose worker is killed counts too."""
+    tries = start_try(run_pk, settings.EVALDASH_TASK_MAX_TRIES)
+    if tries is None:
+        return False
     try:
         return index_pending(run_pk)
     except Exception as exc:
-        tries = failed_try(run_pk, exc)
+        failed_try(run_pk, exc)
         log.exception("run %s: index try %s failed; the sweep queues it again", run_pk, tries)
         raise
 
