@@ -156,3 +156,17 @@ def test_the_public_url_setting_refuses_a_malformed_address(monkeypatch):
             env_url("EVALDASH_PUBLIC_URL")
     monkeypatch.setenv("EVALDASH_PUBLIC_URL", "https://evaldash.example/")
     assert env_url("EVALDASH_PUBLIC_URL") == "https://evaldash.example"
+
+
+def test_a_gate_that_tested_nothing_says_so_where_it_names_the_rule(demo, auth, client):
+    # Every row of the candidate on a surface the baseline never ran: nothing pairs.
+    from records.models import ScoreRow
+
+    ScoreRow.objects.filter(scoring=demo[REGRESSED].latest_scoring()).update(surface="elsewhere")
+    r = client.get(
+        f"/api/v1/runs/{REGRESSED}/gate?baseline={BEFORE}&allow_empty=1", headers=auth
+    ).json()
+    assert r["rows_compared"] == 0 and r["problem"] and r["passed"] is True
+    assert r["rule"] == "nothing tested"
+    head = r["markdown"].splitlines()[0]
+    assert "over 0 rows" not in head and "; nothing tested; [the comparison](" in head

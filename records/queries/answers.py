@@ -39,18 +39,6 @@ class Answer:
         return 0 if self.decision is None else len(self.decision.rows)
 
     @property
-    def regressed(self) -> int:
-        return 0 if self.decision is None else self.decision.count("regressed")
-
-    @property
-    def improved(self) -> int:
-        return 0 if self.decision is None else self.decision.count("improved")
-
-    @property
-    def rule(self) -> str:
-        return "" if self.decision is None else self.decision.rule
-
-    @property
     def comparison_url(self) -> str | None:
         if self.baseline is None or self.candidate is None:
             return None

@@ -28,6 +28,7 @@ from records.scoring.tables import IDENTITY, SUMMED, RowKey, TableRow, figure_su
 from records.scoring.vocabulary import COLUMN_TITLE
 
 DEFAULT_COLUMNS = ("clean",)
+NOTHING_TESTED = "nothing tested"  # the rule's words where no row was tested
 
 PerCase = dict[str, dict[str, dict[str, int]]]  # {row key: {case: figures}}
 
@@ -97,7 +98,10 @@ class RunDecision:
 
     @property
     def rule(self) -> str:
-        """The rule as the pages name it: "Holm-adjusted over 12 rows, 5% family-wise"."""
+        """The rule as the pages name it: "Holm-adjusted over 12 rows, 5% family-wise", or
+        "nothing tested" where no row was tested (a family of none adjusts nothing)."""
+        if not self.family:
+            return NOTHING_TESTED
         what = "rows" if len(self.columns) == 1 else "row-columns"
         return evidence.rule_words(self.family, what)
 

@@ -205,7 +205,7 @@ class GateResult:
             f"{markdown_code(self.baseline.run_id)} on {markdown_code(self.column)}, "
             f"{self.rows} row(s) compared case by case "
             "(exact McNemar test with one attempt per case, paired bootstrap over cases with "
-            f"repeats; {self.rule or 'nothing tested'}; [the comparison]({self.comparison_url}))."
+            f"repeats; {self.rule}; [the comparison]({self.comparison_url}))."
         )
         if self.problem:
             allowed = " An empty comparison is allowed, so the gate passes." if self.passed else ""
