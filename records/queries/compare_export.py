@@ -3,7 +3,7 @@ page shows as numbers (CSV, JSON), and the Markdown summary, every run-supplied 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from records.formats.markdown import markdown_code
@@ -14,13 +14,18 @@ from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
 
 
 def comparison_rows(
-    baseline: Run, candidates: list[Run], *, cases: bool = False, column: str = "Clean"
+    baseline: Run,
+    candidates: list[Run],
+    *,
+    cases: bool = False,
+    titles: Sequence[str] = ("Clean",),
 ) -> Iterator[dict[str, Any]]:
     """Every row of every candidate against the baseline, each changed case too with `cases`:
-    an export is whole, never a page. Rows are decided on the column titled `column`, as the
-    page and the gate decide them."""
+    an export is whole, never a page. Rows are decided on every column titled in `titles`, read
+    as one family, as the page and the gate decide them."""
+    columns = tuple(COLUMN_BY_TITLE[t] for t in titles)
     for candidate in candidates:
-        decision = decide(baseline.pk, candidate.pk, (COLUMN_BY_TITLE[column],))
+        decision = decide(baseline.pk, candidate.pk, columns)
         rows, problem = compare_runs(
             baseline, candidate, flip_limit=None, page=None, decision=decision
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from django.http import (
@@ -19,7 +18,7 @@ from records.models import (
     Run,
 )
 from records.queries import compare as cmp
-from records.queries.compare_export import comparison_markdown, comparison_row
+from records.queries.compare_export import comparison_markdown, comparison_rows
 from records.queries.decisions import decide
 from records.scoring.tables import ranking_groups, score_groups
 from records.scoring.vocabulary import COLUMN_BY_TITLE, COLUMN_TITLES
@@ -140,26 +139,13 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
         )
     baseline = get_run_or_404(form.cleaned_data["baseline"])
     candidates = [get_run_or_404(pk) for pk in form.cleaned_data["candidate"]]
-    rows = _comparison_rows(baseline, candidates, form.cleaned_data["column"], cases=fmt == "json")
+    rows = comparison_rows(
+        baseline, candidates, cases=fmt == "json", titles=form.cleaned_data["column"]
+    )
     if fmt == "md":
         text = comparison_markdown(baseline, candidates, list(rows))
         return HttpResponse(text, content_type="text/markdown; charset=utf-8")
     return export(fmt, "comparison", rows)
-
-
-def _comparison_rows(
-    baseline: Run, candidates: list[Run], titles: list[str], *, cases: bool
-) -> Iterator[dict[str, Any]]:
-    """The export's rows, decided as the page decides them: every row on every column titled
-    in `titles`, read as one family (`comparison_rows` decides on one column)."""
-    columns = tuple(COLUMN_BY_TITLE[t] for t in titles)
-    for candidate in candidates:
-        decision = decide(baseline.pk, candidate.pk, columns)
-        rows, problem = cmp.compare_runs(
-            baseline, candidate, flip_limit=None, page=None, decision=decision
-        )
-        for c in rows:
-            yield comparison_row(baseline, candidate, c, problem, cases=cases, rule=decision.rule)
 
 
 @require_GET
