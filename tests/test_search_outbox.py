@@ -208,6 +208,65 @@ def test_an_index_try_lost_with_its_worker_is_counted_and_the_sweep_stops_after_
     assert SearchCall.objects.count() == Call.objects.count() > 0
 
 
+def _two_runs_stored_by_worker_w1() -> None:
+    """Two runs stored by an upload's task in worker w1, which lives on, and then indexed."""
+    from records.models.intake import WorkerBeat
+    from records.search.index import indexed_by
+
+    WorkerBeat.objects.create(worker_id="w1", beat_at=timezone.now() + LATER, host="here")
+    with inline_indexing(), indexed_by("w1"):
+        report = ingest_bytes(
+            ("modeleval-dynamic.jsonl", GOOD),
+            ("corpus-key.json", demo_key()),
+            ("modeleval-s.jsonl", synth_run()),
+        )
+        assert report.ok and len(report.stored) == 2
+        assert set(PendingIndex.objects.values_list("worker", flat=True)) == {"w1"}
+
+
+def test_a_follow_up_whose_failure_cannot_be_written_hands_its_run_to_the_sweep_and_goes_on(
+    settings, monkeypatch
+):
+    from records.search import index
+
+    settings.TASKS = DATABASE
+    real = index.index_pending
+    failed = []
+
+    def connection_lost(run_pk: int) -> bool:
+        if not failed:
+            failed.append(run_pk)
+            raise DatabaseError("server closed the connection unexpectedly")
+        return real(run_pk)
+
+    def nor_written(run_pk: int, exc: BaseException) -> int:
+        raise DatabaseError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(index, "index_pending", connection_lost)
+    monkeypatch.setattr(index, "failed_try", nor_written)
+    _two_runs_stored_by_worker_w1()
+    # The next run was indexed all the same, and the failed one is the sweep's, not w1's.
+    (row,) = PendingIndex.objects.all()
+    assert row.run_id == failed[0] and row.worker == ""
+    assert queue_unindexed_runs(timezone.now() + LATER) == failed
+
+
+def test_runs_a_stopped_follow_up_leaves_unindexed_are_handed_to_the_sweep(settings, monkeypatch):
+    from records.search import index
+
+    settings.TASKS = DATABASE
+
+    def stopped(run_pk: int) -> bool:
+        raise Lost
+
+    monkeypatch.setattr(index, "index_pending", stopped)
+    with pytest.raises(Lost):
+        _two_runs_stored_by_worker_w1()
+    rows = PendingIndex.objects.order_by("run_id")
+    assert [r.worker for r in rows] == ["", ""]
+    assert queue_unindexed_runs(timezone.now() + LATER) == [r.run_id for r in rows]
+
+
 def test_a_run_deleted_before_its_index_is_written_leaves_no_outbox_row():
     run = _stored_but_not_indexed()
     run.delete()

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
@@ -93,25 +93,63 @@ def inline_indexing() -> Iterator[None]:
     try:
         yield
     except BaseException:
-        # No longer this process's to index, though it may live on: the sweep's now.
-        PendingIndex.objects.filter(run__in=waiting).update(worker="")
+        release(waiting)
         raise
     finally:
         _waiting.reset(token)
-    for pk in waiting:
-        follow_up(pk)
+    # Every run not settled here, whatever stops the loop, is handed to the sweep: its row
+    # naming this live worker, the sweep would leave it to this process for as long as it lives.
+    unsettled: list[int] = []
+    done = 0
+    try:
+        for pk in waiting:
+            if not follow_up(pk):
+                unsettled.append(pk)
+            done += 1
+    finally:
+        release(unsettled + waiting[done:])
 
 
-def follow_up(run_pk: int) -> None:
+def release(runs: list[int]) -> None:
+    """These runs are no longer this process's to index, though it may live on: their outbox
+    rows name no worker, so the sweep queues their index. Never raises: on a failure (the
+    database connection lost, say) it tries once more on a new connection where no
+    transaction is open, and logs what it could not do."""
+    if not runs:
+        return
+    try:
+        PendingIndex.objects.filter(run__in=runs).update(worker="")
+        return
+    except Exception:  # noqa: BLE001 (tried again below, or logged)
+        log.warning("runs %s: not handed to the sweep; trying again", runs, exc_info=True)
+    if connection.in_atomic_block:
+        log.error("runs %s: not handed to the sweep while this worker lives", runs)
+        return
+    try:
+        connection.close_if_unusable_or_obsolete()
+        PendingIndex.objects.filter(run__in=runs).update(worker="")
+    except Exception:  # noqa: BLE001 (logged)
+        log.exception("runs %s: not handed to the sweep while this worker lives", runs)
+
+
+def follow_up(run_pk: int) -> bool:
     """`index_pending`, its try counted on the run's outbox row first (`start_try`); if it
     fails, the error is written on the row, and a worker's sweep queues the run's index task to
-    try again (up to EVALDASH_TASK_MAX_TRIES tries)."""
+    try again (up to EVALDASH_TASK_MAX_TRIES tries). Whether the run is settled: indexed (or
+    nothing to index), or its row handed to the sweep; not if even the failure could not be
+    written (the connection lost, say), which is logged, not raised."""
     try:
         start_try(run_pk)
         index_pending(run_pk)
+        return True
     except Exception as exc:  # noqa: BLE001 (the row stays, the error on it)
         log.warning("run %s: not indexed", run_pk, exc_info=True)
-        failed_try(run_pk, exc)
+        try:
+            failed_try(run_pk, exc)
+        except Exception:  # noqa: BLE001 (the row stays; the caller hands it to the sweep)
+            log.warning("run %s: its failed try not written", run_pk, exc_info=True)
+            return False
+        return True
 
 
 def index_pending(run_pk: int) -> bool:
