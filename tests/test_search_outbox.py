@@ -274,6 +274,49 @@ def test_a_run_deleted_before_its_index_is_written_leaves_no_outbox_row():
     assert index_run_task.call(run.pk) is False
 
 
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite has one writer at a time")
+@pytest.mark.django_db(transaction=True)
+def test_a_run_deleted_while_it_is_being_indexed_leaves_no_document_behind(monkeypatch):
+    import threading
+
+    from records.search.index import index_pending
+    from records.search.models import SearchEntry
+
+    run = _stored_but_not_indexed()
+    written, go = threading.Event(), threading.Event()
+    real = engine.index_new_run
+
+    def slow(run_pk: int) -> int:
+        calls = real(run_pk)
+        written.set()  # its documents written, not yet committed
+        assert go.wait(30)
+        return calls
+
+    monkeypatch.setattr(engine, "index_new_run", slow)
+    done = []
+
+    def in_a_thread(work):
+        def run_it() -> None:
+            try:
+                done.append(work())
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=run_it)
+        thread.start()
+        return thread
+
+    indexer = in_a_thread(lambda: index_pending(run.pk))
+    assert written.wait(30)
+    deleter = in_a_thread(lambda: Run.objects.filter(pk=run.pk).delete())
+    deleter.join(0.5)
+    go.set()
+    indexer.join(30)
+    deleter.join(30)
+    assert len(done) == 2 and not Run.objects.exists()
+    assert not SearchEntry.objects.exists() and not SearchCall.objects.exists()
+
+
 def _peak_kb() -> int:
     for row in Path("/proc/self/status").read_text().splitlines():
         if row.startswith("VmHWM:"):

@@ -228,6 +228,14 @@ def indexing(run: Run) -> bool:
 @receiver(pre_delete, sender=Run, dispatch_uid="records.search.forget_run")
 def forget_run(sender: Any, instance: Run, **kwargs: Any) -> None:
     """A run's documents go with it, however it is deleted: its rows still exist here."""
+    if connection.features.has_select_for_update:
+        # A follow-up indexing the run holds its outbox row locked (`index_pending`) until its
+        # documents have committed, which this transaction could not see to delete: they would
+        # outlive the run. Locking the row waits for that follow-up to end, and then the
+        # statements below (each with a new snapshot, READ COMMITTED) delete what it wrote;
+        # one starting later waits for this delete and then finds no row. Django's delete
+        # sends this signal inside its transaction. (SQLite has one writer at a time.)
+        PendingIndex.objects.select_for_update().filter(run=instance.pk).exists()
     engine.forget_run(instance.pk)
 
 
