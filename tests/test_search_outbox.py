@@ -458,3 +458,18 @@ def test_a_run_an_earlier_killed_try_stored_is_left_by_the_sweep_to_the_try_that
     assert not DBTaskResult.objects.filter(task_path=INDEX_TASK).exists()
     assert not PendingIndex.objects.exists()
     assert SearchCall.objects.count() == Call.objects.count() > 0
+
+
+@PUBLIC
+def test_a_run_whose_index_was_tried_too_often_says_its_index_failed_and_how_to_write_it(
+    client, settings
+):
+    run = _stored_but_not_indexed()
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert 'class="badge indexing"' in page and "index failed" not in page
+    PendingIndex.objects.filter(run=run).update(
+        tries=settings.EVALDASH_TASK_MAX_TRIES, error="OperationalError: out of memory"
+    )
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert ">index failed</span>" in page and "out of memory" in page
+    assert "manage.py search_index run-fixture-dynamic" in page

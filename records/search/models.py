@@ -109,3 +109,11 @@ class PendingIndex(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.run_id} waiting for its index"
+
+    @property
+    def given_up(self) -> bool:
+        """Whether its index was tried as often as a task is (EVALDASH_TASK_MAX_TRIES) and not
+        written: no sweep tries it again; `manage.py search_index RUN_ID` does."""
+        from django.conf import settings
+
+        return self.tries >= settings.EVALDASH_TASK_MAX_TRIES

@@ -184,6 +184,7 @@ def _run_page(run: Run, tab: str) -> tuple[dict[str, Any], Any]:
         "attempts_url": _tab_url(run, "attempts"),
         # Stored, its search index still being written after its shard (nothing else waits).
         "indexing": indexing(run),
+        "index_row": getattr(run, "pending_index", None) if indexing(run) else None,
     }
     return context, usable
 
