@@ -89,6 +89,20 @@ def send_files(page, *files: tuple[str, bytes]) -> None:
     page.click("#upload-form button[type=submit]")
 
 
+def shoot(page, url: str, name: str, folder: str, *, full: bool = True) -> None:
+    """Photograph `url` at 1440 and 390 px into `folder` (nothing when it is empty): the page
+    (whole, with `full`) as NAME-WIDTH.png and its first screen as NAME-WIDTH-top.png."""
+    if not folder:
+        return
+    for width in (1440, 390):
+        page.set_viewport_size({"width": width, "height": 1000})
+        page.goto(page.base + url)
+        page.wait_for_load_state("networkidle")
+        page.screenshot(path=os.path.join(folder, f"{name}-{width}.png"), full_page=full)
+        page.screenshot(path=os.path.join(folder, f"{name}-{width}-top.png"))
+    page.set_viewport_size({"width": 1440, "height": 1000})
+
+
 def settled(page) -> None:
     """Wait until htmx has swapped and settled what it loaded."""
     busy = page.locator(".htmx-request, .htmx-swapping, .htmx-settling")

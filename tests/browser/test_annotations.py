@@ -7,22 +7,11 @@ import os
 
 import pytest
 
-from tests.browser.conftest import check_layout, log_in, settled
+from tests.browser.conftest import check_layout, log_in, settled, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = os.environ.get("EVALDASH_REVIEW_SCREENSHOTS", "")
-
-
-def _shoot(page, url: str, name: str, full: bool = True) -> None:
-    if not SHOTS:
-        return
-    for width in (1440, 390):
-        page.set_viewport_size({"width": width, "height": 1000})
-        page.goto(page.base + url)
-        page.wait_for_load_state("networkidle")
-        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}.png"), full_page=full)
-    page.set_viewport_size({"width": 1440, "height": 1000})
 
 
 @pytest.fixture(autouse=True)
@@ -57,7 +46,7 @@ def test_the_queue_is_moved_through_with_keys_and_labelled_in_place(page):
     planted = _plant(page.runs)
     log_in(page, "labeller", "add_annotation")
     check_layout(page, "/review/")
-    _shoot(page, "/review/", "review")
+    shoot(page, "/review/", "review", SHOTS)
     page.goto(page.base + "/review/")
     page.wait_for_load_state("networkidle")
     items = page.locator("[data-review-item]")
@@ -131,7 +120,7 @@ def test_a_note_is_added_in_place_on_a_cases_page(page):
     assert note.locator("a").get_attribute("href") == "https://issues.example/7"
     assert note.locator("img").count() == 0 and "<img" in note.inner_text()
     check_layout(page, url)
-    _shoot(page, url, "case-annotated", full=False)
+    shoot(page, url, "case-annotated", SHOTS, full=False)
     assert page.problems == [], page.problems
 
 
@@ -159,15 +148,15 @@ def test_labels_show_on_the_attempt_page_the_cases_page_and_the_search(page):
         "model-error" in panel.inner_text()
         and panel.locator("a[href='https://ci.example/9']").count()
     )
-    _shoot(page, url, "attempt-annotated", full=False)
+    shoot(page, url, "attempt-annotated", SHOTS, full=False)
     cases = f"/cases/?digest={run.corpus_digest}&label=known-flaky"
     check_layout(page, cases)
     page.goto(page.base + cases)
     assert page.locator("table.cases tbody tr").count() == 1
-    _shoot(page, cases, "cases-labelled", full=False)
+    shoot(page, cases, "cases-labelled", SHOTS, full=False)
     check_layout(page, "/search/?label=known-flaky")
     page.goto(page.base + "/search/?label=known-flaky")
     assert page.locator("[data-facet=label]").count() == 1
     assert page.locator("li.hit .label-known-flaky").count() >= 1
-    _shoot(page, "/search/?label=known-flaky", "search-labelled", full=False)
+    shoot(page, "/search/?label=known-flaky", "search-labelled", SHOTS, full=False)
     assert page.problems == [], page.problems

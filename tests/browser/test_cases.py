@@ -6,22 +6,11 @@ import os
 
 import pytest
 
-from tests.browser.conftest import check_layout
+from tests.browser.conftest import check_layout, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = os.environ.get("EVALDASH_CASES_SCREENSHOTS", "")
-
-
-def _shoot(page, url: str, name: str) -> None:
-    if not SHOTS:
-        return
-    for width in (1440, 390):
-        page.set_viewport_size({"width": width, "height": 1000})
-        page.goto(page.base + url)
-        page.wait_for_load_state("networkidle")
-        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}.png"), full_page=True)
-        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}-top.png"))
 
 
 def test_the_corpus_page_and_a_cases_timelines_read_at_both_widths(page):
@@ -38,6 +27,6 @@ def test_the_corpus_page_and_a_cases_timelines_read_at_both_widths(page):
     assert page.locator("section.timeline").count() >= 2
     url = page.url.removeprefix(page.base)
     check_layout(page, url)
-    _shoot(page, f"/cases/?digest={digest}&sort=-discrimination", "cases")
-    _shoot(page, url, "case")
+    shoot(page, f"/cases/?digest={digest}&sort=-discrimination", "cases", SHOTS)
+    shoot(page, url, "case", SHOTS)
     assert page.problems == [], page.problems

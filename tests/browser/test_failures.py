@@ -6,22 +6,11 @@ import os
 
 import pytest
 
-from tests.browser.conftest import check_layout
+from tests.browser.conftest import check_layout, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SHOTS = os.environ.get("EVALDASH_FAILURES_SCREENSHOTS", "")
-
-
-def _shoot(page, url: str, name: str) -> None:
-    if not SHOTS:
-        return
-    for width in (1440, 390):
-        page.set_viewport_size({"width": width, "height": 1000})
-        page.goto(page.base + url)
-        page.wait_for_load_state("networkidle")
-        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}.png"), full_page=True)
-        page.screenshot(path=os.path.join(SHOTS, f"{name}-{width}-top.png"))
 
 
 def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
@@ -50,10 +39,10 @@ def test_the_failure_modes_and_a_modes_page_read_at_both_widths(page):
     page.locator("p.new-failures a").first.click()
     page.wait_for_selector("table.failures")
     assert "run=run-2026-11-24-ee1234" in page.url
-    _shoot(page, f"/runs/{newest.pk}/", "run-overview")
-    _shoot(page, f"/failures/?digest={digest}", "failures")
-    _shoot(page, url, "failure-mode")
-    _shoot(page, attempt, "failing-step")
+    shoot(page, f"/runs/{newest.pk}/", "run-overview", SHOTS)
+    shoot(page, f"/failures/?digest={digest}", "failures", SHOTS)
+    shoot(page, url, "failure-mode", SHOTS)
+    shoot(page, attempt, "failing-step", SHOTS)
     assert page.problems == [], page.problems
 
 
