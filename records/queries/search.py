@@ -158,8 +158,19 @@ class SearchQuery:
         )
 
 
-def _hits(kind: int, words: list[str]) -> RawSQL:
-    sql, params = engine.matching(kind, words)
+def _hits(kind: int, words: list[str], among: list[int] | None = None) -> RawSQL:
+    """The ids of the attempts or calls whose documents hold the words; with `among`, only
+    those of these attempts (their own documents, or their calls')."""
+    if among is None:
+        sql, params = engine.matching(kind, words)
+    else:
+        ids = (
+            SearchCall.objects.filter(attempt__in=among)
+            if kind == engine.CALL
+            else Attempt.objects.filter(pk__in=among)
+        )
+        inner, inner_params = ids.order_by().values(x=F("pk")).query.sql_with_params()
+        sql, params = engine.matching_among(kind, words, inner, list(inner_params))
     return RawSQL(sql, params)  # noqa: S611 (the engine's own SQL; the words are parameters)
 
 
@@ -318,19 +329,21 @@ class Search:
         attempt."""
         return self.matching(SearchCall.objects.all())
 
-    def matching(self, calls: QuerySet) -> QuerySet:
-        """Those of `calls` (`SearchCall`s) that the call conditions and the words select."""
+    def matching(self, calls: QuerySet, among: list[int] | None = None) -> QuerySet:
+        """Those of `calls` (`SearchCall`s) that the call conditions and the words select;
+        `among`: `calls` are of these attempts alone, and the words are matched against their
+        documents and their calls' alone."""
         condition = self.call_condition()
         words = self.words
         if condition is not None:
             calls = calls.filter(condition)
             if words:
                 calls = calls.filter(
-                    Q(pk__in=_hits(engine.CALL, words))
-                    | Q(attempt__in=_hits(engine.ATTEMPT, words))
+                    Q(pk__in=_hits(engine.CALL, words, among))
+                    | Q(attempt__in=_hits(engine.ATTEMPT, words, among))
                 )
         elif words:
-            calls = calls.filter(pk__in=_hits(engine.CALL, words))
+            calls = calls.filter(pk__in=_hits(engine.CALL, words, among))
         return calls
 
     def every_call(self) -> QuerySet:
@@ -596,8 +609,10 @@ class Search:
             labels = labels_by_key([(a[0], a[1], a[2]) for a in attempts])
             matched: dict[int, list[dict[str, Any]]] = {}
             if self.calls is not None:
+                # The words matched against this chunk's documents alone, not the store's.
+                theirs = self.matching(self.every_call().filter(attempt__in=chosen), among=chosen)
                 calls = (
-                    Call.objects.filter(pk__in=self.calls.filter(attempt__in=chosen).values("pk"))
+                    Call.objects.filter(pk__in=theirs.values("pk"))
                     .order_by("attempt_id", "index", "line")
                     .annotate(**_snippet_sources() if words else {})
                     .values_list("attempt_id", *call_columns, *texts)
