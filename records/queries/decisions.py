@@ -17,14 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
-
 from records import evidence
 from records.models import CaseFigure, ScoreRow, Scoring, Verdict
 from records.queries.cases import fill_missing
 from records.queries.pairing import Side, differences, match_rows, refusal
 from records.scoring.ranking import paired_tests
-from records.scoring.tables import IDENTITY, SUMMED, RowKey, TableRow, figure_sums
+from records.scoring.tables import IDENTITY, RowKey, TableRow, figure_sums, summed_rows
 from records.scoring.vocabulary import COLUMN_TITLE
 
 DEFAULT_COLUMNS = ("clean",)
@@ -222,18 +220,9 @@ def _per_case(
         .annotate(**figure_sums())
         .order_by()
     )
-    # Read through a cursor, as `case_figures` reads them (PostgreSQL sums a bigint as a
-    # numeric, hence int()).
-    sql, params = query.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        names = [column[0] for column in cursor.description]
-        for values in cursor.fetchall():
-            r = dict(zip(names, values, strict=True))
-            if r["row_key"] in keys.get(r["scoring"], ()):
-                out[r["scoring"]].setdefault(r["row_key"], {})[r["case"]] = {
-                    k: int(r[k] or 0) for k in SUMMED
-                }
+    for r, figures in summed_rows(query):  # as `case_figures` reads them
+        if r["row_key"] in keys.get(r["scoring"], ()):
+            out[r["scoring"]].setdefault(r["row_key"], {})[r["case"]] = figures
     return out
 
 

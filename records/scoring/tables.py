@@ -5,7 +5,7 @@ captions) are `vocabulary`; which rows upstream refuses is `refusals`."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -91,18 +91,24 @@ def case_figures(
             return out
         verdicts = verdicts.filter(row_key__in=row_keys)
     query = verdicts.values("row_key", "case").annotate(**figure_sums()).order_by()
-    # Read through a cursor, not as model values: a comparison page reads a row per case and
-    # row on both sides, and the ORM's per-value conversion of those sums cost a third of this
-    # query's time (`manage.py bench`, scores comparison). PostgreSQL sums a bigint as a
-    # numeric, hence int().
+    for r, figures in summed_rows(query):
+        out.setdefault(r["row_key"], {})[r["case"]] = figures
+    return out
+
+
+def summed_rows(query: Any) -> Iterator[tuple[dict[str, Any], dict[str, int]]]:
+    """Each row of a grouped `figure_sums` query (a QuerySet of values), with its SUMMED
+    figures as ints. Read through a cursor, not as model values: a comparison page reads a row
+    per case and row on both sides, and the ORM's per-value conversion of those sums cost a
+    third of the query's time (`manage.py bench`, scores comparison). PostgreSQL sums a bigint
+    as a numeric, hence int()."""
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         names = [column[0] for column in cursor.description]
         for values in cursor.fetchall():
             r = dict(zip(names, values, strict=True))
-            out.setdefault(r["row_key"], {})[r["case"]] = {k: int(r[k] or 0) for k in SUMMED}
-    return out
+            yield r, {k: int(r[k] or 0) for k in SUMMED}
 
 
 # Each ratio column's (numerator, denominator), read off summed figures.
