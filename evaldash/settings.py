@@ -146,6 +146,13 @@ EVALDASH_MAX_ARCHIVE_MEMBERS = env_int("EVALDASH_MAX_ARCHIVE_MEMBERS", 10_000, m
 # database (both cores busy); smaller ones, where starting it costs more than it saves, are
 # parsed in line. 0 sends every shard to the parser process.
 EVALDASH_PARSER_PROCESS_MIN_BYTES = env_int("EVALDASH_PARSER_PROCESS_MIN_BYTES", 4 * 1024**2)
+# How many shards of one ingest are parsed at once, each in a process of its own: the one being
+# stored, and those after it, whose rows wait in a temporary file until the writer takes them.
+EVALDASH_INGEST_PROCESSES = env_int(
+    "EVALDASH_INGEST_PROCESSES",
+    len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+    minimum=1,
+)
 # Likewise, runs of at least this many attempts are scored in a second process while this
 # one reads the attempts and writes the verdicts.
 EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = env_int("EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS", 5000)

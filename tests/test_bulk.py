@@ -81,6 +81,9 @@ def _through(way: str, settings, monkeypatch) -> list[str]:
     """Parse in line, in a forked process, or in a process from the forkserver; the start
     methods actually used are collected in the list returned."""
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12 if way == "in line" else 0
+    # One parser process, whose start method is the one asserted: a second starts from the
+    # forkserver whatever `way` (the first one's threads are running by then).
+    settings.EVALDASH_INGEST_PROCESSES = 1
     if way == "forkserver":
         # As if another thread were running (a web server's): workers come from the forkserver.
         real, other = threading.enumerate, threading.Thread()
@@ -786,13 +789,14 @@ def test_a_calls_large_shards_go_through_one_process_the_next_read_while_the_las
     settings, monkeypatch
 ):
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = 1
     shards = {f"modeleval-{c}.jsonl": _synth(f"run-{c}", seed=i) for i, c in enumerate("abc", 7)}
     events: list[tuple[str, object]] = []
     start, write = readahead.Parser.start, ingest_shards._Writer.write_attempts
     monkeypatch.setattr(
         readahead.Parser,
         "start",
-        lambda p, s, name: events.append(("read", name)) or start(p, s, name),
+        lambda p, s, name, **how: events.append(("read", name)) or start(p, s, name, **how),
     )
     monkeypatch.setattr(
         ingest_shards._Writer,
@@ -829,12 +833,130 @@ def test_a_calls_large_shards_go_through_one_process_the_next_read_while_the_las
     assert _stored() == together
 
 
-def test_errors_documents_and_repeats_between_large_shards_keep_their_turn(settings, monkeypatch):
+# --- several parser processes: the shards after the one stored parsed at once, spooled ---------
+
+
+def _parsed_ahead(monkeypatch) -> list[str]:
+    """The shards whose parse starts while the writer stores another, in order."""
+    ahead: list[str] = []
+    start = readahead.Parser.start
+
+    def started(parser, stream, name, **how):
+        if how.get("ahead"):
+            ahead.append(name)
+        return start(parser, stream, name, **how)
+
+    monkeypatch.setattr(readahead.Parser, "start", started)
+    return ahead
+
+
+def test_with_two_processes_the_next_shards_are_parsed_beside_the_one_stored(settings, monkeypatch):
+    """Each shard after the first starts its parse while the one before is stored; their
+    messages wait in a spool; every row is as each shard stored alone, in line."""
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = 2
+    shards = {f"modeleval-{c}.jsonl": _synth(f"run-{c}", seed=i) for i, c in enumerate("abcd", 7)}
+    ahead = _parsed_ahead(monkeypatch)
+    spooled: list[int] = []
+    keep = readahead.Feed.keep
+
+    def kept(feed, data):
+        took = keep(feed, data)
+        spooled.append(took)
+        return took
+
+    monkeypatch.setattr(readahead.Feed, "keep", kept)
+    report = ingest(
+        [bytes_input(n, d) for n, d in shards.items()],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    assert [s["file"] for s in report.stored] == list(shards), report.as_dict()
+    assert ahead == list(shards)[1:]
+    assert any(spooled)  # messages did wait in a spool
+    for got, data in zip(report.stored, shards.values(), strict=True):
+        assert got["sha256"] == hashlib.sha256(data).hexdigest()
+    together = _stored()
+    ShardFile.objects.all().delete()
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
+    for n, d in shards.items():
+        assert _ingest(n, d).stored
+    assert _stored() == together
+
+
+def test_a_spool_that_cannot_be_written_leaves_the_rest_in_memory(settings, monkeypatch):
+    """A full disk under the spool: the messages written stay, the rest wait in memory, in
+    order, and the shard is stored as any other."""
+    import tempfile
+
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = 2
+    made = tempfile.TemporaryFile
+
+    class Full:
+        """A spool with room for one message: the next is written in part, then the disk is
+        full."""
+
+        def __init__(self, *a, **kw):
+            self.file = made(*a, **kw)
+            self.writes = 0
+
+        def write(self, data):
+            self.writes += 1
+            if self.writes == 4:  # the second message, after its length
+                self.file.write(data[: len(data) // 2])
+                raise OSError(28, "No space left on device")
+            return self.file.write(data)
+
+        def __getattr__(self, name):
+            return getattr(self.file, name)
+
+    monkeypatch.setattr(readahead.tempfile, "TemporaryFile", Full)
+    first, second = _synth("run-first", seed=7), _synth("run-second", seed=8)
+    report = ingest(
+        [bytes_input("modeleval-1.jsonl", first), bytes_input("modeleval-2.jsonl", second)],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    assert len(report.stored) == 2 and report.ok, report.as_dict()
+    together = _stored()
+    ShardFile.objects.all().delete()
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
+    assert _ingest("modeleval-1.jsonl", first).stored and _ingest("modeleval-2.jsonl", second).stored
+    assert _stored() == together
+
+
+def test_with_two_processes_bad_shards_between_good_ones_are_named_as_in_line(settings):
+    """Bad shards parsed ahead of the writer report the file, line and field they report in
+    line, and the good shards after them are stored."""
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = 2
+    expected = json.loads((HOSTILE / "expected.json").read_text())
+    bad = sorted(
+        n for n, w in expected.items() if n.startswith("modeleval-") and not w.get("accepted")
+    )[:6]
+    inputs = []
+    for i, name in enumerate(bad):
+        inputs.append(bytes_input(name, (HOSTILE / name).read_bytes()))
+        inputs.append(bytes_input(f"modeleval-good-{i}.jsonl", _synth(f"run-good-{i}", seed=i)))
+    report = ingest(inputs, Upload.objects.create(source=Upload.Source.CLI))
+    got = {r["file"]: r for r in report.refused}
+    assert set(got) == set(bad)
+    for name in bad:
+        want = expected[name]
+        assert want["message"] in got[name]["message"], (name, got[name])
+        assert (got[name]["line"], got[name]["field"]) == (want["line"], want["field"]), name
+    assert [s["file"] for s in report.stored] == [f"modeleval-good-{i}.jsonl" for i in range(6)]
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_errors_documents_and_repeats_between_large_shards_keep_their_turn(
+    processes, settings, monkeypatch
+):
     """A shard's error ends the process and the next large shard starts another; a small shard,
     a corpus key and the same content twice keep their places in the call."""
     first, second = _synth("run-first", seed=7), _synth("run-second", seed=8)
     small = _synth("run-small", seed=9, attempts=10)
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = len(small) + 1
+    settings.EVALDASH_INGEST_PROCESSES = processes
     bad = first.replace(b'"type":"call"', b'"type":"call","extra":1', 1)
     assert bad != first
     used = _starts(monkeypatch)
@@ -863,19 +985,28 @@ def test_errors_documents_and_repeats_between_large_shards_keep_their_turn(setti
     (key,) = report.keys
     assert sorted(key["rescored_runs"]) == sorted(s["run"] for s in report.stored[:2])
     assert [s["scored_against"] for s in report.stored] == [None, None, key["digest"]]
-    assert used == ["fork", "fork"]  # the second process for modeleval-3, after the error
+    if processes == 1:  # the second process for modeleval-3, after the error
+        assert used == ["fork", "fork"]
+    else:  # modeleval-2 parsed beside modeleval-1, its error ending that second process, and
+        # modeleval-3 after modeleval-1 in the first: two processes
+        assert len(used) == 2 and used[0] == "fork"
     assert ShardFile.objects.count() == 3
     assert Attempt.objects.count() == sum(s["attempts"] for s in report.stored)
 
 
+@pytest.mark.parametrize("processes", [1, 2])
 @pytest.mark.parametrize("where", ["children", "write_attempts"])
-def test_a_shard_the_database_refuses_leaves_the_next_one_whole(where, settings, monkeypatch):
+def test_a_shard_the_database_refuses_leaves_the_next_one_whole(
+    where, processes, settings, monkeypatch
+):
     """Refused while the parser still reads it (its rows), the process is stopped and the next
     shard starts another; refused once read (its attempt rows), what the parser still sends of
-    it is dropped and the next shard, already under way, is stored from the same process."""
+    it is dropped and the next shard, already under way, is stored from the same process. With
+    two processes, the next shard is parsed in the second from the start."""
     from django.db import DatabaseError
 
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = processes
     real = getattr(ingest_shards._Writer, where)
     refused_by: list[object] = []
 
@@ -900,7 +1031,10 @@ def test_a_shard_the_database_refuses_leaves_the_next_one_whole(where, settings,
     (stored,) = report.stored
     assert stored["file"] == "modeleval-2.jsonl"
     assert stored["sha256"] == hashlib.sha256(second).hexdigest()
-    assert used == (["fork", "fork"] if where == "children" else ["fork"])
+    if processes == 1:
+        assert used == (["fork", "fork"] if where == "children" else ["fork"])
+    else:
+        assert len(used) == 2
     monkeypatch.undo()
     alone = _stored()
     ShardFile.objects.all().delete()

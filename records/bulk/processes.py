@@ -9,6 +9,7 @@ is busy with what it sent before.
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import multiprocessing.forkserver
 import pickle
@@ -36,6 +37,19 @@ def pack(msg: Any) -> bytes:
 def pack_object(msg: Any) -> bytes:
     """A message holding other objects (dataclasses, datetimes), pickled."""
     return b"p" + pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# How a packed message ("done", ...) or ("error", ...) begins: a worker's last message for an
+# input (msgpack: an array of two, then the kind as a short string).
+_DONE, _ERROR = b"m\x92\xa4done", b"m\x92\xa5error"
+
+
+def ending(data: bytes) -> str | None:
+    """"done" or "error" where a packed message is the worker's last for the input it was
+    reading, else None."""
+    if data.startswith(_DONE):
+        return "done"
+    return "error" if data.startswith(_ERROR) else None
 
 
 def unpack(data: bytes) -> Any:
@@ -157,6 +171,10 @@ class Beside:
         source_r.close()
         sink_w.close()
         self.inbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        # Where each input's messages go, in the order the inputs went in (`route`); held by
+        # `routing` while the receiver hands a message to one, or one changes where it keeps them.
+        self.routes: collections.deque[Any] = collections.deque()
+        self.routing = threading.Lock()
         self.receiver = threading.Thread(target=self._receive, daemon=True)
         if listen:
             self.receiver.start()
@@ -179,10 +197,25 @@ class Beside:
             w.receiver.start()
         return workers
 
+    def route(self, dest: Any) -> None:
+        """The next input's messages, up to its last (`ending`), are offered to
+        `dest.keep(data)`, which keeps them elsewhere (True) or leaves them for `receive`."""
+        with self.routing:
+            self.routes.append(dest)
+
     def _receive(self) -> None:
         try:
             while True:
-                self.inbox.put(self.sink.recv_bytes())
+                data = self.sink.recv_bytes()
+                if self.routes:
+                    with self.routing:
+                        dest = self.routes[0] if self.routes else None
+                        if dest is not None:
+                            if ending(data):
+                                self.routes.popleft()
+                            if dest.keep(data):
+                                continue
+                self.inbox.put(data)
         except (EOFError, OSError):
             self.inbox.put(None)
 

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import io
+import logging
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from records.bulk import processes
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1024 * 1024
 
@@ -32,28 +36,83 @@ class WorkerError(Exception):
         self.payload = payload
 
 
+class Parsers:
+    """The parser processes of one ingest call: up to `count` (`EVALDASH_INGEST_PROCESSES`),
+    each a `Parser`. The shard the writer stores is parsed in one; the shards after it, as far
+    as the other processes allow, are parsed at once in the others, their messages spooled to
+    a temporary file until the writer comes to them (`Feed`)."""
+
+    def __init__(
+        self,
+        worker: Callable[..., None],
+        what: str,
+        mark: bytes = b"n",
+        *,
+        count: int = 1,
+        spool_dir: str | None = None,
+    ) -> None:
+        self.parsers = [Parser(worker, what, mark, spool_dir) for _ in range(max(1, count))]
+
+    def start(self, stream: IO[bytes], name: str, *, ahead: bool = False) -> Feed | None:
+        """Start a shard's parse, in a process with nothing left to parse if there is one,
+        else in one whose last shard is read (it goes on once that shard's last rows are out).
+        `ahead`: the writer is storing another shard; its messages are spooled, and None is
+        returned (nothing started) while every process is busy."""
+        parser = next((p for p in self.parsers if p.idle()), None) or next(
+            (p for p in self.parsers if p.free()), None
+        )
+        if parser is None:
+            if ahead:
+                return None
+            # Every shard before this one was taken or given up, so some process is free:
+            # were none, one whose shard nobody will take is stopped rather than waited on.
+            parser = self.parsers[0]
+            parser.stop()
+        return parser.start(stream, name, ahead=ahead)
+
+    def close(self) -> None:
+        for parser in self.parsers:
+            parser.close()
+
+
 class Parser:
-    """The parser process of one ingest call (`worker`, started with the first large input).
+    """One parser process of an ingest call (`worker`, started with its first shard).
 
-    Large shards are parsed there one after another. The next one's bytes go in as soon as the
-    last one is read (`Units.read_on`), so its parse runs while the writer stores the end of
-    the last one: its attempt rows, its run, the commit. The process starts with the first large
-    shard and ends with the call; a shard's error ends it too, as does the writer giving up on
-    a shard the process is still reading, and the next large shard starts another."""
+    Its shards are parsed one after another. The next one's bytes go in as soon as the last one
+    is read, so its parse runs while the writer stores the end of the last one: its attempt
+    rows, its run, the commit. The process starts with its first shard and ends with the call;
+    a shard's error ends it too, as does the writer giving up on a shard the process is still
+    reading, and the next shard starts another."""
 
-    def __init__(self, worker: Callable[..., None], what: str, mark: bytes = b"n") -> None:
+    def __init__(
+        self,
+        worker: Callable[..., None],
+        what: str,
+        mark: bytes = b"n",
+        spool_dir: str | None = None,
+    ) -> None:
         """`mark`: the first byte of each input's head (before its name), for the worker to read
         as it likes."""
         self.worker, self.what, self.mark = worker, what, mark
+        self.spool_dir = spool_dir
         self.proc: processes.Beside | None = None
         self.feeding: Feed | None = None  # the last shard whose bytes went in
 
-    def start(self, stream: IO[bytes], name: str) -> Feed:
+    def idle(self) -> bool:
+        """Nothing left to parse: no shard, or its last was parsed to its end or taken whole."""
+        feed = self.feeding
+        return self.proc is None or feed is None or feed.finished or feed.parsed
+
+    def free(self) -> bool:
+        """A next shard may go in: its last shard is read (that shard cannot fail any more)."""
+        return self.idle() or (self.feeding is not None and self.feeding.read)
+
+    def start(self, stream: IO[bytes], name: str, *, ahead: bool = False) -> Feed:
         if self.feeding is not None:
             self.feeding.thread.join()  # the shard before was read whole: its bytes are in
         if self.proc is None:
             self.proc = processes.Beside(self.worker, (), self.what)
-        self.feeding = Feed(self, self.proc, stream, name)
+        self.feeding = Feed(self, self.proc, stream, name, ahead=ahead, spool_dir=self.spool_dir)
         return self.feeding
 
     def stop(self) -> None:
@@ -85,22 +144,48 @@ class Parser:
         proc.close()
 
 
+_LENGTH = 8  # bytes of a spooled message's length, before it
+
+
 class Feed:
-    """One shard in the parser process: its bytes sent, and hashed, by a thread of its own (hashing
+    """One shard in a parser process: its bytes sent, and hashed, by a thread of its own (hashing
     lets other threads run, so the digest costs the writer nothing), its messages taken in turn.
-    The thread sends no more than AHEAD_BYTES past the bytes whose rows the writer has taken."""
+    The thread sends no more than AHEAD_BYTES past the bytes whose rows the writer has taken.
+
+    A shard parsed ahead of the writer (`ahead`) has its messages written to a temporary file
+    as they come, and is sent with no such bound, so its parse goes on at the speed of its
+    process; once the writer comes to it, it reads that file, then the messages that came
+    after, the bound holding again. A file that cannot be written (a full disk) leaves the rest
+    in memory, the bound holding."""
 
     def __init__(
-        self, parser: Parser, proc: processes.Beside, stream: IO[bytes], name: str
+        self,
+        parser: Parser,
+        proc: processes.Beside,
+        stream: IO[bytes],
+        name: str,
+        *,
+        ahead: bool = False,
+        spool_dir: str | None = None,  # where the spool goes; None: the temporary directory
     ) -> None:
         self.parser = parser
         self.proc = proc
         self.digest = hashlib.sha256()
         self.read = False  # the parser read the whole shard (it sent the "shard" message)
+        self.parsed = False  # its "done" came back from the process (taken or not)
         self.finished = False  # its last message ("done" or "error") was taken
         self.taken: float = 0  # bytes of the shard whose rows the writer has taken
         self.room = threading.Condition()
         self.closed = False  # the process is gone: nothing more is sent
+        self.read_error: Exception | None = None  # the shard's bytes could not all be read
+        self.spool: IO[bytes] | None = None
+        if ahead:
+            self.spool = tempfile.TemporaryFile(dir=spool_dir)  # noqa: SIM115
+        self.spooling = ahead  # the messages go to `spool` as they come
+        self.spooled = 0  # bytes of `spool` written whole
+        self.unspooled = False  # the writer came to the shard: the spool is read, no more written
+        self.unread = 0  # bytes of `spool` the writer has still to take
+        proc.route(self)
         self.thread = threading.Thread(target=self._send, args=(stream, name), daemon=True)
         self.thread.start()
 
@@ -108,9 +193,16 @@ class Feed:
         if not self.proc.send(self.parser.mark + name.encode()):
             return
         sent = 0
-        while chunk := stream.read(CHUNK):
+        while True:
+            try:
+                chunk = stream.read(CHUNK)
+            except (OSError, ValueError) as exc:  # the parser reads a cut shard and says so
+                self.read_error = exc  # what `messages` raises in its place
+                break
+            if not chunk:
+                break
             with self.room:
-                while sent - self.taken > AHEAD_BYTES and not self.closed:
+                while sent - self.taken > AHEAD_BYTES and not self.closed and not self.spooling:
                     self.room.wait()
                 if self.closed:
                     return
@@ -119,6 +211,29 @@ class Feed:
                 return  # the parser stopped early (an error in the shard, or it was stopped)
             sent += len(chunk)
         self.proc.end_input()
+
+    def keep(self, data: bytes) -> bool:
+        """The process's receiver offers each message of this shard (`Beside.route`): kept in
+        the spool while the shard is ahead of the writer, else left for `receive`."""
+        if processes.ending(data) == "done":
+            self.parsed = True
+        if not self.spooling:
+            return False
+        assert self.spool is not None
+        try:
+            self.spool.write(len(data).to_bytes(_LENGTH, "little"))
+            self.spool.write(data)
+        except (OSError, ValueError):  # ValueError: closed, the shard given up meanwhile
+            log.warning("a shard parsed ahead is kept in memory: its spool file is full")
+            self.spooling = False  # this message and the rest go to the inbox, in order
+            self._wake()
+            return False
+        self.spooled += _LENGTH + len(data)
+        return True
+
+    def _wake(self) -> None:
+        with self.room:
+            self.room.notify()
 
     def _took(self, upto: float) -> None:
         with self.room:
@@ -130,15 +245,52 @@ class Feed:
         with self.room:
             self.closed = True
             self.room.notify()
+        self._drop_spool()
+
+    def _drop_spool(self) -> None:
+        with self.proc.routing:  # not while the receiver writes to it
+            spool, self.spool = self.spool, None
+            self.spooling = False
+        if spool is not None:
+            spool.close()  # a temporary file: gone once closed
+
+    def _take_spool(self) -> None:
+        """The writer comes to this shard: what was spooled is read first, the rest taken as
+        it comes."""
+        if self.unspooled:
+            return
+        self.unspooled = True
+        with self.proc.routing:
+            self.spooling = False
+            self.unread = self.spooled
+        self._wake()
+        if self.spool is not None:
+            self.spool.seek(0)
+
+    def _receive(self) -> Any:
+        """The next message: from the spool while it lasts, then from the process."""
+        if self.unread:
+            assert self.spool is not None
+            size = int.from_bytes(self.spool.read(_LENGTH), "little")
+            data = self.spool.read(size)
+            self.unread -= _LENGTH + size
+            if not self.unread:
+                self._drop_spool()
+            return processes.unpack(data)
+        return self.proc.receive()
 
     def messages(self) -> Iterator[tuple[Any, ...]]:
         """The parser's messages for this shard; its "done" carries the shard's sha256."""
+        self._take_spool()
         while True:
-            msg = self.proc.receive()
+            msg = self._receive()
             kind = msg[0]
             if kind == "error":
                 self.finished = True
+                self._drop_spool()
                 self.parser.ended()
+                if self.read_error is not None:
+                    raise self.read_error
                 raise WorkerError(msg[1])
             if kind == "batch":
                 self._took(msg[-1])
@@ -153,15 +305,21 @@ class Feed:
             yield msg
 
     def abandon(self) -> None:
-        """The writer gives up on this shard. Once the parser has read it, what it still sends
-        of it is dropped, so the next shard's parse goes on; before, the process is stopped."""
+        """The writer gives up on this shard. Once the parser has read it, or where another
+        shard waits behind it in the process, what it still sends of it is dropped, so the next
+        shard's parse goes on; otherwise the process is stopped."""
         if self.finished:
             return
         self.finished = True
-        if self.read:
-            while self.proc.receive()[0] != "done":
+        if self.read or self.parser.feeding is not self:
+            self._take_spool()
+            while (kind := self._receive()[0]) not in ("done", "error"):
                 pass
+            self._drop_spool()
+            if kind == "error":
+                self.parser.ended()
         else:
+            self._drop_spool()
             self.parser.stop()
 
 

@@ -309,8 +309,7 @@ def expand_archive(item: Input, kind: str, report: IngestReport) -> Iterator[tup
                     continue
                 with m.open() as src:
                     data = limits.copy(src, where, m.compressed)
-                with data:
-                    yield where, data
+                yield where, data  # the shard closes it once stored (it may be read ahead)
         except (zipfile.BadZipFile, tarfile.TarError, OSError, EOFError) as exc:
             if disk_full(exc):  # no room to copy an entry out: no fault of the archive
                 raise

@@ -7,9 +7,10 @@ import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError
 
-from records.bulk.readahead import Parser
+from records.bulk.readahead import Parsers
 from records.bulk.sqlite import checkpoints
 from records.formats.shard import ShardError, is_shard_name
 from records.ingest.archives import expand_archive
@@ -49,7 +50,13 @@ def ingest(
     digest differs from the recomputed one (the key is then marked "digest not verified").
     """
     report = IngestReport()
-    parser = Parser(parse_worker, "the shard parser", PLAIN)
+    parser = Parsers(
+        parse_worker,
+        "the shard parser",
+        PLAIN,
+        count=settings.EVALDASH_INGEST_PROCESSES,
+        spool_dir=settings.FILE_UPLOAD_TEMP_DIR,
+    )
     units = Units(_units(inputs, report), parser)
     try:
         with inline_indexing():
@@ -75,7 +82,7 @@ def _each(
     upload: Upload,
     report: IngestReport,
     progress: Progress | None,
-    parser: Parser,
+    parser: Parsers,
     allow_digest_mismatch: bool,
 ) -> None:
     """Store or refuse each unit in its turn; a stored shard's index is queued, or written
@@ -83,7 +90,8 @@ def _each(
     for unit in units:
         try:
             if isinstance(unit, ShardCandidate):
-                ingest_shard(unit, upload, report, progress, parser, units.read_on)
+                with unit.stream:
+                    ingest_shard(unit, upload, report, progress, parser, units.read_on)
             elif isinstance(unit, Input):
                 ingest_key(unit, upload, report, allow_digest_mismatch)
             else:
@@ -115,8 +123,13 @@ def _units(inputs: Iterable[Input | ShardError], report: IngestReport) -> Iterat
                 for member, data in expand_archive(item, kind, report):
                     yield ShardCandidate(member, data, stream_size(data))
             elif is_shard_name(base):
-                with item.open() as fh:
-                    yield ShardCandidate(item.name, fh, stream_size(fh))
+                fh = item.open()
+                try:
+                    size = stream_size(fh)
+                except BaseException:
+                    fh.close()
+                    raise
+                yield ShardCandidate(item.name, fh, size)  # closed once stored
             else:
                 raise ShardError(
                     item.name,

@@ -7,6 +7,7 @@ import hashlib
 import io
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
@@ -16,7 +17,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from records.bulk import processes
 from records.bulk.apart import reader
-from records.bulk.readahead import CHUNK, Feed, Parser, WorkerError
+from records.bulk.readahead import CHUNK, Feed, Parsers, WorkerError
 from records.bulk.sqlite import checkpoints
 from records.bulk.tables import RowRefused, Table, analyze_if_large, gc_paused, reserve_ids
 from records.formats.rows import (
@@ -161,7 +162,8 @@ def _hashed_on_the_way(size: int) -> bool:
 
 @dataclass
 class ShardCandidate:
-    """A shard candidate: its stream is open until the unit after it is taken."""
+    """A shard candidate: its stream is open until the shard is stored or refused (`ingest`
+    closes it), so that its parse may start while the shards before it are stored."""
 
     name: str
     stream: IO[bytes]
@@ -180,19 +182,20 @@ _END = object()
 
 
 class Units:
-    """What the inputs hold, in order (`_units`), with one look ahead: once the writer has read
-    a shard, it takes the next unit, and a large shard there starts its parse."""
+    """What the inputs hold, in order (`_units`), looking ahead as far as the parser processes
+    allow: while the writer stores a shard, the large shards after it are taken and their
+    parses started in the other processes; once it has read a shard, its process takes the
+    next. At most one unit a process is taken ahead."""
 
-    def __init__(self, units: Iterator[Any], parser: Parser) -> None:
+    def __init__(self, units: Iterator[Any], parsers: Parsers) -> None:
         self.units = units
-        self.parser = parser
-        self.ahead: Any = None  # the unit taken early, if any
+        self.parsers = parsers
+        self.limit = len(parsers.parsers)
+        self.ahead: deque[Any] = deque()  # the units taken early, in order
 
     def __iter__(self) -> Iterator[Any]:
         while True:
-            unit, self.ahead = self.ahead, None
-            if unit is None:
-                unit = next(self.units, _END)
+            unit = self.ahead.popleft() if self.ahead else next(self.units, _END)
             if unit is _END:
                 return
             if isinstance(unit, _Raise):
@@ -200,17 +203,30 @@ class Units:
             yield unit
 
     def read_on(self) -> None:
-        """The shard being stored has been read: start on the next one."""
-        if self.ahead is not None:
-            return
-        try:
-            self.ahead = next(self.units, _END)
-        except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's work)
-            self.ahead = _Raise(exc)
-            return
-        unit = self.ahead
-        if isinstance(unit, ShardCandidate) and _hashed_on_the_way(unit.size):
-            unit.feed = self.parser.start(unit.stream, unit.name)
+        """The shard being stored has started, or has been read: start on the next ones."""
+        for unit in self.ahead:
+            if not self._started(unit):
+                return
+        while len(self.ahead) < self.limit and not (
+            self.ahead and (self.ahead[-1] is _END or isinstance(self.ahead[-1], _Raise))
+        ):
+            try:
+                unit = next(self.units, _END)
+            except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's)
+                unit = _Raise(exc)
+            self.ahead.append(unit)
+            if not self._started(unit):
+                return
+
+    def _started(self, unit: Any) -> bool:
+        """Whether `unit` needs no parse started, or its parse is started; False while every
+        parser process is busy."""
+        if not isinstance(unit, ShardCandidate) or unit.feed is not None:
+            return True
+        if not _hashed_on_the_way(unit.size):
+            return True  # parsed in its turn, once hashed and looked up
+        unit.feed = self.parsers.start(unit.stream, unit.name, ahead=True)
+        return unit.feed is not None
 
 
 def _store_run(run: Run, summary: ShardSummary, shard: ShardFile) -> dict[str, int]:
@@ -293,7 +309,7 @@ def ingest_shard(
     upload: Upload,
     report: IngestReport,
     progress: Progress | None,
-    parser: Parser,
+    parsers: Parsers,
     read_on: Callable[[], None],
 ) -> None:
     """Store one shard whole, or report why not. Never raises for a user's mistake.
@@ -302,8 +318,8 @@ def ingest_shard(
     already: a large one is then hashed as its bytes go to the parser process, instead of in
     a pass of its own before the parse; the row waits under a provisional digest until then.
     Any other shard is hashed first and looked up. Either way the unique digest decides a race
-    between two uploads of the same content. `read_on` is called once the shard is read, so
-    the next one may start."""
+    between two uploads of the same content. `read_on` is called as the shard starts and once
+    it is read, so the next ones may start."""
     started = time.perf_counter()
     stream, name, size, feed = shard.stream, shard.name, shard.size, shard.feed
     large = feed is not None or _parser_process_for(size)
@@ -313,8 +329,8 @@ def ingest_shard(
         if ShardFile.objects.filter(sha256=sha).exists():
             report.present.append(_present(name, sha))
             return
-    reach = reader(connection)  # as the scoring after the commit will find it
     try:
+        reach = reader(connection)  # as the scoring after the commit will find it
         with checkpoints.deferred(large), gc_paused(), transaction.atomic():
             shard_row = ShardFile.objects.create(
                 upload=upload,
@@ -329,7 +345,8 @@ def ingest_shard(
             session_ids: dict[str, int] = {}
             next_report = CHUNK * 8
             if large and feed is None:
-                feed = parser.start(stream, name)
+                feed = parsers.start(stream, name)
+            read_on()  # the shards after this one, parsed beside it where processes are free
             for msg in feed.messages() if feed else messages(stream, name):
                 kind = msg[0]
                 if kind == "batch":
