@@ -89,3 +89,20 @@ def test_the_search_benchmark_runs_on_a_tiny_store_and_reports_its_ingest(tmp_pa
     assert exports["observed calls"]["rows"] == exports["store"]["observed_calls"] > 0
     assert exports["text 'the'"]["rows"] > 0 and exports["text 'the'"]["rows_per_s"] > 0
     assert "/search.csv observed calls" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+def test_the_scaling_benchmark_runs_the_keyed_ingest_on_one_core_then_on_all(tmp_path, capsys):
+    """`--scaling`: two fresh benchmark processes, the first held to one core (and so one parser
+    process), the second on every core; the gain is of their ratios to their own floors."""
+    import os
+
+    out = tmp_path / "scaling.json"
+    call_command("bench", "--scaling", "--large", "60", "--out", str(out))
+    report = json.loads(out.read_text())
+    one, every = report["one_core"], report["all_cores"]
+    assert (one["cores"], one["processes"]) == (1, 1)
+    assert every["cores"] >= 1 and every["processes"] == len(os.sched_getaffinity(0))
+    assert report["speedup"] == pytest.approx(every["ratio"] / one["ratio"])
+    assert one["seconds"] > 0 and every["seconds"] > 0
+    assert "from the cores" in capsys.readouterr().out

@@ -287,6 +287,65 @@ def _score_stored(figs: dict, key: Any) -> tuple[list[Any], dict]:
     return runs, figs
 
 
+def keyed(*, large: int, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """The ingest with the key stored alone, as `run` measures it (two shards of `large`
+    attempts, the same seeds, between two runs of its floor), on the cores this process may
+    use: what `scaling` times on one core and on all."""
+    report: dict[str, Any] = {
+        "database": connection.vendor,
+        "cores": CORES,
+        "processes": settings.EVALDASH_INGEST_PROCESSES,
+    }
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        paths, key = _runs(tmp, large, 11, say)
+        _stored(key)
+        keyed_floor, figs = _floored(paths, tmp, lambda: ingest_paths(paths))
+        report["ingest_with_key"] = _against_floor(len(paths), keyed_floor, figs)
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
+def _one_core() -> None:
+    """In a child about to run the benchmark: this machine's first allowed core only."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def scaling(*, large: int, db_name: str, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
+    """The ingest with the key stored (`keyed`) in a fresh benchmark process on one core, then
+    on every core, each on a fresh database: how many times faster the cores make it. Each
+    runs as many parser processes as it has cores (`EVALDASH_INGEST_PROCESSES` unset)."""
+    if not hasattr(os, "sched_setaffinity"):
+        raise RuntimeError("measuring on one core needs os.sched_setaffinity (Linux)")
+    env = {k: v for k, v in os.environ.items() if k != "EVALDASH_INGEST_PROCESSES"}
+    manage = Path(settings.BASE_DIR) / "manage.py"
+    report: dict[str, Any] = {"database": connection.vendor, "large_attempts": large}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        for name, pin in (("one_core", _one_core), ("all_cores", None)):
+            say(f"the ingest with the key stored, {name.replace('_', ' ')}")
+            part = Path(tmp_name) / f"{name}.json"
+            command = [sys.executable, str(manage), "bench", "--keyed-only", "--large", str(large)]
+            command += ["--out", str(part), "--db-name", db_name]
+            subprocess.run(command, env=env, preexec_fn=pin, check=True)  # noqa: PLW1509, S603
+            measured = json.loads(part.read_text())
+            figs = measured["ingest_with_key"]
+            report[name] = {
+                "cores": measured["cores"],
+                "processes": measured["processes"],
+                "seconds": figs["evaldash"]["seconds"],
+                "cpu_seconds": figs["evaldash"]["cpu_seconds"],
+                "floor_seconds": figs["floor"]["seconds"],
+                "ratio": figs["ratio_lines"],
+            }
+    one, every = report["one_core"], report["all_cores"]
+    # Against each one's own floor (one process either way), so the machine's drift between
+    # the two runs does not count as the cores' gain.
+    report["speedup"] = every["ratio"] / one["ratio"]
+    report["speedup_seconds"] = one["seconds"] / every["seconds"]
+    out.write_text(json.dumps(report, indent=2))
+    return report
+
+
 def peak_memory(artifact: Path, database_url: str) -> dict[str, Any]:
     """Memory of a separate `manage.py ingest` process ingesting the artifact.
 

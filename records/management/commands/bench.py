@@ -21,6 +21,8 @@ OPTIONS = (
     ("--upload", bool, False, "time a POST of --upload-mb MB to the production server"),
     ("--upload-mb", float, 200, "MB the upload sends"),
     ("--slow-clients", bool, False, "count the slow clients the production server survives"),
+    ("--scaling", bool, False, "the ingest with the key stored on one core, then on all"),
+    ("--keyed-only", bool, False, "only the ingest with the key stored (what --scaling runs)"),
     ("--runs", int, 10, "runs in the search's store"),
     ("--attempts", int, 20_000, "attempts per run in the search's store"),
 )
@@ -54,10 +56,16 @@ class Command(BaseCommand):
         upload: bool,
         upload_mb: float,
         slow_clients: bool,
+        scaling: bool,
+        keyed_only: bool,
         **options,
     ) -> None:
         # Imported when the benchmark runs, not when `manage.py help` loads every command.
         from records.devtools import bench
+
+        if scaling:  # each measurement a fresh process on a database of its own
+            self._scaling(bench, large, db_name, Path(out))
+            return
 
         # A fresh database, made and destroyed the way the test runner does it.
         test = settings.DATABASES["default"].setdefault("TEST", {})
@@ -80,6 +88,14 @@ class Command(BaseCommand):
                 return
             if search:
                 self._search(bench, runs, attempts, Path(out))
+                return
+            if keyed_only:
+                report = bench.keyed(large=large, out=Path(out), say=self.stderr.write)
+                self.stdout.write(
+                    f"bench ({report['database']}, {report['cores']} core(s)): ingest with the "
+                    f"key stored {report['ingest_with_key']['ratio_lines']:.2f}x the floor; "
+                    f"report in {out}"
+                )
                 return
             if corpus_only:
                 report = bench.corpus_only(
@@ -146,6 +162,16 @@ class Command(BaseCommand):
             f"{report['ingest']['ratio_lines']:.2f}x the floor; slowest {slowest[0]} "
             f"{slowest[1]['median_ms']:.0f} ms; store {size['bytes'] / 1e6:,.0f} MB, index "
             f"{(size['index_bytes'] or 0) / 1e6:,.0f} MB; {exports}; report in {out}"
+        )
+
+    def _scaling(self, bench, large: int, db_name: str, out: Path) -> None:
+        report = bench.scaling(large=large, db_name=db_name, out=out, say=self.stderr.write)
+        one, every = report["one_core"], report["all_cores"]
+        self.stdout.write(
+            f"bench scaling ({report['database']}): the ingest with the key stored, "
+            f"{one['seconds']:.2f} s on 1 core ({one['ratio']:.2f}x its floor), "
+            f"{every['seconds']:.2f} s on {every['cores']} ({every['ratio']:.2f}x): "
+            f"{report['speedup']:.2f}x from the cores; report in {out}"
         )
 
     def _upload(self, bench, mb: float, out: Path) -> None:
