@@ -788,7 +788,7 @@ _BYTES.encoding = re2.Options.Encoding.LATIN1
 _ESCAPED_KEY = re2.compile(rb'\\u[0-9a-fA-F]{4}(?:[^"\\]|\\[^u])*"[ \t\n\r\f\v]*:', _BYTES)
 
 
-def _repeats(raw: bytes, typ: str) -> bool:
+def _repeats(raw: bytes, typ: str, escaped: bool) -> bool:
     """Whether the line may repeat a key whose repetition msgspec would read unlike Go."""
     key, tag, names = _PAYLOAD_KEY[typ]
     count = raw.count
@@ -797,14 +797,17 @@ def _repeats(raw: bytes, typ: str) -> bool:
     for name in names:
         if count(name) > 1:
             return True
-    return b"\\u" in raw and _ESCAPED_KEY.search(raw) is not None
+    return escaped and _ESCAPED_KEY.search(raw) is not None
 
 
-def parse_line(raw: bytes) -> tuple[str, Any]:
+def parse_line(raw: bytes, escaped: bool | None = None) -> tuple[str, Any]:
     """Decode and validate one non-blank shard line: (type, payload). Raises `ShardFieldError`.
 
     The payload is a dict for run and session lines and a struct for the others (see above).
+    `escaped`: whether the line holds a `\\u` escape, where the caller has looked already.
     """
+    if escaped is None:
+        escaped = b"\\u" in raw
     if len(raw) <= 2 * _MAX_DEPTH or raw.count(b"[") + raw.count(b"{") <= _MAX_DEPTH:
         try:
             line = _FAST.decode(raw)
@@ -812,7 +815,7 @@ def parse_line(raw: bytes) -> tuple[str, Any]:
             pass  # not spelled exactly as upstream writes it: the general reader decides
         else:
             typ = _ENVELOPES[type(line)]
-            if not _repeats(raw, typ):
+            if not _repeats(raw, typ, escaped):
                 payload = getattr(line, typ)
                 _CHECKS[typ](payload)
                 return typ, payload
@@ -924,11 +927,12 @@ def iter_lines(stream: IO[bytes], name: str) -> Iterator[tuple[int, str, Any, in
         stripped = raw.strip()
         if not stripped:
             continue
+        escaped = b"\\u" in stripped  # one look for both: no escape, no escaped NUL
         try:
-            typ, payload = parse_line(stripped)
+            typ, payload = parse_line(stripped, escaped)
         except ShardFieldError as exc:
             raise ShardError(name, exc.message, line=lineno, field=exc.field or None) from None
-        if NUL_ESCAPE in stripped:
+        if escaped and NUL_ESCAPE in stripped:
             where = nul_field(payload, typ)
             if where:
                 raise ShardError(name, NUL_MESSAGE, line=lineno, field=where)
