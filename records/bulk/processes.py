@@ -102,6 +102,22 @@ def _forks(fork: bool) -> bool:
     return fork and others <= set(_background)
 
 
+# The modules of every kind of worker this process may start (`preload`): the one forkserver a
+# process has imports them all when it starts, whichever worker starts it.
+_preloaded: set[str] = set()
+
+
+def preload(target: Callable[..., None]) -> None:
+    """Workers of `target` may be started from this process's forkserver: whichever worker
+    starts that server (a second parser process, say, before any scorer), it imports their
+    module too, so that none of them imports it again when it starts."""
+    _preloaded.add(target.__module__)
+
+
+def _preloads(module: str) -> list[str]:
+    return sorted({module, *_preloaded})
+
+
 def _context(preload: str, *, fork: bool = True) -> Any:
     """A process with no other thread forks (instant, and no lock can be held by a thread
     that does not exist in the child); a threaded one (a web server, or an ingest whose parser
@@ -115,7 +131,7 @@ def _context(preload: str, *, fork: bool = True) -> Any:
         settle()
         return multiprocessing.get_context("fork")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload([preload])
+    ctx.set_forkserver_preload(_preloads(preload))
     return ctx
 
 
@@ -129,7 +145,7 @@ def prepare(target: Callable[..., None], *, fork: bool) -> None:
     tries again and reports why."""
     if not available() or _forks(fork):
         return
-    multiprocessing.get_context("forkserver").set_forkserver_preload([target.__module__])
+    multiprocessing.get_context("forkserver").set_forkserver_preload(_preloads(target.__module__))
     try:
         multiprocessing.forkserver.ensure_running()
     except Exception:  # noqa: BLE001 (a head start only: never the fault of the work it serves)

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError
 
+from records.bulk import processes
 from records.bulk.readahead import Parsers
 from records.bulk.sqlite import checkpoints
 from records.formats.shard import ShardError, is_shard_name
@@ -35,6 +36,9 @@ from records.parser import PLAIN, parse_worker
 from records.search.index import inline_indexing
 
 log = logging.getLogger(__name__)
+
+# Parser processes may start from a forkserver a scoring started first.
+processes.preload(parse_worker)
 
 
 def ingest(

@@ -48,6 +48,9 @@ from records.scoring.sums import ScoringSums
 from records.scoring.tables import store_rows
 from records.scoring.worker import ChunkRead, read_chunk, score_worker
 
+# Scorers may start from a forkserver a parser process started first.
+processes.preload(score_worker)
+
 
 def store_key(
     data: bytes, name: str, upload: Upload, *, allow_digest_mismatch: bool = False
