@@ -185,7 +185,7 @@ class Units:
     """What the inputs hold, in order (`_units`), looking ahead as far as the parser processes
     allow: while the writer stores a shard, the large shards after it are taken and their
     parses started in the other processes; once it has read a shard, its process takes the
-    next. At most one unit a process is taken ahead."""
+    next. At most one unit a process is taken ahead, and none past one not being parsed."""
 
     def __init__(self, units: Iterator[Any], parsers: Parsers) -> None:
         self.units = units
@@ -207,9 +207,7 @@ class Units:
         for unit in self.ahead:
             if not self._started(unit):
                 return
-        while len(self.ahead) < self.limit and not (
-            self.ahead and (self.ahead[-1] is _END or isinstance(self.ahead[-1], _Raise))
-        ):
+        while len(self.ahead) < self.limit and self._parsing_last():
             try:
                 unit = next(self.units, _END)
             except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's)
@@ -217,6 +215,13 @@ class Units:
             self.ahead.append(unit)
             if not self._started(unit):
                 return
+
+    def _parsing_last(self) -> bool:
+        """Whether the last unit taken early is a shard being parsed (or none was taken): none
+        is taken past one that is not, since what is taken early (an archive's entry, copied
+        out) waits in memory or on disk, for no gain."""
+        last = self.ahead[-1] if self.ahead else None
+        return last is None or (isinstance(last, ShardCandidate) and last.feed is not None)
 
     def _started(self, unit: Any) -> bool:
         """Whether `unit` needs no parse started, or its parse is started; False while every
