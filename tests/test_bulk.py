@@ -950,6 +950,41 @@ def test_with_two_processes_bad_shards_between_good_ones_are_named_as_in_line(se
 
 
 @pytest.mark.parametrize("processes", [1, 2])
+def test_a_shard_whose_bytes_cannot_all_be_read_is_refused_not_stored_cut(
+    processes, settings, monkeypatch
+):
+    """A read error part-way through the bytes sent to the parser (a failing disk) stops that
+    process: the shard is refused with the error, nothing of it stored, where a parse of the
+    bytes read so far could have stored a cut shard as whole; the shard after it is stored."""
+    from records.ingest.inputs import Input
+
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = processes
+    monkeypatch.setattr(readahead, "CHUNK", 4096)
+    first, second = _synth("run-first", seed=7), _synth("run-second", seed=8)
+    cut = first.rfind(b"\n", 0, len(first) // 2) + 1  # a line's end: the bytes before it parse
+
+    class Failing(io.BytesIO):
+        def read(self, n=-1):
+            if self.tell() >= cut:
+                raise OSError(5, "Input/output error")
+            return super().read(min(n, cut - self.tell()) if n >= 0 else cut - self.tell())
+
+    report = ingest(
+        [
+            Input("modeleval-1.jsonl", lambda: Failing(first), len(first)),
+            bytes_input("modeleval-2.jsonl", second),
+        ],
+        Upload.objects.create(source=Upload.Source.CLI),
+    )
+    (refused,) = report.refused
+    assert refused["file"] == "modeleval-1.jsonl" and "Input/output error" in refused["message"]
+    assert [s["file"] for s in report.stored] == ["modeleval-2.jsonl"]
+    assert ShardFile.objects.count() == 1
+    assert Attempt.objects.count() == report.stored[0]["attempts"]
+
+
+@pytest.mark.parametrize("processes", [1, 2])
 def test_errors_documents_and_repeats_between_large_shards_keep_their_turn(
     processes, settings, monkeypatch
 ):

@@ -204,9 +204,12 @@ class Feed:
         while True:
             try:
                 chunk = stream.read(CHUNK)
-            except (OSError, ValueError) as exc:  # the parser reads a cut shard and says so
-                self.read_error = exc  # what `messages` raises in its place
-                break
+            except (OSError, ValueError) as exc:
+                # Never a cut shard stored as if whole: the process is stopped, and the
+                # writer, waiting on it, raises this error in place of its end.
+                self.read_error = exc
+                self.proc.stop()
+                return
             if not chunk:
                 break
             with self.room:
@@ -231,8 +234,8 @@ class Feed:
         try:
             self.spool.write(len(data).to_bytes(_LENGTH, "little"))
             self.spool.write(data)
-        except (OSError, ValueError):  # ValueError: closed, the shard given up meanwhile
-            log.warning("a shard parsed ahead is kept in memory: its spool file is full")
+        except OSError:
+            log.warning("a shard parsed ahead is kept in memory: its spool could not be written")
             self.spooling = False  # this message and the rest go to the inbox, in order
             self._wake()
             return False
@@ -285,7 +288,12 @@ class Feed:
             if not self.unread:
                 self._drop_spool()
             return processes.unpack(data)
-        return self.proc.receive()
+        try:
+            return self.proc.receive()
+        except RuntimeError:  # the process ended: stopped, where the shard could not be read
+            if self.read_error is not None:
+                raise self.read_error from None
+            raise
 
     def messages(self) -> Iterator[tuple[Any, ...]]:
         """The parser's messages for this shard; its "done" carries the shard's sha256."""
@@ -297,8 +305,6 @@ class Feed:
                 self.finished = True
                 self._drop_spool()
                 self.parser.ended()
-                if self.read_error is not None:
-                    raise self.read_error
                 raise WorkerError(msg[1])
             if kind == "batch":
                 self._took(msg[-1])
