@@ -320,6 +320,27 @@ def _verdicts() -> list[tuple]:
     return [verdicts, rows, cases]
 
 
+def test_a_shard_scored_on_arrival_is_scored_from_its_rows_as_written(settings, monkeypatch):
+    """The attempts just written go to the scoring as they were written, not read back, and
+    give the verdicts a re-score of the stored run (which reads them back) gives."""
+    from records.models import Run, Scoring
+    from records.scoring import run as scoring_run
+
+    _ingest("key.json", _key())
+    read_back = scoring_run._attempt_rows
+    monkeypatch.setattr(
+        scoring_run, "_attempt_rows", lambda *a, **k: pytest.fail("the attempts were read back")
+    )
+    assert _ingest("modeleval-s.jsonl", _synth()).stored
+    arrived = _verdicts()
+    assert arrived[0] and Scoring.objects.get().verdict_count == len(arrived[0])
+    monkeypatch.setattr(scoring_run, "_attempt_rows", read_back)
+    run, key = Run.objects.get(), Scoring.objects.get().key
+    Scoring.objects.all().delete()
+    assert not scoring_run.score_run(run, key).error
+    assert _verdicts() == arrived
+
+
 @pytest.mark.parametrize("way", ["fork", "forkserver"])
 def test_a_run_scored_in_a_second_process_gets_the_same_verdicts(way, settings, monkeypatch):
     from records.models import Run, Scoring

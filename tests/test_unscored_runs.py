@@ -43,7 +43,7 @@ def killed(monkeypatch):
 
     def store(*shards: tuple[str, bytes]) -> list[Run]:
         with monkeypatch.context() as m:
-            m.setattr("records.ingest.shards.score_if_unscored", lambda run: None)
+            m.setattr("records.ingest.shards.score_if_unscored", lambda run, *attempts: None)
             report = ingest_bytes(*shards)
         assert report.ok and len(report.stored) == len(shards)
         return [Run.objects.get(pk=s["run"]) for s in report.stored]
@@ -218,7 +218,7 @@ import os, signal, sys
 import django
 django.setup()
 import records.ingest.shards as shards
-shards.score_if_unscored = lambda run: os.kill(os.getpid(), signal.SIGKILL)
+shards.score_if_unscored = lambda run, *attempts: os.kill(os.getpid(), signal.SIGKILL)
 from django.core.management import call_command
 call_command("ingest", sys.argv[1])
 """

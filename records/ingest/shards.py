@@ -53,7 +53,7 @@ from records.models import (
     Upload,
     Verify,
 )
-from records.scoring.run import prepare_scorers, score_if_unscored
+from records.scoring.run import attempts_as_read, prepare_scorers, score_if_unscored
 from records.search.index import after_commit, indexing, queue_index
 
 PRICE_FIELDS = (
@@ -104,6 +104,7 @@ class _Writer:
             id(self.attempts): "attempt",
         }
         self.ids: list[int] = []
+        self.read: list[tuple] = []  # the attempt rows as the scoring reads them
 
     def where(self, refused: RowRefused) -> tuple[int | None, str | None]:
         """The shard line and field of a row the database refused: rows carry their line."""
@@ -144,6 +145,7 @@ class _Writer:
         ids, run = self.ids, self.run_id
         label = 1 + ATTEMPT_COLUMNS.index("session_label")
         self.attempts.rows = [(ids[r[0]], run, session_ids.get(r[label]), *r[1:]) for r in rows]
+        self.read += attempts_as_read(self.attempts.columns, self.attempts.rows)
         with connection.cursor() as cursor:
             self.attempts.flush(cursor)
 
@@ -413,7 +415,7 @@ def ingest_shard(
     seconds = time.perf_counter() - started
     after_commit(run.pk)  # the index, queued (or kept for the end of the ingest)
 
-    scoring = score_if_unscored(run)
+    scoring = score_if_unscored(run, writer.read)  # the attempts as written, not read back
     report.stored.append(
         {
             "file": name,

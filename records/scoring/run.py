@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import orjson
@@ -246,6 +247,16 @@ _ATTEMPT_READ = (
     "repeat",
 )
 _COPIED = slice(10, 15)  # the tries and tokens
+
+
+def attempts_as_read(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[tuple]:
+    """Attempt rows of the named columns (as an ingest writes a run's, `session` for its
+    session's id), put as the scoring reads a run's attempts (`_attempt_rows`, in id order), so
+    that a run just stored is scored without reading its attempts back."""
+    at = {name: i for i, name in enumerate(columns)}
+    at.setdefault("session_id", at.get("session", -1))
+    pick = [at[name] for name in _ATTEMPT_READ]
+    return sorted((tuple(row[i] for i in pick) for row in rows), key=itemgetter(0))
 
 
 def _attempt_rows(run: Run, only: int | None = None) -> list[tuple]:
@@ -516,12 +527,18 @@ def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scori
 
 
 def _score(
-    run: Run, key: CorpusKey, doc: KeyDocument | None, *, unless_scored: bool
+    run: Run,
+    key: CorpusKey,
+    doc: KeyDocument | None,
+    *,
+    unless_scored: bool,
+    attempts: list[tuple] | None = None,
 ) -> Scoring | None:
     """`score_run`, in turn with every other scoring of the run: the run's row is locked
     first (PostgreSQL; SQLite's immediate transactions already take one writer at a time).
     With `unless_scored`, a run that has a scoring once its turn comes is left as it is (None),
-    so callers racing to score one unscored run store one scoring between them."""
+    so callers racing to score one unscored run store one scoring between them. `attempts`:
+    the run's attempts as `attempts_as_read` puts them, where the caller has them; else read."""
     reach = reader(connection)  # before this transaction: whether the run's rows are committed
     # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
     # next run's scoring, the next shard), as a shard's does, not on the commit's path.
@@ -542,7 +559,8 @@ def _score(
             scoring = Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, signed=True
             )
-            attempts = _attempt_rows(run)
+            if attempts is None:
+                attempts = _attempt_rows(run)
             repeats = {row[0]: row[-1] for row in attempts}
             sums = ScoringSums()
             placing = _placements(run, _firsts(attempts))
@@ -609,18 +627,19 @@ def score_if_key(run: Run) -> Scoring | None:
 PAGE_SCORING_MAX_ATTEMPTS = 2000
 
 
-def score_if_unscored(run: Run) -> Scoring | None:
+def score_if_unscored(run: Run, attempts: list[tuple] | None = None) -> Scoring | None:
     """Score a run that has no scoring yet against its stored key, and return that scoring;
     None when no stored key has its digest or it has a scoring (also one that a concurrent
     caller stored a moment ago: the two store one scoring between them, on either database).
 
     A run is left unscored when its process was killed between the commit of its shard and
     its scoring; every place that meets the run calls this (a retried upload, the gate, the
-    run page for a run small enough to score inline, `score_pending_runs`)."""
+    run page for a run small enough to score inline, `score_pending_runs`). `attempts`: the
+    run's attempts, where the caller just stored them (`attempts_as_read`)."""
     if Scoring.objects.filter(run=run).exists():
         return None
     key = run.key()
-    return _score(run, key, None, unless_scored=True) if key else None
+    return _score(run, key, None, unless_scored=True, attempts=attempts) if key else None
 
 
 def score_unscored(runs: Iterable[Run]) -> list[Scoring]:
