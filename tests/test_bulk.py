@@ -78,6 +78,16 @@ def _stored() -> dict[str, list]:
     }
 
 
+def _as_each_alone_in_line(shards: dict[str, bytes], settings) -> None:
+    """The rows stored are those of each shard stored alone, parsed in line."""
+    together = _stored()
+    ShardFile.objects.all().delete()
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
+    for name, data in shards.items():
+        assert _ingest(name, data).stored
+    assert _stored() == together
+
+
 def _through(way: str, settings, monkeypatch) -> list[str]:
     """Parse in line, in a forked process, or in a process from the forkserver; the start
     methods actually used are collected in the list returned."""
@@ -848,12 +858,7 @@ def test_a_calls_large_shards_go_through_one_process_the_next_read_while_the_las
         ("attempts of", c),
     ]
     # The same rows as each shard alone, parsed in line.
-    together = _stored()
-    ShardFile.objects.all().delete()
-    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
-    for n, d in shards.items():
-        assert _ingest(n, d).stored
-    assert _stored() == together
+    _as_each_alone_in_line(shards, settings)
 
 
 # --- several parser processes: the shards after the one stored parsed at once, spooled ---------
@@ -898,12 +903,7 @@ def test_with_two_processes_the_next_shards_are_parsed_beside_the_one_stored(set
     assert any(spooled)  # messages did wait in a spool
     for got, data in zip(report.stored, shards.values(), strict=True):
         assert got["sha256"] == hashlib.sha256(data).hexdigest()
-    together = _stored()
-    ShardFile.objects.all().delete()
-    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
-    for n, d in shards.items():
-        assert _ingest(n, d).stored
-    assert _stored() == together
+    _as_each_alone_in_line(shards, settings)
 
 
 def test_a_spool_that_cannot_be_written_leaves_the_rest_in_memory(settings, monkeypatch):
@@ -940,11 +940,7 @@ def test_a_spool_that_cannot_be_written_leaves_the_rest_in_memory(settings, monk
         Upload.objects.create(source=Upload.Source.CLI),
     )
     assert len(report.stored) == 2 and report.ok, report.as_dict()
-    together = _stored()
-    ShardFile.objects.all().delete()
-    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 10**12
-    assert _ingest("modeleval-1.jsonl", first).stored and _ingest("modeleval-2.jsonl", second).stored
-    assert _stored() == together
+    _as_each_alone_in_line({"modeleval-1.jsonl": first, "modeleval-2.jsonl": second}, settings)
 
 
 def test_with_two_processes_bad_shards_between_good_ones_are_named_as_in_line(settings):
