@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from records.stats import case_interval, compare, detectable_difference, mcnemar_exact, wilson
+from records.stats import (
+    case_interval,
+    compare,
+    compare_each,
+    detectable_difference,
+    mcnemar_exact,
+    wilson,
+)
 
 
 def test_the_wilson_interval_of_12_of_15_is_the_published_one():
@@ -106,6 +113,34 @@ def test_the_comparison_is_the_same_on_every_load():
     cand = [(int(x), 3) for x in rng.integers(0, 4, 40)]
     assert compare(base, cand) == compare(base, cand)
     assert compare(base, cand).test == "paired bootstrap"
+
+
+def test_columns_compared_together_are_each_compared_alone_to_the_bit():
+    """A scoring's pair tests compare a row's columns together (one matrix product for those
+    over as many cases): each must be what comparing it alone gives, resamples and all."""
+    rng = np.random.default_rng(3)
+
+    def side(cases: int, repeats: int, least: int) -> list[tuple[int, int]]:
+        shown = rng.integers(least, repeats + 1, cases)  # at 0, a case not run (d = 0)
+        return [(int(rng.integers(0, d + 1)), int(d)) for d in shown]
+
+    # a and b over every case (one product for the two), c and d over some.
+    columns = {
+        c: (side(60, 3, least), side(60, 3, least))
+        for c, least in zip("abcd", (1, 1, 0, 0), strict=True)
+    }
+    columns["one each"] = ([(int(x), 1) for x in rng.integers(0, 2, 60)],) * 2
+    columns["none"] = ([(0, 0)] * 5, [(1, 1)] * 5)
+    together = compare_each(columns)
+    assert list(together) == list(columns)
+    assert together["none"] is None and together["one each"].test == "McNemar exact"
+    assert sum(t is not None and t.test == "paired bootstrap" for t in together.values()) == 4
+    for name, (base, cand) in columns.items():
+        alone = compare(base, cand)
+        assert together[name] == alone
+        if alone is not None and alone.resampled is not None:
+            assert np.array_equal(together[name].resampled, alone.resampled)
+            assert together[name].interval_at(0.01) == alone.interval_at(0.01)
 
 
 def _trial(rng, n: int, drop: float) -> str:

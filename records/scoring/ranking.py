@@ -117,14 +117,16 @@ def paired_tests(
     """Each column of two rows (their figures per case) compared case by case over the cases
     both ran (`stats`)."""
     cases = sorted(set(a) & set(b))
-    out = {}
-    for column in columns:
-        result = stats.compare(
-            [ratio_of(a[c], column) for c in cases], [ratio_of(b[c], column) for c in cases]
-        )
-        if result is not None:
-            out[column] = result
-    return out
+    tested = stats.compare_each(
+        {
+            column: (
+                [ratio_of(a[c], column) for c in cases],
+                [ratio_of(b[c], column) for c in cases],
+            )
+            for column in columns
+        }
+    )
+    return {column: result for column, result in tested.items() if result is not None}
 
 
 def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]) -> PairTests:
