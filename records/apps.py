@@ -8,5 +8,8 @@ class RecordsConfig(AppConfig):
     verbose_name = "Evaluation records"
 
     def ready(self) -> None:
+        from records.bulk import among
+
+        among.register()  # the `__among` lookup
         from records.search import index  # noqa: F401 (connects the receiver forgetting runs)
         from records.views import login  # noqa: F401 (connects the failed-login receiver)

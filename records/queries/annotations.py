@@ -310,11 +310,11 @@ def labels_by_key(attempts: Sequence[tuple[int, str, str]]) -> dict[int, list[st
     pairs = {(digest, case) for _, digest, case in attempts}
     cases = Q()
     for digest in {d for d, _ in pairs}:
-        cases |= Q(digest=digest, case__in=[c for d, c in pairs if d == digest])
+        cases |= Q(digest=digest, case__among=[c for d, c in pairs if d == digest])
     rows = (
         live()
         .filter(
-            Q(target=Target.ATTEMPT, attempt__in=[pk for pk, _, _ in attempts])
+            Q(target=Target.ATTEMPT, attempt__among=[pk for pk, _, _ in attempts])
             | (Q(target=Target.CASE) & cases)
         )
         .order_by("label__order", "label__slug")

@@ -165,9 +165,9 @@ def _hits(kind: int, words: list[str], among: list[int] | None = None) -> RawSQL
         sql, params = engine.matching(kind, words)
     else:
         ids = (
-            SearchCall.objects.filter(attempt__in=among)
+            SearchCall.objects.filter(attempt__among=among)
             if kind == engine.CALL
-            else Attempt.objects.filter(pk__in=among)
+            else Attempt.objects.filter(pk__among=among)
         )
         inner, inner_params = ids.order_by().values(x=F("pk")).query.sql_with_params()
         sql, params = engine.matching_among(kind, words, inner, list(inner_params))
@@ -599,7 +599,7 @@ class Search:
         blank = dict.fromkeys(CALL_COLUMNS, "")
         while chosen := list(islice(ids, chunk)):
             attempts = list(
-                Attempt.objects.filter(pk__in=chosen)
+                Attempt.objects.filter(pk__among=chosen)
                 .order_by(*self.query.order())
                 .annotate(outcome=self.verdicts().order_by().values("outcome")[:1])
                 .values_list(
@@ -610,7 +610,9 @@ class Search:
             matched: dict[int, list[dict[str, Any]]] = {}
             if self.calls is not None:
                 # The words matched against this chunk's documents alone, not the store's.
-                theirs = self.matching(self.every_call().filter(attempt__in=chosen), among=chosen)
+                theirs = self.matching(
+                    self.every_call().filter(attempt__among=chosen), among=chosen
+                )
                 calls = (
                     Call.objects.filter(pk__in=theirs.values("pk"))
                     .order_by("attempt_id", "index", "line")

@@ -317,12 +317,15 @@ def matching_among(
     (one column, `x`) alone: an export reads its matches a chunk at a time, and on PostgreSQL a
     common word matched across the store for every chunk reads its whole match set each time
     (`q=the` over 200,000 attempts: a hundred times). FTS5 reads a word's match set whole faster
-    than it tests given rowids, so on SQLite this is `matching` (the caller keeps the chunk's)."""
+    than it tests given rowids, so on SQLite this is `matching` (the caller keeps the chunk's).
+    The documents' ids are made into one array first (`= ANY(ARRAY(...))`), so PostgreSQL reads
+    each by its key and tests its words: as `IN (subquery)` it matched the word across the whole
+    index and joined (160 ms a chunk of 2,000 attempts for `the`, against 6)."""
     if connection.vendor != "postgresql":
         return matching(kind, query_words)
     sql = (
         "SELECT (id - %s) / 2 FROM records_searchentry"
-        f" WHERE id IN (SELECT 2 * a.x + %s FROM ({among}) AS a)"
+        f" WHERE id = ANY(ARRAY(SELECT 2 * a.x + %s FROM ({among}) AS a))"
         " AND body @@ to_tsquery('simple', %s)"
     )
     return sql, [kind, kind, *among_params, " & ".join(query_words)]
