@@ -306,7 +306,9 @@ def test_a_huge_text_is_stored_and_searchable_by_its_head_alike_on_both_database
 @pytest.mark.parametrize(
     "sort", ["", "-line", "case", "-model", "surface", "-input_tokens", "calls"]
 )
-@pytest.mark.parametrize("params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}])
+@pytest.mark.parametrize(
+    "params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}, {"q": "main"}]
+)
 def test_a_page_cut_by_the_summary_is_the_page_the_list_gives(store, sort, params):
     # The page a results page or /search.json shows comes with the summary's one statement;
     # it must be the very attempts, in the very order, the list itself would give that page.
@@ -373,7 +375,9 @@ def test_runs_that_share_a_run_id_are_counted_together_in_the_run_facet(db):
     assert Search(SearchQuery(runs=["run-twice"])).count() == 3
 
 
-@pytest.mark.parametrize("params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}])
+@pytest.mark.parametrize(
+    "params", [{}, {"tool": "gitlab_execute_action"}, {"q": "project"}, {"q": "main"}]
+)
 def test_the_exports_rows_read_chunk_by_chunk_are_the_lists_rows_in_its_order(store, params):
     from operator import attrgetter
 

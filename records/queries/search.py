@@ -25,7 +25,7 @@ from records.queries.annotations import attempt_labels, labelled, labels_by_key
 from records.search import engine
 from records.search.index import not_yet_indexed
 from records.search.models import SearchCall
-from records.search.snippets import snippet
+from records.search.snippets import snippet, snippet_text
 
 # What a score cell's drill links select, per column: the verdicts behind its numerator, and
 # the ones that missed it (the counted attempts that are not behind it; for a column of steps,
@@ -595,7 +595,12 @@ class Search:
         attempt_columns = [source.replace(".", "__") for _, source in IDENTITY_SOURCES]
         call_names = [name for name, _ in CALL_SOURCES]
         call_columns = [source for _, source in CALL_SOURCES]
-        texts = ["text_part", "arguments_part", "result_part"] if words else []
+        # A call's result (the longest of its texts) is read only where its text and arguments
+        # hold no word: most snippets are cut from the text, and reading every result's head
+        # was most of what the export read.
+        sources = _snippet_sources() if words else {}
+        result_part = sources.pop("result_part", None)
+        cut = 2 + len(call_columns)
         blank = dict.fromkeys(CALL_COLUMNS, "")
         while chosen := list(islice(ids, chunk)):
             attempts = list(
@@ -616,14 +621,24 @@ class Search:
                 calls = (
                     Call.objects.filter(pk__in=theirs.values("pk"))
                     .order_by("attempt_id", "index", "line")
-                    .annotate(**_snippet_sources() if words else {})
-                    .values_list("attempt_id", *call_columns, *texts)
+                    .annotate(**sources)
+                    .values_list("pk", "attempt_id", *call_columns, *sources)
                 )
+                unfound: dict[int, dict[str, Any]] = {}
                 for c in calls:
-                    row = dict(zip(call_names, c[1 : 1 + len(call_columns)], strict=True))
-                    pieces = _first_snippet(words, *c[1 + len(call_columns) :]) if words else []
-                    row["snippet"] = "".join(text for text, _ in pieces)
-                    matched.setdefault(c[0], []).append(row)
+                    row = dict(zip(call_names, c[2:cut], strict=True))
+                    row["snippet"] = _first_snippet_text(words, *c[cut:])
+                    if words and not row["snippet"]:
+                        unfound[c[0]] = row
+                    matched.setdefault(c[1], []).append(row)
+                if unfound:
+                    results = (
+                        Call.objects.filter(pk__among=list(unfound))
+                        .annotate(result_part=result_part)
+                        .values_list("pk", "result_part")
+                    )
+                    for pk, result in results:
+                        unfound[pk]["snippet"] = snippet_text(result or "", words)
             for pk, _, _, ended_by, outcome, *identity in attempts:
                 base = {
                     **dict(zip((name for name, _ in IDENTITY_SOURCES), identity, strict=True)),
@@ -711,3 +726,11 @@ def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool
         if pieces:
             return pieces
     return []
+
+
+def _first_snippet_text(words: list[str], *texts: str | None) -> str:
+    """`_first_snippet`'s pieces as one text (an export's)."""
+    for text in texts:
+        if found := snippet_text(text or "", words):
+            return found
+    return ""

@@ -3,6 +3,7 @@ is a matched word. Templates escape every piece; nothing here writes markup. Pur
 
 from __future__ import annotations
 
+import functools
 import re
 
 WIDTH = 90  # characters of context either side of the first match
@@ -11,18 +12,11 @@ WIDTH = 90  # characters of context either side of the first match
 def snippet(text: str, words: list[str], width: int = WIDTH) -> list[tuple[str, bool]]:
     """The stretch of `text` around its first matched word, cut into pieces; [] when no word
     of `words` occurs in it as a word."""
-    if not text or not words:
+    cut = _cut(text, words, width)
+    if cut is None:
         return []
-    pattern = re.compile(
-        r"(?<![^\W_])(" + "|".join(re.escape(w) for w in words) + r")(?![^\W_])", re.IGNORECASE
-    )
-    first = pattern.search(text)
-    if first is None:
-        return []
-    start = max(0, first.start() - width)
-    end = min(len(text), first.end() + width)
-    window = " ".join(text[start:end].split())
-    pieces: list[tuple[str, bool]] = [("…", False)] if start else []
+    window, before, after, pattern = cut
+    pieces: list[tuple[str, bool]] = [("…", False)] if before else []
     at = 0
     for m in pattern.finditer(window):
         if m.start() > at:
@@ -31,6 +25,38 @@ def snippet(text: str, words: list[str], width: int = WIDTH) -> list[tuple[str, 
         at = m.end()
     if at < len(window):
         pieces.append((window[at:], False))
-    if end < len(text):
+    if after:
         pieces.append(("…", False))
     return pieces
+
+
+def snippet_text(text: str, words: list[str], width: int = WIDTH) -> str:
+    """`snippet`'s pieces joined into one text, without cutting them out (what an export
+    writes); "" when no word occurs."""
+    cut = _cut(text, words, width)
+    if cut is None:
+        return ""
+    window, before, after, _ = cut
+    return ("…" if before else "") + window + ("…" if after else "")
+
+
+def _cut(text: str, words: list[str], width: int) -> tuple[str, bool, bool, re.Pattern] | None:
+    """The stretch of `text` around its first matched word, its white space folded, whether
+    text was left out before and after it, and the words' pattern; None when none occurs."""
+    if not text or not words:
+        return None
+    pattern = _pattern(tuple(words))
+    first = pattern.search(text)
+    if first is None:
+        return None
+    start = max(0, first.start() - width)
+    end = min(len(text), first.end() + width)
+    return " ".join(text[start:end].split()), start > 0, end < len(text), pattern
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern(words: tuple[str, ...]) -> re.Pattern:
+    """Any of the words, as a whole word, in any case (made once a query, not once a text)."""
+    return re.compile(
+        r"(?<![^\W_])(" + "|".join(re.escape(w) for w in words) + r")(?![^\W_])", re.IGNORECASE
+    )

@@ -60,6 +60,8 @@ def csv_safe(value: Any) -> Any:
     if not isinstance(value, str) or not value:
         return value
     first = value[0]
+    if first.isalnum():  # most cells: no formula, no white space
+        return value
     if first in FORMULA or first in "\t\r" or (first.isspace() and value.lstrip()[:1] in FORMULA):
         return "'" + value
     return value
