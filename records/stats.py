@@ -309,16 +309,23 @@ def resamples(cases: int) -> np.ndarray:
     with _keeping:
         if (kept := _kept.get(cases)) is not None:
             _kept.move_to_end(cases)
+            _let_go()
             return kept
     rng = np.random.default_rng(SEED)
     made = rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
     made.flags.writeable = False  # shared by every caller
     with _keeping:
         _kept[cases] = made
-        size = sum(m.nbytes for m in _kept.values())
-        while size > COUNTS_KEPT_BYTES and len(_kept) > 1:
-            size -= _kept.popitem(last=False)[1].nbytes
+        _let_go()
     return made
+
+
+def _let_go() -> None:
+    """Let the least recently used matrices go beyond `COUNTS_KEPT_BYTES` (the last one used
+    stays), after every call: the bound holds whatever was kept under an earlier one."""
+    size = sum(m.nbytes for m in _kept.values())
+    while size > COUNTS_KEPT_BYTES and len(_kept) > 1:
+        size -= _kept.popitem(last=False)[1].nbytes
 
 
 def counts_kept_bytes() -> int:
