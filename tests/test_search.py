@@ -264,18 +264,21 @@ def test_the_rebuild_command_indexes_runs_stored_before_the_index(store, capsys)
     assert _found(query)[:2] == expected
 
 
-def test_a_rebuild_refreshes_the_statistics_of_the_calls_it_indexed(store, monkeypatch):
+def test_a_rebuild_refreshes_the_statistics_of_the_calls_and_documents_it_indexed(
+    store, monkeypatch
+):
     # A large rebuild leaves the calls' statistics as a large ingest does: refreshed, with the
-    # number of calls it wrote (PostgreSQL analyzes past a threshold; SQLite needs none).
+    # number of calls it wrote (PostgreSQL analyzes past a threshold; SQLite needs none), and
+    # the documents' too (a text query's plan rests on how common its words are).
     from records.search import index
-    from records.search.models import SearchCall
+    from records.search.models import SearchCall, SearchEntry
 
     asked = []
     monkeypatch.setattr(
         index, "analyze_if_large", lambda rows, models: asked.append((rows, models))
     )
     call_command("search_index")
-    assert asked == [(SearchCall.objects.count(), (SearchCall,))]
+    assert asked == [(SearchCall.objects.count(), (SearchCall, SearchEntry))]
     assert asked[0][0] > 0
 
 
