@@ -282,6 +282,26 @@ def test_a_rebuild_refreshes_the_statistics_of_the_calls_and_documents_it_indexe
     assert asked[0][0] > 0
 
 
+def test_after_a_large_index_postgresql_samples_the_documents_words(store):
+    # A text query's plan rests on how common its words are: the documents' statistics must
+    # cover their words (`body`), read here from the ANALYZE statements themselves.
+    import re
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from records.bulk.tables import analyze_if_large
+    from records.search.index import INDEX_TABLES
+
+    if connection.vendor != "postgresql":
+        pytest.skip("statistics are refreshed on PostgreSQL only")
+    with CaptureQueriesContext(connection) as queries:
+        analyze_if_large(10**6, INDEX_TABLES)
+    (entry,) = [q["sql"] for q in queries.captured_queries if "records_searchentry" in q["sql"]]
+    sampled = re.fullmatch(r'ANALYZE "records_searchentry"(?: \((.*)\))?', entry)
+    assert sampled and (sampled[1] is None or '"body"' in sampled[1])
+
+
 def test_a_huge_text_is_stored_and_searchable_by_its_head_alike_on_both_databases(db):
     # Three turns of 800 kB of distinct words: an attempt's text of 2.4 MB, whose words alone
     # would make a tsvector past PostgreSQL's 1 MB limit if it were indexed whole.
