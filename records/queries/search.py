@@ -9,7 +9,7 @@ figure is a query in the database, a constant number of them per page.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -627,7 +627,7 @@ class Search:
                 unfound: dict[int, dict[str, Any]] = {}
                 for c in calls:
                     row = dict(zip(call_names, c[2:cut], strict=True))
-                    row["snippet"] = _first_snippet_text(words, *c[cut:])
+                    row["snippet"] = _first_snippet(words, *c[cut:], form=snippet_text)
                     if words and not row["snippet"]:
                         unfound[c[0]] = row
                     matched.setdefault(c[1], []).append(row)
@@ -720,17 +720,10 @@ def _snippet_sources() -> dict[str, Any]:
     }
 
 
-def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool]]:
+def _first_snippet(words: list[str], *texts: str | None, form: Callable[..., Any] = snippet) -> Any:
+    """The snippet of the first of `texts` that holds a word, as `form` makes it: `snippet`'s
+    pieces (a page's), or `snippet_text`'s one text (an export's); empty where none does."""
     for text in texts:
-        pieces = snippet(text or "", words)
-        if pieces:
-            return pieces
-    return []
-
-
-def _first_snippet_text(words: list[str], *texts: str | None) -> str:
-    """`_first_snippet`'s pieces as one text (an export's)."""
-    for text in texts:
-        if found := snippet_text(text or "", words):
+        if found := form(text or "", words):
             return found
-    return ""
+    return form("", words)
