@@ -615,11 +615,16 @@ class Search:
             matched: dict[int, list[dict[str, Any]]] = {}
             if self.calls is not None:
                 # The words matched against this chunk's documents alone, not the store's.
-                theirs = self.matching(
-                    self.every_call().filter(attempt__among=chosen), among=chosen
-                )
+                if self.call_condition() is None:
+                    # Words alone: the chunk's calls whose documents hold them (its attempts
+                    # meet the attempt conditions already).
+                    theirs = _hits(engine.CALL, words, chosen)
+                else:
+                    theirs = self.matching(
+                        self.every_call().filter(attempt__among=chosen), among=chosen
+                    ).values("pk")
                 calls = (
-                    Call.objects.filter(pk__in=theirs.values("pk"))
+                    Call.objects.filter(pk__in=theirs)
                     .order_by("attempt_id", "index", "line")
                     .annotate(**sources)
                     .values_list("pk", "attempt_id", *call_columns, *sources)
