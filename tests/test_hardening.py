@@ -175,6 +175,17 @@ def test_csv_cells_that_start_a_formula_after_white_space_are_neutralised():
     assert csv_safe("plain = fine") == "plain = fine"
 
 
+def test_a_rows_cells_are_taken_in_the_headers_order_each_made_safe():
+    from django.utils.safestring import mark_safe
+
+    from records.views.exports import csv_cells
+
+    row = {"b": mark_safe("=1+1"), "a": "@SUM(A1)", "c": 7, "d": "é=1", "e": ""}
+    cells = csv_cells(row, ["a", "b", "c", "d", "e", "missing"])
+    # A subclass of text (a marked-safe string) is text too.
+    assert cells == ["'@SUM(A1)", "'=1+1", 7, "é=1", "", None]
+
+
 def test_logins_are_refused_for_a_while_after_repeated_failures(client, django_user_model):
     django_user_model.objects.create_user("ann", password="right-password-1")
     for _ in range(5):
