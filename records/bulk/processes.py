@@ -45,7 +45,7 @@ _DONE, _ERROR = b"m\x92\xa4done", b"m\x92\xa5error"
 
 
 def ending(data: bytes) -> str | None:
-    """"done" or "error" where a packed message is the worker's last for the input it was
+    """ "done" or "error" where a packed message is the worker's last for the input it was
     reading, else None."""
     if data.startswith(_DONE):
         return "done"
