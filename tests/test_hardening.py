@@ -186,6 +186,28 @@ def test_a_rows_cells_are_taken_in_the_headers_order_each_made_safe():
     assert cells == ["'@SUM(A1)", "'=1+1", 7, "é=1", "", None]
 
 
+def test_rows_written_in_groups_are_the_bytes_of_the_rows_written_one_by_one():
+    from records.views.exports import CSV_BATCH, export, export_groups
+
+    def body(response):
+        return b"".join(response.streaming_content)
+
+    heads = [{"a": f"=x{i}", "b": 'say "hi",\nthen', "c": i} for i in range(CSV_BATCH + 3)]
+    tails = [[], [{"d": "", "e": "-1"}], [{"d": "@", "e": None}, {"d": "é", "e": 2.5}]]
+    groups = [(h, tails[i % 3]) for i, h in enumerate(heads)]
+    blank = {"d": "", "e": ""}
+    rows = [{**h, **t} for h, ts in groups for t in ts or [blank]]
+    grouped = body(export_groups("x", ["a", "b", "c"], ["d", "e"], iter(groups)))
+    assert grouped == body(export("csv", "x", iter(rows)))
+    assert (
+        grouped.count(b"'=x") == len(rows) > len(heads) and b"'-1" in grouped and b"'@" in grouped
+    )
+    # Nothing found: no header either, as for every export.
+    assert body(export_groups("x", ["a", "b"], ["d", "e"], iter([]))) == b""
+    with pytest.raises(ValueError):
+        export_groups("x", ["a", "b"], ["d"], iter(groups))
+
+
 def test_logins_are_refused_for_a_while_after_repeated_failures(client, django_user_model):
     django_user_model.objects.create_user("ann", password="right-password-1")
     for _ in range(5):

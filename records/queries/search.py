@@ -584,8 +584,17 @@ class Search:
 
     def rows(self, chunk: int = 2000) -> Iterator[dict[str, Any]]:
         """Every attempt matched with its matching calls, a row per call (an attempt without
-        one: a row of its own), `chunk` attempts at a time: for the CSV export, an attempt's
-        `IDENTITY_SOURCES`, its ending, verdict and labels, then a call's `CALL_COLUMNS`. The ids come in the list's order from one statement
+        one: a row of its own): `groups` joined, an attempt's `ATTEMPT_COLUMNS`, then a call's
+        `CALL_COLUMNS`."""
+        blank = dict.fromkeys(CALL_COLUMNS, "")
+        for attempt, calls in self.groups(chunk):
+            for call in calls or (blank,):
+                yield {**attempt, **call}
+
+    def groups(self, chunk: int = 2000) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+        """Every attempt matched, with its matching calls, `chunk` attempts at a time: for the
+        CSV export, an attempt's `ATTEMPT_COLUMNS` (its `IDENTITY_SOURCES`, its ending, verdict
+        and labels), and each call's `CALL_COLUMNS`. The ids come in the list's order from one statement
         read as it goes (not a page cut again from every match at each offset), and each
         chunk's attempts and calls are read by key, as plain values: an export of the whole
         store reads hundreds of thousands of rows, and a model instance for each would be most
@@ -601,7 +610,6 @@ class Search:
         sources = _snippet_sources() if words else {}
         result_part = sources.pop("result_part", None)
         cut = 2 + len(call_columns)
-        blank = dict.fromkeys(CALL_COLUMNS, "")
         while chosen := list(islice(ids, chunk)):
             attempts = list(
                 Attempt.objects.filter(pk__among=chosen)
@@ -651,12 +659,7 @@ class Search:
                     "verdict": outcome or "",
                     "labels": " ".join(labels.get(pk, [])),
                 }
-                found = matched.get(pk)
-                if not found:
-                    yield {**base, **blank}
-                    continue
-                for row in found:
-                    yield {**base, **row}
+                yield base, matched.get(pk, [])
 
 
 ATTEMPT_FIELDS = (
@@ -709,6 +712,7 @@ CALL_SOURCES = (
     ("call_outcome", "outcome"),
 )
 CALL_COLUMNS = (*(name for name, _ in CALL_SOURCES), "snippet")
+ATTEMPT_COLUMNS = (*(name for name, _ in IDENTITY_SOURCES), "ended_by", "verdict", "labels")
 
 
 def attempt_identity(a: Attempt) -> dict[str, Any]:

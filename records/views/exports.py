@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -93,6 +93,45 @@ def export(fmt: str, name: str, rows: Iterable[dict[str, Any]]) -> HttpResponse:
             writer.writerow(csv_cells(row, header))
             if n % CSV_BATCH == 0:
                 yield out.take()
+        yield out.take()
+
+    response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
+    return response
+
+
+def export_groups(
+    name: str,
+    head: Sequence[str],
+    tail: Sequence[str],
+    groups: Iterable[tuple[dict[str, Any], list[dict[str, Any]]]],
+) -> StreamingHttpResponse:
+    """A CSV of rows that come in groups sharing their first cells: for each group, its
+    `head` cells (one dict) followed, a row each, by the `tail` cells of each of its dicts, or
+    by empty cells where it has none. The same bytes as `export` of those rows joined; the
+    head's cells are written once a group, not once a row (a whole-store search export writes
+    an attempt's nine cells before each of its calls)."""
+    if len(head) < 2 or len(tail) < 2:
+        # csv writes a row of one empty cell as "", which no longer joins as one row would.
+        raise ValueError("a group's head and its rows have two cells or more")
+    out, lead = _Lines(), _Lines()
+    writer = csv.writer(out)
+    heads = csv.writer(lead, lineterminator="")
+    blank = [""] * len(tail)
+
+    def stream() -> Iterable[str]:
+        n = 0
+        for first, rows in groups:
+            if not n:  # as `export`, the header comes with the first row
+                writer.writerow([*head, *tail])
+            heads.writerow(csv_cells(first, head))
+            cells = lead.take() + ","  # a row's own cells follow
+            for row in rows or (None,):
+                out.write(cells)
+                writer.writerow(blank if row is None else csv_cells(row, tail))
+                n += 1
+                if n % CSV_BATCH == 0:
+                    yield out.take()
         yield out.take()
 
     response = StreamingHttpResponse(stream(), content_type="text/csv; charset=utf-8")

@@ -13,11 +13,18 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from records.formats.shard import ENDINGS, TURN_STATUSES
-from records.queries.search import SORTS, Search, SearchQuery, attempt_identity
+from records.queries.search import (
+    ATTEMPT_COLUMNS,
+    CALL_COLUMNS,
+    SORTS,
+    Search,
+    SearchQuery,
+    attempt_identity,
+)
 from records.scorer.score import OUTCOMES
 from records.scoring.vocabulary import TITLED_COLUMNS
 from records.views.access import query_form, read_access, render_page
-from records.views.exports import export
+from records.views.exports import export_groups
 from records.views.forms import WholeNumberField, page_field
 
 YES_NO = [("", "either"), ("yes", "yes"), ("no", "no")]
@@ -339,4 +346,5 @@ def search_json(request: HttpRequest) -> HttpResponse:
 @read_access
 @query_form(SearchForm)
 def search_csv(request: HttpRequest, form: SearchForm) -> HttpResponse:
-    return export("csv", "search", Search(form.query()).rows())
+    found = Search(form.query())
+    return export_groups("search", ATTEMPT_COLUMNS, CALL_COLUMNS, found.groups())
