@@ -594,8 +594,8 @@ class Search:
     def groups(self, chunk: int = 2000) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """Every attempt matched, with its matching calls, `chunk` attempts at a time: for the
         CSV export, an attempt's `ATTEMPT_COLUMNS` (its `IDENTITY_SOURCES`, its ending, verdict
-        and labels), and each call's `CALL_COLUMNS`. The ids come in the list's order from one statement
-        read as it goes (not a page cut again from every match at each offset), and each
+        and labels), and each call's `CALL_COLUMNS`. The ids come in the list's order from one
+        statement read as it goes (not a page cut again from every match at each offset), and each
         chunk's attempts and calls are read by key, as plain values: an export of the whole
         store reads hundreds of thousands of rows, and a model instance for each would be most
         of its time."""
@@ -653,13 +653,8 @@ class Search:
                     for pk, result in results:
                         unfound[pk]["snippet"] = snippet_text(result or "", words)
             for pk, _, _, ended_by, outcome, *identity in attempts:
-                base = {
-                    **dict(zip((name for name, _ in IDENTITY_SOURCES), identity, strict=True)),
-                    "ended_by": ended_by,
-                    "verdict": outcome or "",
-                    "labels": " ".join(labels.get(pk, [])),
-                }
-                yield base, matched.get(pk, [])
+                cells = (*identity, ended_by, outcome or "", " ".join(labels.get(pk, [])))
+                yield dict(zip(ATTEMPT_COLUMNS, cells, strict=True)), matched.get(pk, [])
 
 
 ATTEMPT_FIELDS = (
@@ -711,8 +706,9 @@ CALL_SOURCES = (
     ("dispatched_action", "dispatched_action"),
     ("call_outcome", "outcome"),
 )
-CALL_COLUMNS = (*(name for name, _ in CALL_SOURCES), "snippet")
+# The export's columns: an attempt's (its identity, then these), then a call's.
 ATTEMPT_COLUMNS = (*(name for name, _ in IDENTITY_SOURCES), "ended_by", "verdict", "labels")
+CALL_COLUMNS = (*(name for name, _ in CALL_SOURCES), "snippet")
 
 
 def attempt_identity(a: Attempt) -> dict[str, Any]:

@@ -45,8 +45,9 @@ def _cut(text: str, words: list[str], width: int) -> tuple[str, bool, bool, re.P
     text was left out before and after it, and the words' pattern; None when none occurs."""
     if not text or not words:
         return None
-    pattern = _pattern(tuple(words))
-    first = _first(_ahead(tuple(words)), text)
+    key = tuple(words)
+    pattern = _pattern(key)
+    first = _first(_ahead(key), text)
     if first is None:
         return None
     start = max(0, first.start() - width)

@@ -65,7 +65,7 @@ def csv_safe(value: Any) -> Any:
     return value
 
 
-def csv_cells(row: dict[str, Any], header: list[str]) -> list[Any]:
+def csv_cells(row: dict[str, Any], header: Sequence[str]) -> list[Any]:
     """A row's cells in the header's order, each `csv_safe`. Most cells are not text or start
     with a letter or digit, and are taken as they are without a call (a whole-store export
     writes millions of cells)."""
