@@ -92,16 +92,31 @@ def test_the_search_benchmark_runs_on_a_tiny_store_and_reports_its_ingest(tmp_pa
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "sched_setaffinity"), reason="Linux only")
+@pytest.mark.django_db
 def test_the_scaling_benchmark_runs_the_keyed_ingest_on_one_core_then_on_all(tmp_path, capsys):
     """`--scaling`: two fresh benchmark processes, the first held to one core (and so one parser
     process), the second on every core; the gain is of their ratios to their own floors."""
     import os
 
+    from records.devtools.bench import _database_server_pid, _tree
+
+    # A PostgreSQL server here is held to the one core while the ingest runs on it, and its
+    # processes have their own cores back after.
+    server = _database_server_pid()
+    before = {pid: os.sched_getaffinity(pid) for pid in _tree(server)} if server else {}
     out = tmp_path / "scaling.json"
     call_command("bench", "--scaling", "--large", "60", "--out", str(out))
     report = json.loads(out.read_text())
     one, every = report["one_core"], report["all_cores"]
     assert (one["cores"], one["processes"]) == (1, 1)
+    assert every["server_held"] is False and isinstance(one["server_held"], bool)
+    if server is None:  # SQLite, or a server elsewhere
+        assert one["server_held"] is False
+    for pid, cores in before.items():
+        try:
+            assert os.sched_getaffinity(pid) == cores
+        except ProcessLookupError:
+            pass  # a backend that ended meanwhile
     assert every["cores"] >= 1 and every["processes"] == len(os.sched_getaffinity(0))
     assert report["speedup"] == pytest.approx(every["ratio"] / one["ratio"])
     assert one["seconds"] > 0 and every["seconds"] > 0

@@ -20,7 +20,8 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -326,12 +327,17 @@ def scaling(*, large: int, db_name: str, out: Path, say: Callable[[str], None]) 
             part = Path(tmp_name) / f"{name}.json"
             command = [sys.executable, str(manage), "bench", "--keyed-only", "--large", str(large)]
             command += ["--out", str(part), "--db-name", db_name]
-            subprocess.run(command, env=env, preexec_fn=pin, check=True)  # noqa: PLW1509, S603
+            # On one core, a PostgreSQL server here is held to that core too: its work is the
+            # ingest's, and on the other core it would flatter one core.
+            one = {min(os.sched_getaffinity(0))}
+            with _server_held(one) if pin else nullcontext(False) as held:
+                subprocess.run(command, env=env, preexec_fn=pin, check=True)  # noqa: PLW1509, S603
             measured = json.loads(part.read_text())
             figs = measured["ingest_with_key"]
             report[name] = {
                 "cores": measured["cores"],
                 "processes": measured["processes"],
+                "server_held": held,
                 "seconds": figs["evaldash"]["seconds"],
                 "cpu_seconds": figs["evaldash"]["cpu_seconds"],
                 "floor_seconds": figs["floor"]["seconds"],
@@ -1181,19 +1187,61 @@ def _tree_cpu_seconds(root: int) -> float:
     that ended counted too (the kernel adds a child's time to its parent's when it is reaped):
     what the work cost, whatever else shares the machine's cores meanwhile. 0 without /proc."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
+    total = 0.0
+    for pid in _tree(root):
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rpartition(")")[2].split()
             total += sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as fh:
-                    todo += [int(c) for c in fh.read().split()]
         except (OSError, ValueError, IndexError):
             continue
     return total
+
+
+def _tree(root: int) -> list[int]:
+    """A process and its descendants alive now, the process first; [] without /proc."""
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            children = []
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    children += [int(c) for c in fh.read().split()]
+        except (OSError, ValueError):
+            continue
+        found.append(pid)
+        todo += children
+    return found
+
+
+@contextmanager
+def _server_held(cores: set[int]) -> Iterator[bool]:
+    """A PostgreSQL server on this machine held to `cores` for the block: its main process (so
+    the backends it starts meanwhile, the benchmark's, inherit them) and every process it has.
+    After it, each is given back its own cores, and one started meanwhile its main process's.
+    True where the server was held; False for SQLite, a server elsewhere, or one this user may
+    not change (another user's, without the rights)."""
+    server = _database_server_pid()
+    if server is None or not hasattr(os, "sched_setaffinity"):
+        yield False
+        return
+    own: dict[int, set[int]] = {}
+    try:
+        for pid in _tree(server):
+            try:
+                own[pid] = os.sched_getaffinity(pid)
+                os.sched_setaffinity(pid, cores)
+            except OSError:
+                own.pop(pid, None)
+        yield server in own
+    finally:
+        every = own.get(server)
+        for pid in _tree(server) if every is not None else own:
+            try:
+                os.sched_setaffinity(pid, own.get(pid, every))
+            except OSError:
+                continue
 
 
 def _cores() -> int:
