@@ -582,23 +582,14 @@ class Search:
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
-    def rows(self, chunk: int = 2000) -> Iterator[dict[str, Any]]:
-        """Every attempt matched with its matching calls, a row per call (an attempt without
-        one: a row of its own): `groups` joined, an attempt's `ATTEMPT_COLUMNS`, then a call's
-        `CALL_COLUMNS`."""
-        blank = dict.fromkeys(CALL_COLUMNS, "")
-        for attempt, calls in self.groups(chunk):
-            for call in calls or (blank,):
-                yield {**attempt, **call}
-
     def groups(self, chunk: int = 2000) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
         """Every attempt matched, with its matching calls, `chunk` attempts at a time: for the
-        CSV export, an attempt's `ATTEMPT_COLUMNS` (its `IDENTITY_SOURCES`, its ending, verdict
-        and labels), and each call's `CALL_COLUMNS`. The ids come in the list's order from one
-        statement read as it goes (not a page cut again from every match at each offset), and each
-        chunk's attempts and calls are read by key, as plain values: an export of the whole
-        store reads hundreds of thousands of rows, and a model instance for each would be most
-        of its time."""
+        CSV export (a row a call, or one for an attempt without any), an attempt's
+        `ATTEMPT_COLUMNS` (its `IDENTITY_SOURCES`, its ending, verdict and labels), and each
+        call's `CALL_COLUMNS`. The ids come in the list's order from one statement read as it
+        goes (not a page cut again from every match at each offset), and each chunk's attempts
+        and calls are read by key, as plain values: an export of the whole store reads hundreds
+        of thousands of rows, and a model instance for each would be most of its time."""
         words = self.words
         ids = self.ordered().values_list("pk", flat=True).iterator(chunk_size=chunk)
         attempt_columns = [source.replace(".", "__") for _, source in IDENTITY_SOURCES]
