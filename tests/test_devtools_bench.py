@@ -98,12 +98,12 @@ def test_the_scaling_benchmark_runs_the_keyed_ingest_on_one_core_then_on_all(tmp
     process), the second on every core; the gain is of their ratios to their own floors."""
     import os
 
-    from records.devtools.bench import _database_server_pid, _tree
+    from records.devtools.bench import database_server_pid, process_tree
 
     # A PostgreSQL server here is held to the one core while the ingest runs on it, and its
     # processes have their own cores back after.
-    server = _database_server_pid()
-    before = {pid: os.sched_getaffinity(pid) for pid in _tree(server)} if server else {}
+    server = database_server_pid()
+    before = {pid: os.sched_getaffinity(pid) for pid in process_tree(server)} if server else {}
     out = tmp_path / "scaling.json"
     call_command("bench", "--scaling", "--large", "60", "--out", str(out))
     report = json.loads(out.read_text())

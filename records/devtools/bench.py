@@ -1188,7 +1188,7 @@ def _tree_cpu_seconds(root: int) -> float:
     what the work cost, whatever else shares the machine's cores meanwhile. 0 without /proc."""
     tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     total = 0.0
-    for pid in _tree(root):
+    for pid in process_tree(root):
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rpartition(")")[2].split()
@@ -1198,7 +1198,7 @@ def _tree_cpu_seconds(root: int) -> float:
     return total
 
 
-def _tree(root: int) -> list[int]:
+def process_tree(root: int) -> list[int]:
     """A process and its descendants alive now, the process first; [] without /proc."""
     found, todo = [], [root]
     while todo:
@@ -1222,13 +1222,13 @@ def _server_held(cores: set[int]) -> Iterator[bool]:
     After it, each is given back its own cores, and one started meanwhile its main process's.
     True where the server was held; False for SQLite, a server elsewhere, or one this user may
     not change (another user's, without the rights)."""
-    server = _database_server_pid()
+    server = database_server_pid()
     if server is None or not hasattr(os, "sched_setaffinity"):
         yield False
         return
     own: dict[int, set[int]] = {}
     try:
-        for pid in _tree(server):
+        for pid in process_tree(server):
             try:
                 own[pid] = os.sched_getaffinity(pid)
                 os.sched_setaffinity(pid, cores)
@@ -1237,7 +1237,7 @@ def _server_held(cores: set[int]) -> Iterator[bool]:
         yield server in own
     finally:
         every = own.get(server)
-        for pid in _tree(server) if every is not None else own:
+        for pid in process_tree(server) if every is not None else own:
             try:
                 os.sched_setaffinity(pid, own.get(pid, every))
             except OSError:
@@ -1263,7 +1263,7 @@ def _cores() -> int:
 CORES = _cores()
 
 
-def _database_server_pid() -> int | None:
+def database_server_pid() -> int | None:
     """The main process of a PostgreSQL server on this machine (its backends' time is part of
     an ingest's), None for SQLite or a server elsewhere."""
     if connection.vendor != "postgresql":
@@ -1285,7 +1285,7 @@ def _cpu_seconds() -> float:
     """CPU time so far of this process, everything it started, and the database server where
     it runs here (all of it: every client's backends, its own background processes), so
     differences of two readings are what the work between them cost on a server of its own."""
-    server = _database_server_pid()
+    server = database_server_pid()
     return _tree_cpu_seconds(os.getpid()) + (_tree_cpu_seconds(server) if server else 0.0)
 
 
