@@ -601,6 +601,9 @@ class Search:
         sources = _snippet_sources() if words else {}
         result_part = sources.pop("result_part", None)
         cut = 2 + len(call_columns)
+        # Words alone (no call condition): a chunk's calls are those whose documents hold them,
+        # its attempts meeting the attempt conditions already.
+        words_alone = self.call_condition() is None
         while chosen := list(islice(ids, chunk)):
             attempts = list(
                 Attempt.objects.filter(pk__among=chosen)
@@ -614,9 +617,7 @@ class Search:
             matched: dict[int, list[dict[str, Any]]] = {}
             if self.calls is not None:
                 # The words matched against this chunk's documents alone, not the store's.
-                if self.call_condition() is None:
-                    # Words alone: the chunk's calls whose documents hold them (its attempts
-                    # meet the attempt conditions already).
+                if words_alone:
                     theirs = _hits(engine.CALL, words, chosen)
                 else:
                     theirs = self.matching(

@@ -15,7 +15,8 @@ def snippet(text: str, words: list[str], width: int = WIDTH) -> list[tuple[str, 
     cut = _cut(text, words, width)
     if cut is None:
         return []
-    window, before, after, pattern = cut
+    window, before, after = cut
+    pattern = _pattern(tuple(words))
     pieces: list[tuple[str, bool]] = [("…", False)] if before else []
     at = 0
     for m in pattern.finditer(window):
@@ -36,23 +37,21 @@ def snippet_text(text: str, words: list[str], width: int = WIDTH) -> str:
     cut = _cut(text, words, width)
     if cut is None:
         return ""
-    window, before, after, _ = cut
+    window, before, after = cut
     return ("…" if before else "") + window + ("…" if after else "")
 
 
-def _cut(text: str, words: list[str], width: int) -> tuple[str, bool, bool, re.Pattern] | None:
-    """The stretch of `text` around its first matched word, its white space folded, whether
-    text was left out before and after it, and the words' pattern; None when none occurs."""
+def _cut(text: str, words: list[str], width: int) -> tuple[str, bool, bool] | None:
+    """The stretch of `text` around its first matched word, its white space folded, and
+    whether text was left out before and after it; None when none occurs."""
     if not text or not words:
         return None
-    key = tuple(words)
-    pattern = _pattern(key)
-    first = _first(_ahead(key), text)
+    first = _first(_ahead(tuple(words)), text)
     if first is None:
         return None
     start = max(0, first.start() - width)
     end = min(len(text), first.end() + width)
-    return " ".join(text[start:end].split()), start > 0, end < len(text), pattern
+    return " ".join(text[start:end].split()), start > 0, end < len(text)
 
 
 def _first(ahead: re.Pattern, text: str) -> re.Match | None:
