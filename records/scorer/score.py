@@ -1,8 +1,10 @@
 """The upstream scorer (modelrecord.md section C), ported rule by rule. Pure Python, no Django.
 
-Inputs are small plain objects (`AttemptInput`, `CallInput`) so the same code scores a shard read
-into memory and attempts loaded back from the database. Two documented departures, both forced
-by what a shard carries:
+Inputs are small plain objects (`AttemptInput`, `CallInput`) so the same code scores a shard
+read into memory and attempts loaded back from the database. They and the verdicts are msgspec
+Structs, built in C: scoring 20,000 attempts makes some 250,000 of them.
+
+Two documented departures, both forced by what a shard carries:
 
 * `Requested` is the recorded `requested_action`: upstream identifies (tool, arguments) against
   its own catalog first and only falls back to the recorded field (G.7).
@@ -15,9 +17,9 @@ import functools
 import hashlib
 import json
 import math
+import operator
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -96,8 +98,7 @@ CallInput = msgspec.defstruct(
 CALL_COLUMNS = CallInput.__struct_fields__
 
 
-@dataclass
-class AttemptInput:
+class AttemptInput(msgspec.Struct):
     id: str
     case: str
     model: str
@@ -106,11 +107,11 @@ class AttemptInput:
     tier: str  # session tier pin, else the run's tier
     ended_by: str
     reason: str = ""
-    facts: dict[str, str] = field(default_factory=dict)
-    calls: list[CallInput] = field(default_factory=list)
+    facts: dict[str, str] = msgspec.field(default_factory=dict)
+    calls: list[CallInput] = msgspec.field(default_factory=list)
     last_turn_has_tool_call: bool | None = None  # None: the attempt has no turn lines
-    verifies: list[bool] = field(default_factory=list)
-    failed_checks: list[str] = field(default_factory=list)  # the names of those that failed
+    verifies: list[bool] = msgspec.field(default_factory=list)
+    failed_checks: list[str] = msgspec.field(default_factory=list)  # the names of those that failed
 
 
 # --- Go-compatible number parse (G.15) --------------------------------------------------------
@@ -268,8 +269,7 @@ def matches_any(got: str | None, accepted: list[str]) -> bool:
 # --- events (C.2) -----------------------------------------------------------------------------
 
 
-@dataclass
-class Event:
+class Event(msgspec.Struct):
     call: CallInput
     requested: str
     dispatched: str
@@ -291,10 +291,13 @@ def _is_true(v: Any) -> bool:
     return v is True or (isinstance(v, str) and v.strip().lower() == "true")
 
 
+_by_index = operator.attrgetter("index")
+
+
 def events_of(calls: Iterable[CallInput], surface: str, catalog: Catalog) -> list[Event]:
     meta_tools = catalog.meta_tools
     out = []
-    for c in sorted(calls, key=lambda c: c.index):  # stable: ties keep file order
+    for c in sorted(calls, key=_by_index):  # stable: ties keep file order
         if c.dispatched_action:
             discovery = False
         elif c.dispatched_tool:
@@ -344,17 +347,16 @@ def declined_by_refusal(e: Event) -> bool:
 
 
 def retried(e: Event) -> bool:
-    return not declined_by_refusal(e) and e.outcome in (
+    return e.outcome in (
         "refused:invalid_params",
         "refused:needs_confirmation",
-    )
+    ) and not declined_by_refusal(e)
 
 
 # --- verdicts ---------------------------------------------------------------------------------
 
 
-@dataclass
-class ArgVerdict:
+class ArgVerdict(msgspec.Struct):
     name: str
     truth: str
     required: bool
@@ -365,11 +367,10 @@ class ArgVerdict:
     reason: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        return msgspec.structs.asdict(self)
 
 
-@dataclass
-class StepVerdict:
+class StepVerdict(msgspec.Struct):
     number: int
     name: str
     optional: bool
@@ -386,26 +387,25 @@ class StepVerdict:
     call_outcome: str = ""
     observed: bool = True
     retries: int = 0
-    retry_outcomes: list[str] = field(default_factory=list)
+    retry_outcomes: list[str] = msgspec.field(default_factory=list)
     answer: str = ""
     decline: str = ""
     accepted_first_time: bool = False
     complete: bool = False
     reason: str = ""
     confirmation: str = ""
-    args: list[ArgVerdict] = field(default_factory=list)
+    args: list[ArgVerdict] = msgspec.field(default_factory=list)
 
     def compared_all_matched(self) -> bool:
         return all(a.matched for a in self.args if a.compared)
 
     def as_dict(self) -> dict[str, Any]:
-        d = self.__dict__.copy()
+        d = msgspec.structs.asdict(self)
         d["args"] = [a.as_dict() for a in self.args]
         return d
 
 
-@dataclass
-class AttemptVerdict:
+class AttemptVerdict(msgspec.Struct):
     """What the scorer finds of one attempt (upstream's Verdict, C.7); the stored row is
     `records.models.Verdict`."""
 
@@ -422,7 +422,8 @@ class AttemptVerdict:
     clean: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if k != "steps"}
+        d = msgspec.structs.asdict(self)
+        del d["steps"]
         d["steps"] = [s.as_dict() for s in self.steps]
         return d
 
@@ -503,6 +504,10 @@ def _compare_args(
     return out
 
 
+# The id fact also accepted for an argument bound to a path fact (`project_path`, `group_path`).
+_FACT_ALSO = {"project_path": "project_id", "group_path": "group_id"}
+
+
 def _resolve(
     arg: Arg, a: AttemptInput, steps: list[StepVerdict], reaching: list[Event | None]
 ) -> tuple[list[str], str]:
@@ -511,7 +516,7 @@ def _resolve(
         values = []
         if t.fact in a.facts:
             values.append(a.facts[t.fact])
-        extra = {"project_path": "project_id", "group_path": "group_id"}.get(t.fact)
+        extra = _FACT_ALSO.get(t.fact)
         if extra and extra in a.facts:
             values.append(a.facts[extra])
         if not values:
@@ -785,15 +790,16 @@ RATIO_COLUMNS = (
 )
 
 
-@dataclass
-class Aggregate:
+class Aggregate(msgspec.Struct):
     """Additive figures for a set of verdicts; `+` is upstream's `Sum`."""
 
     attempts: int = 0
-    outcomes: dict[str, int] = field(default_factory=dict)
-    declines: dict[str, int] = field(default_factory=dict)
-    confirmations: dict[str, int] = field(default_factory=dict)
-    ratios: dict[str, list[int]] = field(default_factory=lambda: {c: [0, 0] for c in RATIO_COLUMNS})
+    outcomes: dict[str, int] = msgspec.field(default_factory=dict)
+    declines: dict[str, int] = msgspec.field(default_factory=dict)
+    confirmations: dict[str, int] = msgspec.field(default_factory=dict)
+    ratios: dict[str, list[int]] = msgspec.field(
+        default_factory=lambda: {c: [0, 0] for c in RATIO_COLUMNS}
+    )
     discovery: int = 0
     invalid_params: int = 0
     steps: int = 0
@@ -1029,7 +1035,7 @@ def failure_signature(a: AttemptInput, v: AttemptVerdict) -> dict[str, str | Non
             instead = next(
                 (
                     c
-                    for c in sorted(a.calls, key=lambda c: c.index)
+                    for c in sorted(a.calls, key=_by_index)
                     if c.index > previous_call and DISCOVERY_TOOL not in (c.tool, c.dispatched_tool)
                 ),
                 None,
@@ -1062,7 +1068,7 @@ def mode_id(signature: dict[str, Any]) -> str:
     """The id of the failure mode a signature stands for: the first 16 hex digits of the
     sha256 of its canonical JSON (every part of `SIGNATURE_PARTS`, absent ones null, keys
     sorted, no spaces, UTF-8). Other records (annotations on modes) name a mode by it."""
-    return _mode_id(tuple(signature.get(part) for part in SIGNATURE_PARTS))
+    return _mode_id(tuple(map(signature.get, SIGNATURE_PARTS)))
 
 
 @functools.lru_cache(maxsize=4096)
