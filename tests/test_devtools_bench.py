@@ -28,6 +28,9 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     assert ratios["ingest_without_scoring_over_floor"] == report["ingest"]["ratio_lines"] > 0
     assert ratios["rescore_attempts"] == report["scoring_large"]["attempts"] > 0
     assert ratios["rescore_attempts_per_s"] > 0
+    # The re-score's figure is the median of its timed re-scores, each kept.
+    each = report["scoring_large"]["seconds_each"]
+    assert len(each) == 3 and ratios["rescore_seconds"] == sorted(each)[1]
     # Beside each, what its CPU time allows: the floor's time over that CPU time spread over
     # every core (0 CPU time read where /proc is missing would divide by zero: skipped there).
     if Path("/proc/self/stat").exists():
