@@ -90,7 +90,9 @@ def test_bulk_knows_no_domain(module):
     ] == []
 
 
-@pytest.mark.parametrize("module", ["records.parser", "records.scoring.worker"])
+@pytest.mark.parametrize(
+    "module", ["records.parser", "records.scoring.worker", "records.csv_writer"]
+)
 def test_worker_processes_load_no_django(module):
     # A threaded server's forkserver preloads these alone, before any app registry exists.
     assert "django" not in _reach(module, ON_LOAD), module

@@ -404,7 +404,7 @@ def test_runs_that_share_a_run_id_are_counted_together_in_the_run_facet(db):
 def test_the_exports_rows_read_chunk_by_chunk_are_the_lists_rows_in_its_order(store, params):
     from operator import attrgetter
 
-    from records.queries.search import CALL_COLUMNS, CALL_SOURCES, attempt_identity
+    from records.queries.search import ATTEMPT_COLUMNS, CALL_COLUMNS, CALL_SOURCES, attempt_identity
 
     # The export reads plain values; the page reads model instances: the same rows.
     query = SearchQuery(sort="-model", **params)
@@ -423,6 +423,10 @@ def test_the_exports_rows_read_chunk_by_chunk_are_the_lists_rows_in_its_order(st
             snippet = "".join(text for text, _ in c.pieces)
             expected.append({**base, **call, "snippet": snippet})
     assert len(expected) > 14
-    blank = dict.fromkeys(CALL_COLUMNS, "")
+    blank = [""] * len(CALL_COLUMNS)
     groups = Search(query).groups(chunk=7)
-    assert [{**a, **c} for a, calls in groups for c in calls or [blank]] == expected
+    columns = [*ATTEMPT_COLUMNS, *CALL_COLUMNS]
+    rows = [
+        dict(zip(columns, [*a, *c], strict=True)) for a, calls in groups for c in calls or [blank]
+    ]
+    assert rows == expected

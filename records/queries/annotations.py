@@ -299,7 +299,7 @@ def labelled(slug: str, prefix: str = "") -> Q:
 
 def attempt_labels(attempts: Sequence[Attempt]) -> dict[int, list[str]]:
     """Per attempt (each with its run's `corpus_digest` read), the unresolved labels on it or
-    on its case: one query."""
+    on its case: one query. An attempt with none is left out."""
     return labels_by_key([(a.pk, a.run.corpus_digest, a.case) for a in attempts])
 
 
@@ -328,9 +328,10 @@ def labels_by_key(attempts: Sequence[tuple[int, str, str]]) -> dict[int, list[st
         else:
             by_case[(digest, case)].append(slug)
     out = {}
-    for pk, digest, case in attempts:
-        slugs = by_attempt.get(pk, []) + by_case.get((digest, case), [])
-        out[pk] = list(dict.fromkeys(slugs))
+    if by_attempt or by_case:  # most attempts of a whole-store export carry none
+        for pk, digest, case in attempts:
+            if slugs := by_attempt.get(pk, []) + by_case.get((digest, case), []):
+                out[pk] = list(dict.fromkeys(slugs))
     return out
 
 

@@ -582,18 +582,18 @@ class Search:
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
-    def groups(self, chunk: int = 2000) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    def groups(self, chunk: int = 2000) -> Iterator[tuple[list[Any], list[list[Any]]]]:
         """Every attempt matched, with its matching calls, `chunk` attempts at a time: for the
-        CSV export (a row a call, or one for an attempt without any), an attempt's
-        `ATTEMPT_COLUMNS` (its `IDENTITY_SOURCES`, its ending, verdict and labels), and each
-        call's `CALL_COLUMNS`. The ids come in the list's order from one statement read as it
-        goes (not a page cut again from every match at each offset), and each chunk's attempts
-        and calls are read by key, as plain values: an export of the whole store reads hundreds
-        of thousands of rows, and a model instance for each would be most of its time."""
+        CSV export (a row a call, or one for an attempt without any), an attempt's cells in
+        `ATTEMPT_COLUMNS`' order (its `IDENTITY_SOURCES`, its ending, verdict and labels), and
+        each call's in `CALL_COLUMNS`'. The ids come in the list's order from one statement
+        read as it goes (not a page cut again from every match at each offset), and each
+        chunk's attempts and calls are read by key, as plain values, and given as lists: an
+        export of the whole store reads hundreds of thousands of rows, and a model instance (or
+        a dict) for each would be most of its time."""
         words = self.words
         ids = self.ordered().values_list("pk", flat=True).iterator(chunk_size=chunk)
         attempt_columns = [source.replace(".", "__") for _, source in IDENTITY_SOURCES]
-        call_names = [name for name, _ in CALL_SOURCES]
         call_columns = [source for _, source in CALL_SOURCES]
         # A call's result (the longest of its texts) is read only where its text and arguments
         # hold no word: most snippets are cut from the text, and reading every result's head
@@ -614,7 +614,7 @@ class Search:
                 )
             )
             labels = labels_by_key([(a[0], a[1], a[2]) for a in attempts])
-            matched: dict[int, list[dict[str, Any]]] = {}
+            matched: dict[int, list[list[Any]]] = {}
             if self.calls is not None:
                 # The words matched against this chunk's documents alone, not the store's.
                 if words_alone:
@@ -629,11 +629,10 @@ class Search:
                     .annotate(**sources)
                     .values_list("pk", "attempt_id", *call_columns, *sources)
                 )
-                unfound: dict[int, dict[str, Any]] = {}
+                unfound: dict[int, list[Any]] = {}
                 for c in calls:
-                    row = dict(zip(call_names, c[2:cut], strict=True))
-                    row["snippet"] = _first_snippet(words, *c[cut:], form=snippet_text)
-                    if words and not row["snippet"]:
+                    row = [*c[2:cut], _first_snippet(words, *c[cut:], form=snippet_text)]
+                    if words and not row[-1]:
                         unfound[c[0]] = row
                     matched.setdefault(c[1], []).append(row)
                 if unfound:
@@ -643,10 +642,10 @@ class Search:
                         .values_list("pk", "result_part")
                     )
                     for pk, result in results:
-                        unfound[pk]["snippet"] = snippet_text(result or "", words)
+                        unfound[pk][-1] = snippet_text(result or "", words)
             for pk, _, _, ended_by, outcome, *identity in attempts:
-                cells = (*identity, ended_by, outcome or "", " ".join(labels.get(pk, [])))
-                yield dict(zip(ATTEMPT_COLUMNS, cells, strict=True)), matched.get(pk, [])
+                cells = [*identity, ended_by, outcome or "", " ".join(labels.get(pk, []))]
+                yield cells, matched.get(pk, [])
 
 
 ATTEMPT_FIELDS = (

@@ -1,0 +1,88 @@
+"""The CSV writer process: a long CSV's rows go to it, and it writes them as CSV while the
+request's process reads and shapes the next ones, so a whole-store export keeps both cores busy.
+
+Outside `views/`, so that loading it loads no Django: a threaded server starts this process from
+a forkserver that preloads only such modules. The rows are the groups
+`records.formats.spreadsheet.group_lines` takes (a head's cells, its rows' cells, plain
+values), sent `BATCH_ROWS` rows at a time, one batch ahead of the text taken back: the request's
+process holds at most two batches and the text of one. An export of a single batch is written
+in the request's process, with no process started.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain
+from typing import Any
+
+from records.bulk import processes
+from records.formats.spreadsheet import Group, group_lines
+
+BATCH_ROWS = 4000  # rows sent to the worker at a time (about a megabyte of a search's)
+
+
+def _batches(groups: Iterable[Group]) -> Iterator[list[Group]]:
+    """The groups, in lists of at least `BATCH_ROWS` rows (a group without rows is one)."""
+    batch: list[Group] = []
+    rows = 0
+    for group in groups:
+        batch.append(group)
+        rows += len(group[1]) or 1
+        if rows >= BATCH_ROWS:
+            yield batch
+            batch, rows = [], 0
+    if batch:
+        yield batch
+
+
+def csv_worker(source: Any, sink: Any, width: int, header: Sequence[str]) -> None:
+    """The worker process: packed batches of groups in (an empty message ends them), each
+    batch's CSV out as UTF-8, packed as ("csv", bytes) (the encoding done here too, not in the
+    request's process); the header before the first batch's rows."""
+    gc.disable()  # nothing here makes cycles
+    first = True
+    try:
+        while data := source.recv_bytes():
+            text = "".join(group_lines(processes.unpack(data), width, header if first else ()))
+            sink.send_bytes(processes.pack(("csv", text.encode())))
+            first = False
+    except EOFError:
+        pass  # the export was given up
+    finally:
+        sink.close()
+
+
+processes.preload(csv_worker)
+
+
+def written(groups: Iterable[Group], width: int, header: Sequence[str]) -> Iterator[str | bytes]:
+    """`group_lines` of `groups`: the same text, or, written by a worker process beside this
+    one where the groups are more than one batch and a process can be started, its UTF-8."""
+    batches = _batches(groups)
+    first = next(batches, None)
+    second = next(batches, None) if first is not None else None
+    if second is None or not processes.available():
+        every = chain.from_iterable(chain(filter(None, (first, second)), batches))
+        yield from group_lines(every, width, header)
+        return
+    try:
+        # Forked where this process has no other thread (the worker never opens the database).
+        (worker,) = processes.Beside.several(1, csv_worker, (width, header), "the CSV export")
+    except OSError:  # no process to be had (out of processes or memory): written here
+        every = chain.from_iterable(chain((first, second), batches))
+        yield from group_lines(every, width, header)
+        return
+    finished = False
+    try:
+        worker.send(processes.pack(first))
+        for batch in chain((second,), batches):
+            worker.send(processes.pack(batch))  # one batch ahead of the text taken back
+            yield worker.receive()[1]
+        worker.end_input()
+        yield worker.receive()[1]
+        finished = True
+    finally:
+        if not finished:
+            worker.stop()
+        worker.close()

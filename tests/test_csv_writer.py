@@ -1,0 +1,80 @@
+"""A long CSV written by a worker process beside the one that shapes its rows
+(`records.csv_writer`): the same bytes as written in line, whatever the batches."""
+
+from __future__ import annotations
+
+import multiprocessing
+import random
+
+import pytest
+
+from records import csv_writer as beside
+from records.formats.spreadsheet import group_lines
+from records.views.exports import export, export_groups
+
+HEADER = ["a", "b", "c", "d"]
+
+
+def _groups(n: int, seed: int = 5) -> list[tuple[list, list[list]]]:
+    rng = random.Random(seed)
+    cells = ["", "x", "=1+1", " -2", 'say "hi",\nthen', "é", "@", None, 7, 2.5, True, "\t+3"]
+    return [
+        (
+            [rng.choice(cells), i],
+            [[rng.choice(cells), rng.choice(cells)] for _ in range(rng.choice([0, 0, 1, 3]))],
+        )
+        for i in range(n)
+    ]
+
+
+def _body(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 4000])
+def test_rows_written_beside_are_the_bytes_written_in_line(monkeypatch, rows):
+    groups = _groups(300)
+    monkeypatch.setattr(beside, "BATCH_ROWS", rows)
+    before = set(multiprocessing.active_children())
+    pieces = list(beside.written(iter(groups), 2, HEADER))
+    text = "".join(p if isinstance(p, str) else p.decode() for p in pieces)
+    assert text == "".join(group_lines(groups, 2, HEADER))
+    # Batches of a few rows: a worker wrote each batch's text, and it has ended since.
+    assert (len(pieces) > 10) == (rows < 100)
+    assert set(multiprocessing.active_children()) == before
+    # Nothing to write: no header, nothing started.
+    assert "".join(beside.written(iter([]), 2, HEADER)) == ""
+
+
+def test_an_export_given_up_part_way_stops_its_worker(monkeypatch):
+    monkeypatch.setattr(beside, "BATCH_ROWS", 3)
+    before = set(multiprocessing.active_children())
+    pieces = beside.written(iter(_groups(200)), 2, HEADER)
+    assert next(pieces).startswith(b"a,b,c,d\r\n")
+    assert set(multiprocessing.active_children()) > before  # the worker is writing
+    pieces.close()  # the client went away
+    assert set(multiprocessing.active_children()) == before
+
+
+def test_a_grouped_export_written_beside_is_the_rows_exported_one_by_one(monkeypatch):
+    monkeypatch.setattr(beside, "BATCH_ROWS", 5)
+    heads = [{"a": f"=x{i}", "b": 'say "hi",\nthen', "c": i} for i in range(40)]
+    tails = [[], [{"d": "", "e": "-1"}], [{"d": "@", "e": None}, {"d": "é", "e": 2.5}]]
+    groups = [(h, tails[i % 3]) for i, h in enumerate(heads)]
+    blank = {"d": "", "e": ""}
+    rows = [{**h, **t} for h, ts in groups for t in ts or [blank]]
+    cells = [([h[c] for c in "abc"], [[t[c] for c in "de"] for t in ts]) for h, ts in groups]
+    grouped = _body(export_groups("x", ["a", "b", "c"], ["d", "e"], iter(cells)))
+    assert grouped == _body(export("csv", "x", iter(rows)))
+    assert grouped.count(b"'=x") == len(rows) > len(heads)
+
+
+def test_where_no_process_can_be_started_the_rows_are_written_here(monkeypatch):
+    def refused(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(beside, "BATCH_ROWS", 5)
+    monkeypatch.setattr(beside.processes.Beside, "several", refused)
+    groups = _groups(50)
+    text = "".join(beside.written(iter(groups), 2, HEADER))
+    assert text == "".join(group_lines(groups, 2, HEADER))
