@@ -21,7 +21,7 @@ from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
 from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
-from records.queries.annotations import attempt_labels, labelled, labels_by_key
+from records.queries.annotations import attempt_labels, labelled, labels_by_key, live
 from records.search import engine
 from records.search.index import not_yet_indexed
 from records.search.models import SearchCall
@@ -604,6 +604,8 @@ class Search:
         # Words alone (no call condition): a chunk's calls are those whose documents hold them,
         # its attempts meeting the attempt conditions already.
         words_alone = self.call_condition() is None
+        # Where no label speaks for anything (no attempt carries one), no chunk asks for them.
+        labelled_any = live().exists()
         while chosen := list(islice(ids, chunk)):
             attempts = list(
                 Attempt.objects.filter(pk__among=chosen)
@@ -613,7 +615,7 @@ class Search:
                     "pk", "run__corpus_digest", "case", "ended_by", "outcome", *attempt_columns
                 )
             )
-            labels = labels_by_key([(a[0], a[1], a[2]) for a in attempts])
+            labels = labels_by_key([a[:3] for a in attempts]) if labelled_any else {}
             matched: dict[int, list[list[Any]]] = {}
             if self.calls is not None:
                 # The words matched against this chunk's documents alone, not the store's.
