@@ -4,14 +4,16 @@ request's process reads and shapes the next ones, so a whole-store export keeps 
 Outside `views/`, so that loading it loads no Django: a threaded server starts this process from
 a forkserver that preloads only such modules. The rows are the groups
 `records.formats.spreadsheet.group_lines` takes (a head's cells, its rows' cells, plain
-values), sent `BATCH_ROWS` rows at a time, one batch ahead of the text taken back: the request's
-process holds at most two batches and the text of one. An export of a single batch is written
-in the request's process, with no process started.
+values: str, int, float, bool, None), sent `BATCH_ROWS` rows at a time, one batch ahead of the
+text taken back: the request's process holds the batch it is making, the one sent last (packed)
+and the text of one. An export of a single batch is written in the request's process, with no
+process started.
 """
 
 from __future__ import annotations
 
 import gc
+import signal
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
@@ -41,6 +43,9 @@ def csv_worker(source: Any, sink: Any, width: int, header: Sequence[str]) -> Non
     batch's CSV out as UTF-8, packed as ("csv", bytes) (the encoding done here too, not in the
     request's process); the header before the first batch's rows."""
     gc.disable()  # nothing here makes cycles
+    # A forked worker keeps its parent's handlers: a server's own for SIGTERM would keep it
+    # alive when the export is given up (`Beside.stop`).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     first = True
     try:
         while data := source.recv_bytes():
@@ -69,15 +74,18 @@ def written(groups: Iterable[Group], width: int, header: Sequence[str]) -> Itera
     try:
         # Forked where this process has no other thread (the worker never opens the database).
         (worker,) = processes.Beside.several(1, csv_worker, (width, header), "the CSV export")
-    except OSError:  # no process to be had (out of processes or memory): written here
+    except (OSError, EOFError):  # no process to be had (a fork refused, a forkserver gone)
         every = chain.from_iterable(chain((first, second), batches))
         yield from group_lines(every, width, header)
         return
+    packed = map(processes.pack, chain((first, second), batches))
+    first = second = None  # each batch is let go once packed
     finished = False
     try:
-        worker.send(processes.pack(first))
-        for batch in chain((second,), batches):
-            worker.send(processes.pack(batch))  # one batch ahead of the text taken back
+        worker.send(next(packed))
+        for data in packed:
+            worker.send(data)  # one batch ahead of the text taken back
+            data = None
             yield worker.receive()[1]
         worker.end_input()
         yield worker.receive()[1]

@@ -69,9 +69,14 @@ def test_a_grouped_export_written_beside_is_the_rows_exported_one_by_one(monkeyp
     assert grouped.count(b"'=x") == len(rows) > len(heads)
 
 
-def test_where_no_process_can_be_started_the_rows_are_written_here(monkeypatch):
+@pytest.mark.parametrize(
+    "error",
+    # A fork refused here; a forkserver that could not fork (it ends, and its pipe with it).
+    [OSError("Resource temporarily unavailable"), EOFError("unexpected EOF")],
+)
+def test_where_no_process_can_be_started_the_rows_are_written_here(monkeypatch, error):
     def refused(*args, **kwargs):
-        raise OSError("Resource temporarily unavailable")
+        raise error
 
     monkeypatch.setattr(beside, "BATCH_ROWS", 5)
     monkeypatch.setattr(beside.processes.Beside, "several", refused)

@@ -70,7 +70,8 @@ def export_groups(
     cells named by `head` followed, a row each, by the cells named by `tail` of each of its
     rows, or by empty cells where it has none (`records.formats.spreadsheet.group_lines`).
     The same bytes as `export` of those rows joined. A long one is written by a worker process
-    beside this one, which reads and shapes the rows meanwhile (`records.csv_writer`)."""
+    beside this one, which reads and shapes the rows meanwhile (`records.csv_writer`): its
+    cells are plain values (str, int, float, bool, None), as they cross to that process."""
     if len(head) < 2 or len(tail) < 2:
         # csv writes a row of one empty cell as "", which no longer joins as one row would.
         raise ValueError("a group's head and its rows have two cells or more")
