@@ -10,7 +10,6 @@ import pytest
 
 from records import csv_writer as beside
 from records.formats.spreadsheet import group_lines
-from records.views.exports import export, export_groups
 
 HEADER = ["a", "b", "c", "d"]
 
@@ -25,10 +24,6 @@ def _groups(n: int, seed: int = 5) -> list[tuple[list, list[list]]]:
         )
         for i in range(n)
     ]
-
-
-def _body(response) -> bytes:
-    return b"".join(response.streaming_content)
 
 
 @pytest.mark.parametrize("rows", [1, 7, 4000])
@@ -54,19 +49,6 @@ def test_an_export_given_up_part_way_stops_its_worker(monkeypatch):
     assert set(multiprocessing.active_children()) > before  # the worker is writing
     pieces.close()  # the client went away
     assert set(multiprocessing.active_children()) == before
-
-
-def test_a_grouped_export_written_beside_is_the_rows_exported_one_by_one(monkeypatch):
-    monkeypatch.setattr(beside, "BATCH_ROWS", 5)
-    heads = [{"a": f"=x{i}", "b": 'say "hi",\nthen', "c": i} for i in range(40)]
-    tails = [[], [{"d": "", "e": "-1"}], [{"d": "@", "e": None}, {"d": "é", "e": 2.5}]]
-    groups = [(h, tails[i % 3]) for i, h in enumerate(heads)]
-    blank = {"d": "", "e": ""}
-    rows = [{**h, **t} for h, ts in groups for t in ts or [blank]]
-    cells = [([h[c] for c in "abc"], [[t[c] for c in "de"] for t in ts]) for h, ts in groups]
-    grouped = _body(export_groups("x", ["a", "b", "c"], ["d", "e"], iter(cells)))
-    assert grouped == _body(export("csv", "x", iter(rows)))
-    assert grouped.count(b"'=x") == len(rows) > len(heads)
 
 
 @pytest.mark.parametrize(

@@ -186,9 +186,16 @@ def test_a_rows_cells_are_taken_in_the_headers_order_each_made_safe():
     assert cells == ["'@SUM(A1)", "'=1+1", 7, "é=1", "", None]
 
 
-def test_rows_written_in_groups_are_the_bytes_of_the_rows_written_one_by_one():
+# Rows in one batch are written by the request; in batches of 5, by the CSV writer process.
+@pytest.mark.parametrize("batch_rows", [4000, 5])
+def test_rows_written_in_groups_are_the_bytes_of_the_rows_written_one_by_one(
+    monkeypatch, batch_rows
+):
+    from records import csv_writer
     from records.formats.spreadsheet import CSV_BATCH
     from records.views.exports import export, export_groups
+
+    monkeypatch.setattr(csv_writer, "BATCH_ROWS", batch_rows)
 
     def body(response):
         return b"".join(response.streaming_content)
