@@ -5,9 +5,9 @@ Outside `views/`, so that loading it loads no Django: a threaded server starts t
 a forkserver that preloads only such modules. The rows are the groups
 `records.formats.spreadsheet.group_lines` takes (a head's cells, its rows' cells, plain
 values: str, int, float, bool, None), sent `BATCH_ROWS` rows at a time, one batch ahead of the
-text taken back: the request's process holds the batch it is making, the one sent last (packed)
-and the text of one. An export of a single batch is written in the request's process, with no
-process started.
+text taken back: the request's process holds a few batches (the first two, the one it is
+making, the one sent last, packed) and the text of one. An export of a single batch is written
+in the request's process, with no process started.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import signal
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
+from itertools import chain, islice
 from typing import Any
 
 from records.bulk import processes
@@ -65,21 +65,12 @@ def written(groups: Iterable[Group], width: int, header: Sequence[str]) -> Itera
     """`group_lines` of `groups`: the same text, or, written by a worker process beside this
     one where the groups are more than one batch and a process can be started, its UTF-8."""
     batches = _batches(groups)
-    first = next(batches, None)
-    second = next(batches, None) if first is not None else None
-    if second is None or not processes.available():
-        every = chain.from_iterable(chain(filter(None, (first, second)), batches))
-        yield from group_lines(every, width, header)
+    ahead = list(islice(batches, 2))  # two batches or fewer: whether a writer is worth it
+    worker = _started(width, header) if len(ahead) == 2 else None
+    if worker is None:
+        yield from group_lines(chain.from_iterable(chain(ahead, batches)), width, header)
         return
-    try:
-        # Forked where this process has no other thread (the worker never opens the database).
-        (worker,) = processes.Beside.several(1, csv_worker, (width, header), "the CSV export")
-    except (OSError, EOFError):  # no process to be had (a fork refused, a forkserver gone)
-        every = chain.from_iterable(chain((first, second), batches))
-        yield from group_lines(every, width, header)
-        return
-    packed = map(processes.pack, chain((first, second), batches))
-    first = second = None  # each batch is let go once packed
+    packed = map(processes.pack, chain(ahead, batches))
     finished = False
     try:
         worker.send(next(packed))
@@ -94,3 +85,15 @@ def written(groups: Iterable[Group], width: int, header: Sequence[str]) -> Itera
         if not finished:
             worker.stop()
         worker.close()
+
+
+def _started(width: int, header: Sequence[str]) -> processes.Beside | None:
+    """A writer process, forked where this process has no other thread (it never opens the
+    database); None where none can be had (a fork refused, a forkserver gone)."""
+    if not processes.available():
+        return None
+    try:
+        (worker,) = processes.Beside.several(1, csv_worker, (width, header), "the CSV export")
+    except (OSError, EOFError):
+        return None
+    return worker
