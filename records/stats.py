@@ -248,8 +248,9 @@ def compare_each[K](
     """`compare` of several columns at once (each key's baseline and candidate), by key. The
     bootstraps of the columns paired over as many cases share one matrix product: the resample
     matrix is read once for all of them rather than four times a column (most of a scoring's
-    pair tests). Each result is the one `compare` gives alone, to the bit: the products are
-    sums of whole numbers, exact in floating point whatever their order."""
+    pair tests), and a side that recurs over the same cases is multiplied once. Each result is
+    the one `compare` gives alone, to the bit: the products are sums of whole numbers, exact in
+    floating point whatever their order."""
     out: dict[K, Paired | None] = {}
     drawn: dict[int, list[tuple[K, np.ndarray, float, float]]] = {}
     for key, (baseline, candidate) in columns.items():
@@ -271,7 +272,13 @@ def compare_each[K](
             drawn.setdefault(len(pairs), []).append((key, terms, base_rate, cand_rate))
     for cases, tested in drawn.items():
         # Every resample draws at least one case, and each kept case has d > 0 on both sides.
-        sums = resamples(cases) @ np.concatenate([terms for _, terms, _, _ in tested]).T
+        # A side met in several pairs over the same cases (a row against each other row of its
+        # group) is one vector, multiplied once.
+        stacked = np.concatenate([terms for _, terms, _, _ in tested])
+        seen: dict[bytes, int] = {}
+        back = [seen.setdefault(terms.tobytes(), len(seen)) for terms in stacked]
+        firsts = [back.index(i) for i in range(len(seen))]
+        sums = (resamples(cases) @ stacked[firsts].T)[:, back]
         for i, (key, _, base_rate, cand_rate) in enumerate(tested):
             na, da, nb, db = sums[:, 4 * i : 4 * i + 4].T
             resampled = np.sort(nb / db - na / da)

@@ -158,3 +158,46 @@ def test_a_cases_marks_follow_the_repeats_not_the_order_the_verdicts_came_in():
     assert figures["attempts"] == 2 and figures["total"] == 3 and figures["clean"] == 1
     assert (figures["completed"], figures["failed"], figures["skipped"]) == (1, 1, 1)
     assert figures["turns"] == 3
+
+
+def test_a_groups_pairs_tested_together_are_each_pairs_test_alone():
+    """A scoring tests a group's pairs together, each row's side over the cases its pairs share
+    summed once: every test must be the one its pair gives alone, to the bit, also where a row
+    lacks a case the others ran or a column has no attempt to count on a case."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from records.scoring.ranking import paired_tests
+    from records.scoring.sums import CASE_FIGURES
+
+    rng = np.random.default_rng(11)
+
+    def figures(repeats: int) -> dict[str, int]:
+        f = {name: int(rng.integers(0, repeats + 1)) for name in CASE_FIGURES}
+        f["counted"] = f["total"] = repeats
+        f.update({name: repeats for name in CASE_FIGURES if name.endswith("_d")})
+        return f
+
+    cases = [f"case-{i}" for i in range(40)]
+    per_case = {key: {c: figures(3) for c in cases} for key in ("r1", "r2", "r3", "r4")}
+    del per_case["r3"]["case-7"]  # r3's pairs share 39 cases, the others 40
+    per_case["r2"]["case-9"]["reached_d"] = 0  # not counted on that case, that column alone
+    per_case["r5"] = {c: figures(1) for c in cases}  # one attempt a case: McNemar's
+    per_case["r6"] = {c: figures(1) for c in cases}
+    groups = [
+        SimpleNamespace(rows=[SimpleNamespace(row_key=k) for k in ("r4", "r2", "r1", "r3")]),
+        SimpleNamespace(rows=[SimpleNamespace(row_key=k) for k in ("r5", "r6")]),
+    ]
+    together = pair_tests(groups, per_case)
+    assert len(together) == 7
+    for (a, b), columns in together.items():
+        alone = paired_tests(per_case[a], per_case[b])
+        assert list(columns) == list(alone)
+        for column, test in columns.items():
+            assert test == alone[column]
+            if test.resampled is not None:
+                assert np.array_equal(test.resampled, alone[column].resampled)
+    assert together[("r1", "r3")]["clean"].cases == 39
+    assert together[("r1", "r2")]["reached"].cases == 39
+    assert together[("r5", "r6")]["clean"].test == "McNemar exact"

@@ -130,11 +130,14 @@ def test_columns_compared_together_are_each_compared_alone_to_the_bit():
         for c, least in zip("abcd", (1, 1, 0, 0), strict=True)
     }
     columns["one each"] = ([(int(x), 1) for x in rng.integers(0, 2, 60)],) * 2
+    # A side met again, as a row is against each other row of its group: multiplied once.
+    columns["a again"] = (columns["a"][0], side(60, 3, 1))
+    columns["a reversed"] = (columns["a"][1], columns["a"][0])
     columns["none"] = ([(0, 0)] * 5, [(1, 1)] * 5)
     together = compare_each(columns)
     assert list(together) == list(columns)
     assert together["none"] is None and together["one each"].test == "McNemar exact"
-    assert sum(t is not None and t.test == "paired bootstrap" for t in together.values()) == 4
+    assert sum(t is not None and t.test == "paired bootstrap" for t in together.values()) == 6
     for name, (base, cand) in columns.items():
         alone = compare(base, cand)
         assert together[name] == alone

@@ -130,13 +130,30 @@ def paired_tests(
 
 
 def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]) -> PairTests:
-    """Every pair of rows within a group, every column, tested over the cases both ran."""
+    """Every pair of rows within a group, every column, tested over the cases both ran: each
+    pair's as `paired_tests` gives it, a group's pairs tested together (`stats.compare_each`),
+    so that a row's column over the cases its pairs share is summed once, not once a pair."""
     out: PairTests = {}
     for g in groups:
         keys = sorted(r.row_key for r in g.rows)
+        ratios = {
+            key: {
+                column: {case: ratio_of(f, column) for case, f in per_case.get(key, {}).items()}
+                for column in RATIO_COLUMNS
+            }
+            for key in keys
+        }
+        asked: dict[tuple[str, str, str], Any] = {}
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
-                out[(a, b)] = paired_tests(per_case.get(a, {}), per_case.get(b, {}))
+                out[(a, b)] = {}
+                cases = sorted(ratios[a][RATIO_COLUMNS[0]].keys() & ratios[b][RATIO_COLUMNS[0]])
+                for column in RATIO_COLUMNS:
+                    of_a, of_b = ratios[a][column], ratios[b][column]
+                    asked[(a, b, column)] = ([of_a[c] for c in cases], [of_b[c] for c in cases])
+        for (a, b, column), result in stats.compare_each(asked).items():
+            if result is not None:
+                out[(a, b)][column] = result
     return out
 
 
