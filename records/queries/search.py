@@ -20,6 +20,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
+from records.bulk.prefetch import prefetched
 from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
 from records.queries.annotations import attempt_labels, labelled, labels_by_key, live
 from records.search import engine
@@ -606,45 +607,55 @@ class Search:
         words_alone = self.call_condition() is None
         # Where no label speaks for anything (no attempt carries one), no chunk asks for them.
         labelled_any = live().exists()
-        while chosen := list(islice(ids, chunk)):
+        order = self.query.order()
+        verdict = self.verdicts().order_by().values("outcome")[:1]
+
+        def read(chosen: list[int]) -> tuple[list[tuple], dict[int, list[str]], list[tuple]]:
+            """A chunk's attempts, their labels and their matching calls, as plain rows."""
             attempts = list(
                 Attempt.objects.filter(pk__among=chosen)
-                .order_by(*self.query.order())
-                .annotate(outcome=self.verdicts().order_by().values("outcome")[:1])
+                .order_by(*order)
+                .annotate(outcome=verdict)
                 .values_list(
                     "pk", "run__corpus_digest", "case", "ended_by", "outcome", *attempt_columns
                 )
             )
             labels = labels_by_key([a[:3] for a in attempts]) if labelled_any else {}
+            if self.calls is None:
+                return attempts, labels, []
+            # The words matched against this chunk's documents alone, not the store's.
+            if words_alone:
+                theirs = _hits(engine.CALL, words, chosen)
+            else:
+                theirs = self.matching(
+                    self.every_call().filter(attempt__among=chosen), among=chosen
+                ).values("pk")
+            calls = (
+                Call.objects.filter(pk__in=theirs)
+                .order_by("attempt_id", "index", "line")
+                .annotate(**sources)
+                .values_list("pk", "attempt_id", *call_columns, *sources)
+            )
+            return attempts, labels, list(calls)
+
+        # Each chunk is read while the one before it is shaped (`records.bulk.prefetch`).
+        chunks = iter(lambda: list(islice(ids, chunk)), [])
+        for attempts, labels, calls in prefetched(read, chunks):
             matched: dict[int, list[list[Any]]] = {}
-            if self.calls is not None:
-                # The words matched against this chunk's documents alone, not the store's.
-                if words_alone:
-                    theirs = _hits(engine.CALL, words, chosen)
-                else:
-                    theirs = self.matching(
-                        self.every_call().filter(attempt__among=chosen), among=chosen
-                    ).values("pk")
-                calls = (
-                    Call.objects.filter(pk__in=theirs)
-                    .order_by("attempt_id", "index", "line")
-                    .annotate(**sources)
-                    .values_list("pk", "attempt_id", *call_columns, *sources)
+            unfound: dict[int, list[Any]] = {}
+            for c in calls:
+                row = [*c[2:cut], _first_snippet(words, *c[cut:], form=snippet_text)]
+                if words and not row[-1]:
+                    unfound[c[0]] = row
+                matched.setdefault(c[1], []).append(row)
+            if unfound:
+                results = (
+                    Call.objects.filter(pk__among=list(unfound))
+                    .annotate(result_part=result_part)
+                    .values_list("pk", "result_part")
                 )
-                unfound: dict[int, list[Any]] = {}
-                for c in calls:
-                    row = [*c[2:cut], _first_snippet(words, *c[cut:], form=snippet_text)]
-                    if words and not row[-1]:
-                        unfound[c[0]] = row
-                    matched.setdefault(c[1], []).append(row)
-                if unfound:
-                    results = (
-                        Call.objects.filter(pk__among=list(unfound))
-                        .annotate(result_part=result_part)
-                        .values_list("pk", "result_part")
-                    )
-                    for pk, result in results:
-                        unfound[pk][-1] = snippet_text(result or "", words)
+                for pk, result in results:
+                    unfound[pk][-1] = snippet_text(result or "", words)
             for pk, _, _, ended_by, outcome, *identity in attempts:
                 cells = [*identity, ended_by, outcome or "", " ".join(labels.get(pk, []))]
                 yield cells, matched.get(pk, [])

@@ -1,0 +1,116 @@
+"""Reading one step ahead on a connection of its own (`records.bulk.prefetch`): the reads' results
+in order, each made in a thread while the caller works on the one before, errors raised where
+their result would have been, and the thread's connection closed however the caller stops; a
+whole-store export read so gives the very rows it gives read in turn."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+
+from records.bulk.prefetch import prefetched
+from records.models import Upload
+from records.queries.search import Search, SearchQuery
+from tests.searched import store_searched
+
+# The thread is PostgreSQL's alone: SQLite's reads hold the interpreter, and are made in turn.
+on_a_server = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="reads ahead only from a database server"
+)
+
+
+def _reader(seen: list):
+    """A read that asks the database for its item and notes the thread and connection it ran
+    on."""
+
+    def read(item: int) -> int:
+        with connection.cursor() as cur:
+            cur.execute("SELECT %s + COUNT(*) FROM records_upload", [item])
+            value = cur.fetchone()[0]
+        seen.append((item, threading.get_ident(), connections["default"]))
+        return value
+
+    return read
+
+
+@on_a_server
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_each_read_runs_ahead_in_a_thread_whose_connection_closes():
+    Upload.objects.create(source="test")
+    seen: list = []
+    made: list[int] = []
+
+    def items():
+        for i in range(5):
+            made.append(i)
+            yield i
+
+    results = []
+    for value in prefetched(_reader(seen), items()):
+        # The next item is taken, and its read under way, before this one is worked on.
+        assert len(made) == min(len(results) + 2, 5)
+        results.append(value)
+    assert results == [1, 2, 3, 4, 5]  # each item plus the one committed upload, in order
+    assert [item for item, _, _ in seen] == [0, 1, 2, 3, 4]
+    assert {ident for _, ident, _ in seen} != {threading.get_ident()}
+    (theirs,) = {id(conn) for _, _, conn in seen}
+    assert theirs != id(connections["default"])
+    assert seen[0][2].connection is None  # closed when the reads ended
+
+
+@on_a_server
+@pytest.mark.django_db(transaction=True)
+def test_a_caller_that_stops_early_leaves_no_read_running_and_no_connection_open():
+    seen: list = []
+    reads = prefetched(_reader(seen), iter(range(100)))
+    assert next(reads) == 0
+    reads.close()  # a client gone after the first chunk
+    assert len(seen) <= 2  # the one given and, at most, the one under way
+    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
+    assert seen[0][2].connection is None
+
+
+@on_a_server
+@pytest.mark.django_db(transaction=True)
+def test_a_failed_read_is_raised_where_its_result_would_be_given():
+    def read(item: int) -> int:
+        if item == 2:
+            raise ValueError("chunk 2 could not be read")
+        return item
+
+    given = []
+    with pytest.raises(ValueError, match="chunk 2"):
+        for value in prefetched(read, iter(range(5))):
+            given.append(value)
+    assert given == [0, 1]
+    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_on_sqlite_every_read_is_made_here_in_turn():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite")
+    seen: list = []
+    assert list(prefetched(_reader(seen), iter(range(3)))) == [0, 1, 2]
+    assert {ident for _, ident, _ in seen} == {threading.get_ident()}
+
+
+@pytest.mark.django_db
+def test_inside_a_transaction_every_read_is_made_here_and_sees_its_rows():
+    Upload.objects.create(source="test")  # not committed: a thread's connection would not see it
+    seen: list = []
+    assert list(prefetched(_reader(seen), iter(range(3)))) == [1, 2, 3]
+    assert {ident for _, ident, _ in seen} == {threading.get_ident()}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("params", [{}, {"q": "project"}, {"tool": "gitlab_execute_action"}])
+def test_an_export_read_ahead_gives_the_rows_it_gives_read_in_turn(tmp_path, params):
+    store_searched(tmp_path)
+    query = SearchQuery(sort="-model", **params)
+    ahead = list(Search(query).groups(chunk=5))
+    with transaction.atomic():  # inside one, each chunk is read in turn, here
+        in_turn = list(Search(query).groups(chunk=5))
+    assert ahead == in_turn and len(ahead) > 10
