@@ -1,5 +1,5 @@
-"""Reading one step ahead on a connection of its own (`records.bulk.prefetch`): the reads' results
-in order, each made in a thread while the caller works on the one before, errors raised where
+"""Reads made ahead on connections of their own (`records.bulk.prefetch`): their results in
+order, each made in a thread while the caller works on the ones before, errors raised where
 their result would have been, and the thread's connection closed however the caller stops; a
 whole-store export read so gives the very rows it gives read in turn."""
 
@@ -37,27 +37,30 @@ def _reader(seen: list):
 
 @on_a_server
 @pytest.mark.django_db(transaction=True)
-def test_outside_a_transaction_each_read_runs_ahead_in_a_thread_whose_connection_closes():
+@pytest.mark.parametrize("readers", [1, 2])
+def test_outside_a_transaction_reads_run_ahead_in_threads_whose_connections_close(readers):
     Upload.objects.create(source="test")
     seen: list = []
     made: list[int] = []
 
     def items():
-        for i in range(5):
+        for i in range(7):
             made.append(i)
             yield i
 
     results = []
-    for value in prefetched(_reader(seen), items()):
-        # The next item is taken, and its read under way, before this one is worked on.
-        assert len(made) == min(len(results) + 2, 5)
+    for value in prefetched(_reader(seen), items(), readers):
+        # The next `readers` items are taken, and their reads under way, before this one is
+        # worked on.
+        assert len(made) == min(len(results) + 1 + readers, 7)
         results.append(value)
-    assert results == [1, 2, 3, 4, 5]  # each item plus the one committed upload, in order
-    assert [item for item, _, _ in seen] == [0, 1, 2, 3, 4]
-    assert {ident for _, ident, _ in seen} != {threading.get_ident()}
-    (theirs,) = {id(conn) for _, _, conn in seen}
-    assert theirs != id(connections["default"])
-    assert seen[0][2].connection is None  # closed when the reads ended
+    assert results == [1, 2, 3, 4, 5, 6, 7]  # each item plus the one committed upload, in order
+    assert sorted(item for item, _, _ in seen) == list(range(7))
+    assert threading.get_ident() not in {ident for _, ident, _ in seen}
+    theirs = {conn for _, _, conn in seen}
+    assert len(theirs) == readers and connections["default"] not in theirs
+    assert all(conn.connection is None for conn in theirs)  # closed when the reads ended
+    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
 
 
 @on_a_server
@@ -67,9 +70,9 @@ def test_a_caller_that_stops_early_leaves_no_read_running_and_no_connection_open
     reads = prefetched(_reader(seen), iter(range(100)))
     assert next(reads) == 0
     reads.close()  # a client gone after the first chunk
-    assert len(seen) <= 2  # the one given and, at most, the one under way
+    assert len(seen) <= 3  # the one given and, at most, the two under way
     assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
-    assert seen[0][2].connection is None
+    assert all(conn.connection is None for _, _, conn in seen)
 
 
 @on_a_server

@@ -638,7 +638,7 @@ class Search:
             )
             return attempts, labels, list(calls)
 
-        # Each chunk is read while the one before it is shaped (`records.bulk.prefetch`).
+        # The next chunks are read while this one is shaped (`records.bulk.prefetch`).
         chunks = iter(lambda: list(islice(ids, chunk)), [])
         for attempts, labels, calls in prefetched(read, chunks):
             matched: dict[int, list[list[Any]]] = {}
