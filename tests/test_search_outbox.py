@@ -473,3 +473,49 @@ def test_a_run_whose_index_was_tried_too_often_says_its_index_failed_and_how_to_
     page = client.get(f"/runs/{run.pk}/").content.decode()
     assert ">index failed</span>" in page and "out of memory" in page
     assert "manage.py search_index run-fixture-dynamic" in page
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("fails", [False, True])
+def test_on_postgresql_a_zips_runs_are_indexed_side_by_side_each_in_its_transaction(
+    settings, monkeypatch, fails
+):
+    """Outside a transaction, PostgreSQL indexes the runs stored together on threads of their
+    own (`records.bulk.threads`), each run in its own transaction as in turn: a run whose
+    index fails keeps its outbox row, with the error, for the sweep; the other is indexed."""
+    import threading
+
+    from records.search import index
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite indexes one run after the other, one writer at a time")
+    settings.TASKS = DATABASE
+    real = index.index_pending
+    where: dict[int, int] = {}
+    failed: list[int] = []
+    one_at_a_time = threading.Lock()
+
+    def noted(run_pk: int) -> bool:
+        with one_at_a_time:
+            where[run_pk] = threading.get_ident()
+            failing = fails and not failed
+            if failing:
+                failed.append(run_pk)
+        if failing:
+            raise DatabaseError("the index could not be written")
+        return real(run_pk)
+
+    monkeypatch.setattr(index, "index_pending", noted)
+    _two_runs_stored_by_worker_w1()
+    assert len(where) == 2 and len(set(where.values())) == 2
+    assert threading.get_ident() not in where.values()
+    left = list(PendingIndex.objects.values_list("run_id", "worker", "tries"))
+    assert left == [(pk, "", 1) for pk in failed]
+    if fails:
+        assert "could not be written" in PendingIndex.objects.get().error
+    for pk in set(where) - set(failed):
+        run = Run.objects.get(pk=pk)
+        assert (
+            SearchCall.objects.filter(run=run).count()
+            == Call.objects.filter(attempt__run=run).count()
+        )

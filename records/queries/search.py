@@ -20,7 +20,7 @@ from django.db.models import Exists, F, OuterRef, Q, QuerySet, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast, Substr
 
-from records.bulk.prefetch import prefetched
+from records.bulk.threads import threaded
 from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
 from records.queries.annotations import attempt_labels, labelled, labels_by_key, live
 from records.search import engine
@@ -638,9 +638,9 @@ class Search:
             )
             return attempts, labels, list(calls)
 
-        # The next chunks are read while this one is shaped (`records.bulk.prefetch`).
+        # The next chunks are read while this one is shaped (`records.bulk.threads`).
         chunks = iter(lambda: list(islice(ids, chunk)), [])
-        for attempts, labels, calls in prefetched(read, chunks):
+        for attempts, labels, calls in threaded(read, chunks):
             matched: dict[int, list[list[Any]]] = {}
             unfound: dict[int, list[Any]] = {}
             for c in calls:

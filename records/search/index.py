@@ -26,6 +26,7 @@ from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
 from records.bulk.tables import analyze_if_large
+from records.bulk.threads import threaded
 from records.models import Run
 from records.search import engine
 from records.search.models import PendingIndex, SearchCall, SearchEntry
@@ -99,11 +100,13 @@ def inline_indexing() -> Iterator[None]:
         _waiting.reset(token)
     # Every run not settled here, whatever stops the loop, is handed to the sweep: its row
     # naming this live worker, the sweep would leave it to this process for as long as it lives.
+    # On PostgreSQL the runs of a zip are indexed side by side, each on a connection of its own
+    # (`records.bulk.threads`): the server does most of an index's work, on both cores.
     unsettled: list[int] = []
     done = 0
     try:
-        for pk in waiting:
-            if not follow_up(pk):
+        for pk, settled in zip(waiting, threaded(follow_up, waiting), strict=True):
+            if not settled:
                 unsettled.append(pk)
             done += 1
     finally:

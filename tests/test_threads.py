@@ -1,4 +1,4 @@
-"""Reads made ahead on connections of their own (`records.bulk.prefetch`): their results in
+"""Reads made ahead on connections of their own (`records.bulk.threads`): their results in
 order, each made in a thread while the caller works on the ones before, errors raised where
 their result would have been, and the thread's connection closed however the caller stops; a
 whole-store export read so gives the very rows it gives read in turn."""
@@ -10,7 +10,7 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
-from records.bulk.prefetch import prefetched
+from records.bulk.threads import threaded
 from records.models import Upload
 from records.queries.search import Search, SearchQuery
 from tests.searched import store_searched
@@ -49,7 +49,7 @@ def test_outside_a_transaction_reads_run_ahead_in_threads_whose_connections_clos
             yield i
 
     results = []
-    for value in prefetched(_reader(seen), items(), readers):
+    for value in threaded(_reader(seen), items(), readers):
         # The next `readers` items are taken, and their reads under way, before this one is
         # worked on.
         assert len(made) == min(len(results) + 1 + readers, 7)
@@ -60,18 +60,18 @@ def test_outside_a_transaction_reads_run_ahead_in_threads_whose_connections_clos
     theirs = {conn for _, _, conn in seen}
     assert len(theirs) == readers and connections["default"] not in theirs
     assert all(conn.connection is None for conn in theirs)  # closed when the reads ended
-    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("db-thread")]
 
 
 @on_a_server
 @pytest.mark.django_db(transaction=True)
 def test_a_caller_that_stops_early_leaves_no_read_running_and_no_connection_open():
     seen: list = []
-    reads = prefetched(_reader(seen), iter(range(100)))
+    reads = threaded(_reader(seen), iter(range(100)))
     assert next(reads) == 0
     reads.close()  # a client gone after the first chunk
     assert len(seen) <= 3  # the one given and, at most, the two under way
-    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("db-thread")]
     assert all(conn.connection is None for _, _, conn in seen)
 
 
@@ -85,10 +85,10 @@ def test_a_failed_read_is_raised_where_its_result_would_be_given():
 
     given = []
     with pytest.raises(ValueError, match="chunk 2"):
-        for value in prefetched(read, iter(range(5))):
+        for value in threaded(read, iter(range(5))):
             given.append(value)
     assert given == [0, 1]
-    assert not [t for t in threading.enumerate() if t.name.startswith("prefetch")]
+    assert not [t for t in threading.enumerate() if t.name.startswith("db-thread")]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -96,7 +96,7 @@ def test_on_sqlite_every_read_is_made_here_in_turn():
     if connection.vendor != "sqlite":
         pytest.skip("SQLite")
     seen: list = []
-    assert list(prefetched(_reader(seen), iter(range(3)))) == [0, 1, 2]
+    assert list(threaded(_reader(seen), iter(range(3)))) == [0, 1, 2]
     assert {ident for _, ident, _ in seen} == {threading.get_ident()}
 
 
@@ -104,7 +104,7 @@ def test_on_sqlite_every_read_is_made_here_in_turn():
 def test_inside_a_transaction_every_read_is_made_here_and_sees_its_rows():
     Upload.objects.create(source="test")  # not committed: a thread's connection would not see it
     seen: list = []
-    assert list(prefetched(_reader(seen), iter(range(3)))) == [1, 2, 3]
+    assert list(threaded(_reader(seen), iter(range(3)))) == [1, 2, 3]
     assert {ident for _, ident, _ in seen} == {threading.get_ident()}
 
 
