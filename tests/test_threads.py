@@ -100,6 +100,13 @@ def test_on_sqlite_every_read_is_made_here_in_turn():
     assert {ident for _, ident, _ in seen} == {threading.get_ident()}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_single_item_is_done_here_with_no_thread_of_its_own():
+    seen: list = []
+    assert list(threaded(_reader(seen), iter([4]))) == [4]
+    assert [(item, ident) for item, ident, _ in seen] == [(4, threading.get_ident())]
+
+
 @pytest.mark.django_db
 def test_inside_a_transaction_every_read_is_made_here_and_sees_its_rows():
     Upload.objects.create(source="test")  # not committed: a thread's connection would not see it

@@ -15,6 +15,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
+from itertools import chain, islice
 from queue import SimpleQueue
 from typing import Any
 
@@ -30,13 +31,17 @@ def threaded[T, R](
     work: Callable[[T], R], items: Iterable[T], threads: int = THREADS
 ) -> Iterator[R]:
     """`work(item)` of each of `items`, the results in their order; on PostgreSQL outside a
-    transaction, the next `threads` of them done in threads of their own (each item in turn to
-    the next thread) while the caller works on the result before. `items` is iterated here (it
-    may be a cursor of this thread's connection). An error of an item is raised where its
-    result would have been given. Left early (a client gone), the items under way end first;
-    either way each thread closes its connection and ends before this does."""
-    if connection.vendor != "postgresql" or connection.in_atomic_block:
-        for item in items:
+    transaction, where there are two items or more, the next `threads` of them done in threads
+    of their own (each item in turn to the next thread) while the caller works on the result
+    before (one item alone is done here: no thread, no connection, no memory of their own).
+    `items` is iterated here (it may be a cursor of this thread's connection). An error of an
+    item is raised where its result would have been given. Left early (a client gone), the
+    items under way end first; either way each thread closes its connection and ends before
+    this does."""
+    rest = iter(items)
+    first = list(islice(rest, 2))
+    if len(first) < 2 or connection.vendor != "postgresql" or connection.in_atomic_block:
+        for item in chain(first, rest):
             yield work(item)
         return
     inboxes: list[SimpleQueue[tuple[T, Future[R]] | None]] = [SimpleQueue() for _ in range(threads)]
@@ -48,7 +53,7 @@ def threaded[T, R](
         worker.start()
     pending: deque[Future[R]] = deque()
     try:
-        for n, item in enumerate(items):
+        for n, item in enumerate(chain(first, rest)):
             future: Future[R] = Future()
             inboxes[n % threads].put((item, future))
             pending.append(future)
