@@ -1,7 +1,9 @@
-"""Reads made ahead on connections of their own (`records.bulk.threads`): their results in
-order, each made in a thread while the caller works on the ones before, errors raised where
-their result would have been, and the thread's connection closed however the caller stops; a
-whole-store export read so gives the very rows it gives read in turn."""
+"""Database work on threads of their own (`records.bulk.threads`): the results in order, each
+item done in a thread with its own connection while the caller works on the ones before, an
+error raised where its result would have been, each thread's connection closed however the
+caller stops; on SQLite, in a transaction or for one item, everything done here; and a
+whole-store export read so gives the very rows it gives read in turn. (The index's follow-ups
+side by side: `tests/test_search_outbox.py`.)"""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from records.models import Upload
 from records.queries.search import Search, SearchQuery
 from tests.searched import store_searched
 
-# The thread is PostgreSQL's alone: SQLite's reads hold the interpreter, and are made in turn.
+# The threads are PostgreSQL's alone: SQLite holds the interpreter, and each item is done here.
 on_a_server = pytest.mark.skipif(
     connection.vendor != "postgresql", reason="reads ahead only from a database server"
 )
