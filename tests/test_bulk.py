@@ -1240,3 +1240,49 @@ def test_a_worker_start_waits_for_background_work_only_where_it_forks(monkeypatc
     release.set()
     assert beside._context("records.parser").get_start_method() == "fork"
     assert finished.is_set()
+
+
+@pytest.mark.parametrize(
+    ("rows", "counted", "behind"),
+    [
+        (10, None, True),  # a table PostgreSQL never counted
+        (10, -1, True),
+        (10, 0, True),
+        (10, 100, True),  # a tenth of what it counted
+        (9, 100, False),
+        (100, 1_000_000, False),
+    ],
+)
+def test_a_small_load_refreshes_statistics_only_where_they_fall_behind(rows, counted, behind):
+    assert tables.stale(rows, counted) is behind
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_first_upload_to_a_new_store_leaves_its_tables_and_index_counted():
+    """A shard far below the large-load threshold, into tables PostgreSQL never counted: the
+    shard's tables and the index's are counted once it is stored and indexed, so the first
+    queries plan on its rows, not on an empty guess (a text query took 7 s uncounted)."""
+    from records.search.models import SearchCall, SearchEntry
+
+    if connection.vendor != "postgresql":
+        pytest.skip("statistics are PostgreSQL's")
+    report = ingest(
+        [bytes_input("modeleval-a.jsonl", FIXTURE_SHARD.read_bytes())],
+        Upload.objects.create(source="test"),
+    )
+    assert report.ok and report.stored
+    assert report.stored[0]["lines"] < tables.ANALYZE_AFTER_LINES
+    counted = {}
+    with connection.cursor() as cur:
+        for model in (Attempt, Call, Turn, SearchCall, SearchEntry):
+            cur.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [model._meta.db_table]
+            )
+            counted[model.__name__] = cur.fetchone()[0]
+    assert counted == {
+        "Attempt": Attempt.objects.count(),
+        "Call": Call.objects.count(),
+        "Turn": Turn.objects.count(),
+        "SearchCall": SearchCall.objects.count(),
+        "SearchEntry": SearchEntry.objects.count(),
+    }
