@@ -828,7 +828,6 @@ def export_rates(client: Any) -> dict[str, dict[str, float]]:
 def search(*, runs: int, attempts: int, out: Path, say: Callable[[str], None]) -> dict[str, Any]:
     """Ingest `runs` runs of `attempts` attempts with the index maintained (against the floor),
     time the search's queries on the first two runs and on all of them, and size the store."""
-
     report: dict[str, Any] = {
         "database": connection.vendor,
         "sizes": {"runs": runs, "attempts_per_run": attempts},
