@@ -144,19 +144,22 @@ _CALLS = (
     " c.result_truncated OR c.text_truncated FROM records_call c"
 )
 _ATTEMPT_IDS_OF_RUN = "SELECT id FROM records_attempt WHERE run_id = %s"
-# A run's calls (`c`), by its attempts' ids and the calls' attempt index, whatever the size of
-# the store: joined to the attempts by their run instead, PostgreSQL read every call of the store
-# (0.5 s at 420,000 calls, each time a run was indexed or forgotten). On PostgreSQL the ids are
-# one array first (as `IN (subquery)`, it may plan that join again).
-_CALLS_OF_RUN = {
-    "sqlite": f" WHERE c.attempt_id IN ({_ATTEMPT_IDS_OF_RUN})",
-    "postgresql": f" WHERE c.attempt_id = ANY(ARRAY({_ATTEMPT_IDS_OF_RUN}))",
-}
+
+
+def _among(column: str, ids: str) -> str:
+    """`column` among the ids the statement `ids` selects, each then read by its key. On
+    PostgreSQL the ids are one array first: as `IN (subquery)` it may plan a join instead, and
+    read a whole table (every call of the store, to find one run's: 0.5 s at 420,000 calls,
+    each time a run was indexed or forgotten)."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(ARRAY({ids}))"
+    return f"{column} IN ({ids})"
 
 
 def _of_run() -> str:
-    """The WHERE clause that keeps the calls (`c`) of the run given as its one parameter."""
-    return _CALLS_OF_RUN[connection.vendor]
+    """The WHERE clause that keeps the calls (`c`) of the run given as its one parameter: by
+    its attempts' ids and the calls' attempt index, whatever the size of the store."""
+    return " WHERE " + _among("c.attempt_id", _ATTEMPT_IDS_OF_RUN)
 
 
 _ATTEMPTS_OF_RUN = " WHERE a.run_id = %s"
@@ -289,12 +292,7 @@ def forget_run(run_pk: int) -> None:
             [run_pk],
         )
         documents = "SELECT 2 * c.id + 1 FROM records_call c" + _of_run()
-        among = (
-            f"= ANY(ARRAY({documents}))"
-            if connection.vendor == "postgresql"
-            else f"IN ({documents})"
-        )
-        cursor.execute(f"DELETE FROM records_searchentry WHERE {key} {among}", [run_pk])
+        cursor.execute(f"DELETE FROM records_searchentry WHERE {_among(key, documents)}", [run_pk])
         cursor.execute("DELETE FROM records_searchcall WHERE run_id = %s", [run_pk])
 
 
