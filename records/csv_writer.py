@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import gc
 import signal
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from typing import Any
 
 from records.bulk import processes
 from records.formats.spreadsheet import Group, group_lines
 
+Last = Callable[[Any], Any]
 BATCH_ROWS = 4000  # rows sent to the worker at a time (about a megabyte of a search's)
 
 
@@ -38,10 +39,13 @@ def _batches(groups: Iterable[Group]) -> Iterator[list[Group]]:
         yield batch
 
 
-def csv_worker(source: Any, sink: Any, width: int, header: Sequence[str]) -> None:
+def csv_worker(
+    source: Any, sink: Any, width: int, header: Sequence[str], last: Last | None = None
+) -> None:
     """The worker process: packed batches of groups in (an empty message ends them), each
     batch's CSV out as UTF-8, packed as ("csv", bytes) (the encoding done here too, not in the
-    request's process); the header before the first batch's rows."""
+    request's process); the header before the first batch's rows; each row's last cell made
+    by `last`, if given (`group_lines`)."""
     gc.disable()  # nothing here makes cycles
     # A forked worker keeps its parent's handlers: a server's own for SIGTERM would keep it
     # alive when the export is given up (`Beside.stop`).
@@ -49,7 +53,8 @@ def csv_worker(source: Any, sink: Any, width: int, header: Sequence[str]) -> Non
     first = True
     try:
         while data := source.recv_bytes():
-            text = "".join(group_lines(processes.unpack(data), width, header if first else ()))
+            groups = processes.unpack(data)
+            text = "".join(group_lines(groups, width, header if first else (), last))
             sink.send_bytes(processes.pack(("csv", text.encode())))
             first = False
     except EOFError:
@@ -61,14 +66,17 @@ def csv_worker(source: Any, sink: Any, width: int, header: Sequence[str]) -> Non
 processes.preload(csv_worker)
 
 
-def written(groups: Iterable[Group], width: int, header: Sequence[str]) -> Iterator[str | bytes]:
+def written(
+    groups: Iterable[Group], width: int, header: Sequence[str], last: Last | None = None
+) -> Iterator[str | bytes]:
     """`group_lines` of `groups`: the same text, or, written by a worker process beside this
-    one where the groups are more than one batch and a process can be started, its UTF-8."""
+    one where the groups are more than one batch and a process can be started, its UTF-8.
+    `last` (`group_lines`'s) must be a module's own function, as it crosses to that process."""
     batches = _batches(groups)
     ahead = list(islice(batches, 2))  # two batches or fewer: whether a writer is worth it
-    worker = _started(width, header) if len(ahead) == 2 else None
+    worker = _started(width, header, last) if len(ahead) == 2 else None
     if worker is None:
-        yield from group_lines(chain.from_iterable(chain(ahead, batches)), width, header)
+        yield from group_lines(chain.from_iterable(chain(ahead, batches)), width, header, last)
         return
     packed = map(processes.pack, chain(ahead, batches))
     finished = False
@@ -87,13 +95,13 @@ def written(groups: Iterable[Group], width: int, header: Sequence[str]) -> Itera
         worker.close()
 
 
-def _started(width: int, header: Sequence[str]) -> processes.Beside | None:
+def _started(width: int, header: Sequence[str], last: Last | None) -> processes.Beside | None:
     """A writer process, forked where this process has no other thread (it never opens the
     database); None where none can be had (a fork refused, a forkserver gone)."""
     if not processes.available():
         return None
     try:
-        (worker,) = processes.Beside.several(1, csv_worker, (width, header), "the CSV export")
+        (worker,) = processes.Beside.several(1, csv_worker, (width, header, last), "the CSV export")
     except (OSError, EOFError):
         return None
     return worker

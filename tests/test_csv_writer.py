@@ -41,6 +41,22 @@ def test_rows_written_beside_are_the_bytes_written_in_line(monkeypatch, rows):
     assert "".join(beside.written(iter([]), 2, HEADER)) == ""
 
 
+@pytest.mark.parametrize("rows", [7, 4000])
+def test_each_rows_last_cell_is_made_where_the_rows_are_written(monkeypatch, rows):
+    # A search export's snippets are folded by the writer process (`snippets.folded`): a
+    # stretch ([text, cut before, cut after]) in a row's last cell, never in a head's.
+    from records.search.snippets import folded
+
+    monkeypatch.setattr(beside, "BATCH_ROWS", rows)
+    stretch = ["a\n  b", True, False]
+    groups = [([i, "x"], [[1, list(stretch)], [2, "=c"]] if i % 2 else []) for i in range(50)]
+    pieces = beside.written(iter(groups), 2, HEADER, folded)
+    text = "".join(p if isinstance(p, str) else p.decode() for p in pieces)
+    assert text == "".join(group_lines(groups, 2, HEADER, folded))
+    assert text.count("1,…a b\r\n") == 25 and text.count("2,'=c\r\n") == 25
+    assert "0,x,,\r\n" in text
+
+
 def test_an_export_given_up_part_way_stops_its_worker(monkeypatch):
     monkeypatch.setattr(beside, "BATCH_ROWS", 3)
     before = set(multiprocessing.active_children())

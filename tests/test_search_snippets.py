@@ -35,3 +35,20 @@ def test_the_first_match_is_the_one_the_whole_word_pattern_finds_first():
             start, end = max(0, found.start() - 2), min(len(text), found.end() + 2)
             expected = " ".join(text[start:end].split())
             assert cut == ("…" if start else "") + expected + ("…" if end < len(text) else "")
+
+
+def test_a_stretch_folded_apart_is_the_snippet_text():
+    # An export finds each stretch in the request and folds it in its writer process.
+    from records.search.snippets import folded, stretches
+
+    alphabet = "the THE x \n\t  é.\u00a0\u2028"
+    rng = random.Random(11)
+    for words in (["the"], ["the", "x"], []):
+        stretch = stretches(words, width=3)
+        for _ in range(2000):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 24)))
+            found = stretch(text)
+            assert folded(found or "") == snippet_text(text, words, width=3), (words, text)
+            assert (found is None) == (snippet_text(text, words, width=3) == "")
+    # Any other cell is written as it is.
+    assert [folded(v) for v in ("", "a\n b", None, 3)] == ["", "a\n b", None, 3]

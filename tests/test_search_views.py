@@ -95,6 +95,29 @@ def test_the_csv_lists_every_matching_call_beside_its_attempt(client, store):
 
 
 @PUBLIC
+@pytest.mark.parametrize("batch_rows", [4000, 5])
+@pytest.mark.parametrize("params", [{"q": "default branch"}, {"q": "project"}, {}])
+def test_the_csv_is_its_groups_written_whoever_folds_the_snippets(
+    client, monkeypatch, batch_rows, params
+):
+    # The snippets are found in the request and folded where the rows are written: by the
+    # writer process (batches of 5 rows) or in line; the bytes of the groups folded here.
+    from records import csv_writer
+    from records.formats.spreadsheet import group_lines
+    from records.queries.search import ATTEMPT_COLUMNS, CALL_COLUMNS, Search, SearchQuery
+
+    monkeypatch.setattr(csv_writer, "BATCH_ROWS", batch_rows)
+    answer = client.get("/search.csv", params)
+    body = b"".join(answer.streaming_content).decode()
+    groups = list(Search(SearchQuery(**params)).groups())
+    header = [*ATTEMPT_COLUMNS, *CALL_COLUMNS]
+    assert body == "".join(group_lines(groups, len(CALL_COLUMNS), header))
+    snippets = [row[-1] for _, rows in groups for row in rows]
+    assert all(isinstance(s, str) for s in snippets)
+    assert any(snippets) == bool(params)
+
+
+@PUBLIC
 def test_the_page_escapes_and_isolates_untrusted_text_in_snippets(client):
     page = client.get("/search/", {"q": "alert timeout", "run": "run-hostile"})
     html = page.content.decode()

@@ -6,7 +6,7 @@ pieces. Pure Python, no Django: a worker process writes a long export's rows thi
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 FORMULA = ("=", "+", "-", "@")
@@ -54,14 +54,21 @@ class Lines:
 Group = tuple[Sequence[Any], Sequence[Sequence[Any]]]
 
 
-def group_lines(groups: Iterable[Group], width: int, header: Sequence[str] = ()) -> Iterator[str]:
+def group_lines(
+    groups: Iterable[Group],
+    width: int,
+    header: Sequence[str] = (),
+    last: Callable[[Any], Any] | None = None,
+) -> Iterator[str]:
     """CSV text, `CSV_BATCH` rows a piece, of rows that come in groups sharing their first
     cells: each group's head cells followed, a row each, by the cells of each of its rows, or
     by `width` empty cells where it has none; `header` (if any) before the first row. The same
     bytes as each row written whole; the head's cells are written once a group, not once a
     row (a whole-store search export writes an attempt's nine cells before each of its
-    calls). Every cell is `csv_safe`. A group's head and its rows have two cells or more
-    (csv writes a row of one empty cell as "", which no longer joins as one row would)."""
+    calls). `last`, if given, makes each row's last cell what is written (a search export's
+    snippet is folded here, in the writer process). Every cell is `csv_safe`. A group's head
+    and its rows have two cells or more (csv writes a row of one empty cell as "", which no
+    longer joins as one row would)."""
     out, lead = Lines(), Lines()
     writer = csv.writer(out)
     heads = csv.writer(lead, lineterminator="")
@@ -74,6 +81,8 @@ def group_lines(groups: Iterable[Group], width: int, header: Sequence[str] = ())
         cells = lead.take() + ","  # a row's own cells follow
         for row in rows or (None,):
             out.write(cells)
+            if row is not None and last is not None:
+                row = [*row[:-1], last(row[-1])]
             writer.writerow(blank if row is None else safe_cells(row))
             n += 1
             if n % CSV_BATCH == 0:

@@ -9,7 +9,7 @@ figure is a query in the database, a constant number of them per page.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from operator import attrgetter
@@ -23,10 +23,10 @@ from django.db.models.functions import Cast, Substr
 from records.bulk.threads import threaded
 from records.models import Annotation, Attempt, Call, Label, Run, Scoring, Turn, Verdict
 from records.queries.annotations import attempt_labels, labelled, labels_by_key, live
-from records.search import engine
+from records.search import engine, snippets
 from records.search.index import not_yet_indexed
 from records.search.models import SearchCall
-from records.search.snippets import snippet, snippet_text
+from records.search.snippets import snippet
 
 # What a score cell's drill links select, per column: the verdicts behind its numerator, and
 # the ones that missed it (the counted attempts that are not behind it; for a column of steps,
@@ -583,16 +583,22 @@ class Search:
             a.matched = matched[a.pk]
             a.pieces = _first_snippet(words, a.stimulus_part, a.reason)
 
-    def groups(self, chunk: int = 2000) -> Iterator[tuple[list[Any], list[list[Any]]]]:
+    def groups(
+        self, chunk: int = 2000, *, stretches: bool = False
+    ) -> Iterator[tuple[list[Any], list[list[Any]]]]:
         """Every attempt matched, with its matching calls, `chunk` attempts at a time: for the
         CSV export (a row a call, or one for an attempt without any), an attempt's cells in
         `ATTEMPT_COLUMNS`' order (its `IDENTITY_SOURCES`, its ending, verdict and labels), and
-        each call's in `CALL_COLUMNS`'. The ids come in the list's order from one statement
+        each call's in `CALL_COLUMNS`'. With `stretches`, a call's snippet is left as
+        `snippets.stretches` finds it, for the export's writer to fold (`snippets.folded`);
+        else it is folded here. The ids come in the list's order from one statement
         read as it goes (not a page cut again from every match at each offset), and each
         chunk's attempts and calls are read by key, as plain values, and given as lists: an
         export of the whole store reads hundreds of thousands of rows, and a model instance (or
         a dict) for each would be most of its time."""
         words = self.words
+        stretch = snippets.stretches(words)
+        finish = None if stretches else snippets.folded
         ids = self.ordered().values_list("pk", flat=True).iterator(chunk_size=chunk)
         attempt_columns = [source.replace(".", "__") for _, source in IDENTITY_SOURCES]
         call_columns = [source for _, source in CALL_SOURCES]
@@ -644,8 +650,11 @@ class Search:
             matched: dict[int, list[list[Any]]] = {}
             unfound: dict[int, list[Any]] = {}
             for c in calls:
-                row = [*c[2:cut], _first_snippet(words, *c[cut:], form=snippet_text)]
-                if words and not row[-1]:
+                # The snippet from the call's text, else its arguments, else (read below) its
+                # result.
+                found = (stretch(c[cut]) or stretch(c[cut + 1])) if words else None
+                row = [*c[2:cut], found or ""]
+                if words and found is None:
                     unfound[c[0]] = row
                 matched.setdefault(c[1], []).append(row)
             if unfound:
@@ -655,7 +664,11 @@ class Search:
                     .values_list("pk", "result_part")
                 )
                 for pk, result in results:
-                    unfound[pk][-1] = snippet_text(result or "", words)
+                    unfound[pk][-1] = stretch(result) or ""
+            if finish is not None:
+                for rows in matched.values():
+                    for row in rows:
+                        row[-1] = finish(row[-1])
             for pk, _, _, ended_by, outcome, *identity in attempts:
                 cells = [*identity, ended_by, outcome or "", " ".join(labels.get(pk, []))]
                 yield cells, matched.get(pk, [])
@@ -729,10 +742,10 @@ def _snippet_sources() -> dict[str, Any]:
     }
 
 
-def _first_snippet(words: list[str], *texts: str | None, form: Callable[..., Any] = snippet) -> Any:
-    """The snippet of the first of `texts` that holds a word, as `form` makes it: `snippet`'s
-    pieces (a page's), or `snippet_text`'s one text (an export's); empty where none does."""
+def _first_snippet(words: list[str], *texts: str | None) -> list[tuple[str, bool]]:
+    """`snippet`'s pieces of the first of `texts` that holds a word (a page's); [] where none
+    does."""
     for text in texts:
-        if found := form(text or "", words):
+        if found := snippet(text or "", words):
             return found
-    return form("", words)
+    return []

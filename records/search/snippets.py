@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
+from typing import Any
 
 WIDTH = 90  # characters of context either side of the first match
 
@@ -34,24 +36,48 @@ def snippet(text: str, words: list[str], width: int = WIDTH) -> list[tuple[str, 
 def snippet_text(text: str, words: list[str], width: int = WIDTH) -> str:
     """`snippet`'s pieces joined into one text, without cutting them out (what an export
     writes); "" when no word occurs."""
-    cut = _cut(text, words, width)
-    if cut is None:
-        return ""
-    window, before, after = cut
-    return ("…" if before else "") + window + ("…" if after else "")
+    return folded(stretches(words, width)(text) or "")
+
+
+# The text around a match as it is, and whether text was left out before and after it.
+Stretch = list
+
+
+def stretches(words: list[str], width: int = WIDTH) -> Callable[[str | None], Stretch | None]:
+    """What finds, in a text, the stretch around its first matched word, before its white
+    space is folded (`folded` makes it `snippet_text`'s): None where no word occurs. The words'
+    pattern is made once, for an export's hundreds of thousands of texts. Apart from the
+    folding, the larger part of the work, so that an export's writer process folds beside the
+    request's, which finds the matches."""
+    ahead = _ahead(tuple(words)) if words else None
+
+    def stretch(text: str | None) -> Stretch | None:
+        if not text or ahead is None or (first := _first(ahead, text)) is None:
+            return None
+        start = max(0, first.start() - width)
+        end = first.end() + width
+        return [text[start:end], start > 0, end < len(text)]
+
+    return stretch
+
+
+def folded(cell: Any) -> Any:
+    """A stretch as snippet text: its white space folded, an ellipsis where text was left out;
+    any other cell as it is (an export's snippet cell is a stretch or "")."""
+    if cell.__class__ is not list:
+        return cell
+    window, before, after = cell
+    return ("…" if before else "") + " ".join(window.split()) + ("…" if after else "")
 
 
 def _cut(text: str, words: list[str], width: int) -> tuple[str, bool, bool] | None:
     """The stretch of `text` around its first matched word, its white space folded, and
     whether text was left out before and after it; None when none occurs."""
-    if not text or not words:
+    found = stretches(words, width)(text)
+    if found is None:
         return None
-    first = _first(_ahead(tuple(words)), text)
-    if first is None:
-        return None
-    start = max(0, first.start() - width)
-    end = min(len(text), first.end() + width)
-    return " ".join(text[start:end].split()), start > 0, end < len(text)
+    window, before, after = found
+    return " ".join(window.split()), before, after
 
 
 def _first(ahead: re.Pattern, text: str) -> re.Match | None:

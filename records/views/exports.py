@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -65,17 +65,19 @@ def export_groups(
     head: Sequence[str],
     tail: Sequence[str],
     groups: Iterable[tuple[Sequence[Any], Sequence[Sequence[Any]]]],
+    last: Callable[[Any], Any] | None = None,
 ) -> StreamingHttpResponse:
     """A CSV of rows that come in groups sharing their first cells: for each group, its
     cells named by `head` followed, a row each, by the cells named by `tail` of each of its
     rows, or by empty cells where it has none (`records.formats.spreadsheet.group_lines`).
     The same bytes as `export` of those rows joined. A long one is written by a worker process
     beside this one, which reads and shapes the rows meanwhile (`records.csv_writer`): its
-    cells are plain values (str, int, float, bool, None), as they cross to that process."""
+    cells are plain values (str, int, float, bool, None), as they cross to that process, and
+    `last`, if given, makes each row's last cell there (a module's own function)."""
     if len(head) < 2 or len(tail) < 2:
         # csv writes a row of one empty cell as "", which no longer joins as one row would.
         raise ValueError("a group's head and its rows have two cells or more")
-    return _csv_answer(name, written(groups, len(tail), [*head, *tail]))
+    return _csv_answer(name, written(groups, len(tail), [*head, *tail], last))
 
 
 def _csv_answer(name: str, pieces: Iterable[str | bytes]) -> StreamingHttpResponse:

@@ -23,6 +23,7 @@ from records.queries.search import (
 )
 from records.scorer.score import OUTCOMES
 from records.scoring.vocabulary import TITLED_COLUMNS
+from records.search import snippets
 from records.views.access import query_form, read_access, render_page
 from records.views.exports import export_groups
 from records.views.forms import WholeNumberField, page_field
@@ -347,4 +348,6 @@ def search_json(request: HttpRequest) -> HttpResponse:
 @query_form(SearchForm)
 def search_csv(request: HttpRequest, form: SearchForm) -> HttpResponse:
     found = Search(form.query())
-    return export_groups("search", ATTEMPT_COLUMNS, CALL_COLUMNS, found.groups())
+    # Each call's snippet is found here and folded by the export's writer (`snippets.folded`).
+    groups = found.groups(stretches=True)
+    return export_groups("search", ATTEMPT_COLUMNS, CALL_COLUMNS, groups, last=snippets.folded)
