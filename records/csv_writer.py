@@ -4,8 +4,9 @@ request's process reads and shapes the next ones, so a whole-store export keeps 
 Outside `views/`, so that loading it loads no Django: a threaded server starts this process from
 a forkserver that preloads only such modules. The rows are the groups
 `records.formats.spreadsheet.group_lines` takes (a head's cells, its rows' cells, plain
-values: str, int, float, bool, None), sent `BATCH_ROWS` rows at a time, one batch ahead of the
-text taken back: the request's process holds a few batches (the first two, the one it is
+values: str, int, float, bool, None, or lists of them in a row's last cell for its `last` to
+make: a search's snippet, folded here), sent `BATCH_ROWS` rows at a time, one batch ahead of
+the text taken back: the request's process holds a few batches (the first two, the one it is
 making, the one sent last, packed) and the text of one. An export of a single batch is written
 in the request's process, with no process started.
 """
