@@ -236,7 +236,13 @@ def index_new_run(run_pk: int) -> int:
     (`records.search.vectors.call_vector`, the words the statement would cut) and copied in,
     some `VECTOR_BYTES` of calls at a time; the statement makes the few it cannot vouch for,
     and those too long to read here (`READ_BELOW`). How many calls it wrote the filtered
-    columns of."""
+    columns of.
+
+    A run of odd id has its statements run before its calls' vectors are made, one of even id
+    after: a zip's runs, stored one after another, are indexed two side by side
+    (`records.search.index.inline_indexing`), and this way, while one makes vectors in this
+    process, the other's statements keep the server busy (two runs of 20,000 attempts: 4.4-4.7 s
+    each in the same order, 3.8-4.0 s so)."""
     if connection.vendor != "postgresql":
         return index_run(run_pk)
     from records.bulk.tables import Table
@@ -245,6 +251,9 @@ def index_new_run(run_pk: int) -> int:
     entries = Table(SearchEntry, ["id", "body"], binary=False)
     left: list[int] = []
     with connection.cursor() as cursor:
+        statements_first = run_pk % 2 == 1
+        if statements_first:
+            calls = _statements(cursor, run_pk)
         cursor.execute("SELECT MIN(c.id), MAX(c.id) FROM records_call c" + _of_run(), [run_pk])
         low, high = cursor.fetchone()
         while low is not None and low <= high:
@@ -265,9 +274,17 @@ def index_new_run(run_pk: int) -> int:
             low += VECTOR_CHUNK
         if left:
             cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [left])
-        cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
-        cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
-        return max(cursor.rowcount, 0)
+        if not statements_first:
+            calls = _statements(cursor, run_pk)
+    return calls
+
+
+def _statements(cursor: Any, run_pk: int) -> int:
+    """The run's attempts' documents and its calls' filtered columns, made by the server; how
+    many calls it wrote."""
+    cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
+    cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
+    return max(cursor.rowcount, 0)
 
 
 def _call_vectors(cursor: Any, ids: list[int], entries: Any, left: list[int]) -> None:

@@ -101,7 +101,8 @@ def inline_indexing() -> Iterator[None]:
     # Every run not settled here, whatever stops the loop, is handed to the sweep: its row
     # naming this live worker, the sweep would leave it to this process for as long as it lives.
     # On PostgreSQL the runs of a zip are indexed side by side, each on a connection of its own
-    # (`records.bulk.threads`): the server does most of an index's work, on both cores.
+    # (`records.bulk.threads`): the server does most of an index's work, on both cores. Two
+    # runs side by side do their work in opposite orders (`engine.index_new_run`).
     unsettled: list[int] = []
     done = 0
     try:
