@@ -34,8 +34,8 @@ def snippet(text: str, words: list[str], width: int = WIDTH) -> list[tuple[str, 
 
 
 def snippet_text(text: str, words: list[str], width: int = WIDTH) -> str:
-    """`snippet`'s pieces joined into one text, without cutting them out (what an export
-    writes); "" when no word occurs."""
+    """`snippet`'s pieces joined into one text, without cutting them out: what an export
+    writes, there found and folded apart (`stretches`, `folded`); "" when no word occurs."""
     return folded(stretches(words, width)(text) or "")
 
 
