@@ -275,9 +275,13 @@ def compare_each[K](
         # A side met in several pairs over the same cases (a row against each other row of its
         # group) is one vector, multiplied once.
         stacked = np.concatenate([terms for _, terms, _, _ in tested])
-        seen: dict[bytes, int] = {}
-        back = [seen.setdefault(terms.tobytes(), len(seen)) for terms in stacked]
-        firsts = [back.index(i) for i in range(len(seen))]
+        seen: dict[bytes, int] = {}  # each distinct vector's place among `firsts`
+        firsts: list[int] = []  # the row of each distinct vector's first meeting
+        back: list[int] = []  # each row's distinct vector
+        for row, terms in enumerate(stacked):
+            back.append(seen.setdefault(terms.tobytes(), len(firsts)))
+            if back[-1] == len(firsts):
+                firsts.append(row)
         sums = (resamples(cases) @ stacked[firsts].T)[:, back]
         for i, (key, _, base_rate, cand_rate) in enumerate(tested):
             na, da, nb, db = sums[:, 4 * i : 4 * i + 4].T

@@ -116,17 +116,26 @@ def paired_tests(
 ) -> dict[str, stats.Paired]:
     """Each column of two rows (their figures per case) compared case by case over the cases
     both ran (`stats`)."""
-    cases = sorted(set(a) & set(b))
-    tested = stats.compare_each(
-        {
-            column: (
-                [ratio_of(a[c], column) for c in cases],
-                [ratio_of(b[c], column) for c in cases],
-            )
-            for column in columns
-        }
-    )
+    asked = _asked(_ratios(a, columns), _ratios(b, columns), sorted(set(a) & set(b)))
+    tested = stats.compare_each(asked)
     return {column: result for column, result in tested.items() if result is not None}
+
+
+def _ratios(
+    figures: dict[str, dict[str, int]], columns: tuple[str, ...]
+) -> dict[str, dict[str, tuple[int, int]]]:
+    """A row's figures per case as each column's (n, d) per case."""
+    return {column: {c: ratio_of(f, column) for c, f in figures.items()} for column in columns}
+
+
+def _asked(
+    a: dict[str, dict[str, tuple[int, int]]],
+    b: dict[str, dict[str, tuple[int, int]]],
+    cases: list[str],
+) -> dict[str, tuple[list[tuple[int, int]], list[tuple[int, int]]]]:
+    """What `stats.compare_each` is asked of two rows (`_ratios`), by column: each side's
+    (n, d) over `cases`."""
+    return {column: ([a[column][c] for c in cases], [b[column][c] for c in cases]) for column in a}
 
 
 def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]) -> PairTests:
@@ -136,21 +145,14 @@ def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]
     out: PairTests = {}
     for g in groups:
         keys = sorted(r.row_key for r in g.rows)
-        ratios = {
-            key: {
-                column: {case: ratio_of(f, column) for case, f in per_case.get(key, {}).items()}
-                for column in RATIO_COLUMNS
-            }
-            for key in keys
-        }
+        ratios = {key: _ratios(per_case.get(key, {}), RATIO_COLUMNS) for key in keys}
         asked: dict[tuple[str, str, str], Any] = {}
         for i, a in enumerate(keys):
             for b in keys[i + 1 :]:
                 out[(a, b)] = {}
-                cases = sorted(ratios[a][RATIO_COLUMNS[0]].keys() & ratios[b][RATIO_COLUMNS[0]])
-                for column in RATIO_COLUMNS:
-                    of_a, of_b = ratios[a][column], ratios[b][column]
-                    asked[(a, b, column)] = ([of_a[c] for c in cases], [of_b[c] for c in cases])
+                cases = sorted(per_case.get(a, {}).keys() & per_case.get(b, {}).keys())
+                for column, sides in _asked(ratios[a], ratios[b], cases).items():
+                    asked[(a, b, column)] = sides
         for (a, b, column), result in stats.compare_each(asked).items():
             if result is not None:
                 out[(a, b)][column] = result
