@@ -241,8 +241,8 @@ def index_new_run(run_pk: int) -> int:
     A run of odd id has its statements run before its calls' vectors are made, one of even id
     after: a zip's runs, stored one after another, are indexed two side by side
     (`records.search.index.inline_indexing`), and this way, while one makes vectors in this
-    process, the other's statements keep the server busy (two runs of 20,000 attempts: 4.4-4.7 s
-    each in the same order, 3.8-4.0 s so)."""
+    process, the other's statements keep the server busy (two 20,000-attempt runs took 4.4-4.7 s
+    in the same order, 3.8-4.0 s so)."""
     if connection.vendor != "postgresql":
         return index_run(run_pk)
     from records.bulk.tables import Table
