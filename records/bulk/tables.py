@@ -6,25 +6,38 @@ from __future__ import annotations
 
 import gc
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from django.db import DatabaseError, connection, transaction
 
+_pausing = threading.Lock()
+_paused = 0  # how many gc_paused blocks are under way, in any thread
+_was_enabled = False  # whether the collector ran before the first of them
+
 
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """Bulk work (a shard's rows, a run's verdicts) makes objects by the hundred thousand and
     no reference cycles: the collector would only walk them, and the whole heap once they
-    count as old, to free nothing."""
-    was = gc.isenabled()
-    gc.disable()
+    count as old, to free nothing. The collector is the process's: blocks under way in two
+    threads at once (a run scored beside the next shard's store) keep it paused until the last
+    of them ends."""
+    global _paused, _was_enabled
+    with _pausing:
+        if _paused == 0:
+            _was_enabled = gc.isenabled()
+            gc.disable()
+        _paused += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _pausing:
+            _paused -= 1
+            if _paused == 0 and _was_enabled:
+                gc.enable()
 
 
 # PostgreSQL column types and the binary COPY form each takes. A json value's binary form is

@@ -24,6 +24,7 @@ from records.ingest.inputs import (
     disk_full,
 )
 from records.ingest.shards import (
+    Scorings,
     ShardCandidate,
     Units,
     ingest_shard,
@@ -62,9 +63,22 @@ def ingest(
         spool_dir=settings.FILE_UPLOAD_TEMP_DIR,
     )
     units = Units(_units(inputs, report), parser)
+
+    def scoring_failed(name: str, exc: BaseException) -> None:
+        """A shard's scoring that raised, once waited for: as `_each` tells an input's fault."""
+        if disk_full(exc):
+            raise exc
+        report.refused.append(unexpected(name, exc).as_dict())
+
+    # A run scored beside the next shard's store, where the ingest has the cores for it.
+    follows = units.shard_follows if len(parser.parsers) > 1 else lambda: False
+    scorings = Scorings(report, scoring_failed, follows)
     try:
         with inline_indexing():
-            _each(units, upload, report, progress, parser, allow_digest_mismatch)
+            try:
+                _each(units, upload, report, progress, parser, scorings, allow_digest_mismatch)
+            finally:
+                scorings.wait()  # the last shard's scoring, before its index
     finally:
         parser.close()
         checkpoints.finish()
@@ -87,16 +101,18 @@ def _each(
     report: IngestReport,
     progress: Progress | None,
     parser: Parsers,
+    scorings: Scorings,
     allow_digest_mismatch: bool,
 ) -> None:
-    """Store or refuse each unit in its turn; a stored shard's index is queued, or written
-    when all are done (`records.search.index.inline_indexing`)."""
+    """Store or refuse each unit in its turn; a stored shard is scored by `scorings`, its
+    index queued, or written when all are done (`records.search.index.inline_indexing`)."""
     for unit in units:
         try:
             if isinstance(unit, ShardCandidate):
                 with unit.stream:
-                    ingest_shard(unit, upload, report, progress, parser, units.read_on)
+                    ingest_shard(unit, upload, report, progress, parser, units.read_on, scorings)
             elif isinstance(unit, Input):
+                scorings.wait()  # a key may score the runs it names: not beside one's scoring
                 ingest_key(unit, upload, report, allow_digest_mismatch)
             else:
                 report.refused.append(unit.as_dict())

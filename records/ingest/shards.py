@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import threading
 import time
 import uuid
 from collections import deque
@@ -16,7 +17,7 @@ from django.conf import settings
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from records.bulk import processes
-from records.bulk.apart import reader
+from records.bulk.apart import Reader, reader
 from records.bulk.readahead import CHUNK, Feed, Parsers, WorkerError
 from records.bulk.sqlite import checkpoints
 from records.bulk.tables import RowRefused, Table, analyze_if_large, gc_paused, reserve_ids
@@ -53,7 +54,12 @@ from records.models import (
     Upload,
     Verify,
 )
-from records.scoring.run import attempts_as_read, prepare_scorers, score_if_unscored
+from records.scoring.run import (
+    attempts_as_read,
+    prepare_scorers,
+    score_if_unscored,
+    scored_on_arrival_by_processes,
+)
 from records.search.index import after_commit, indexing, queue_index
 
 PRICE_FIELDS = (
@@ -218,6 +224,11 @@ class Units:
             if not self._started(unit):
                 return
 
+    def shard_follows(self) -> bool:
+        """Whether the unit after the one being stored is known to be a shard (taken early,
+        `read_on`)."""
+        return bool(self.ahead) and isinstance(self.ahead[0], ShardCandidate)
+
     def _parsing_last(self) -> bool:
         """Whether the last unit taken early is a shard being parsed (or none was taken): none
         is taken past one that is not, since what is taken early (an archive's entry, copied
@@ -318,6 +329,7 @@ def ingest_shard(
     progress: Progress | None,
     parsers: Parsers,
     read_on: Callable[[], None],
+    scorings: Scorings,
 ) -> None:
     """Store one shard whole, or report why not. Never raises for a user's mistake.
 
@@ -326,7 +338,7 @@ def ingest_shard(
     a pass of its own before the parse; the row waits under a provisional digest until then.
     Any other shard is hashed first and looked up. Either way the unique digest decides a race
     between two uploads of the same content. `read_on` is called as the shard starts and once
-    it is read, so the next ones may start."""
+    it is read, so the next ones may start; the shard is then scored by `scorings`."""
     started = time.perf_counter()
     stream, name, size, feed = shard.stream, shard.name, shard.size, shard.feed
     large = feed is not None or _parser_process_for(size)
@@ -350,6 +362,7 @@ def ingest_shard(
             writer = _Writer(run.pk)
             summary: ShardSummary | None = None
             session_ids: dict[str, int] = {}
+            beside = False  # whether its scoring will run beside the next shard's store
             next_report = CHUNK * 8
             if large and feed is None:
                 feed = parsers.start(stream, name)
@@ -366,7 +379,8 @@ def ingest_shard(
                     read_on()
                     summary = msg[1]
                     session_ids = _store_run(run, summary, shard_row)
-                    prepare_scorers(run, reach)  # ready once the rest is stored
+                    beside = scorings.beside(run, reach)
+                    prepare_scorers(run, reach, in_thread=beside)  # ready once the rest is stored
                 elif kind == "attempts":
                     writer.write_attempts(msg[1], session_ids)
                 elif kind == "done" and sha is None:
@@ -415,19 +429,99 @@ def ingest_shard(
     seconds = time.perf_counter() - started
     after_commit(run.pk)  # the index, queued (or kept for the end of the ingest)
 
-    scoring = score_if_unscored(run, writer.read)  # the attempts as written, not read back
-    report.stored.append(
-        {
-            "file": name,
-            "sha256": sha,
-            "run": run.pk,
-            "run_id": run.run_id,
-            "attempts": attempts,
-            "lines": lineno,
-            "warnings": shard_row.warning_count,
-            "seconds": round(seconds, 3),  # to store it (its scoring apart)
-            "scored_against": scoring.key.digest if scoring else None,
-            # Unscored until a key of this digest arrives: the answer says which one.
-            "corpus_digest": run.corpus_digest,
-        }
-    )
+    entry = {
+        "file": name,
+        "sha256": sha,
+        "run": run.pk,
+        "run_id": run.run_id,
+        "attempts": attempts,
+        "lines": lineno,
+        "warnings": shard_row.warning_count,
+        "seconds": round(seconds, 3),  # to store it (its scoring apart)
+        "scored_against": None,  # set once scored
+        # Unscored until a key of this digest arrives: the answer says which one.
+        "corpus_digest": run.corpus_digest,
+    }
+    report.stored.append(entry)
+    scorings.score(run, writer.read, entry, beside)  # the attempts as written, not read back
+
+
+ScoringFailed = Callable[[str, BaseException], None]
+
+
+class Scorings:
+    """Each stored shard's scoring on its arrival, in line or beside the next shard's store.
+
+    Where the database takes a second writer at once (PostgreSQL) and the ingest is no
+    caller's transaction, a run the scorer processes score is scored by a thread on a
+    connection of its own, while this one stores the shard after it: that store leaves a core
+    idle (the server does most of its work, in one process), and the scorers take it. One
+    scoring at a time: the next waits for the one before, and `wait` for the last. Elsewhere
+    (SQLite has one writer), or with no shard after it, each is scored in line as its shard
+    commits.
+
+    A scoring that raises leaves its shard out of `report.stored`: in line, the error goes on
+    to the caller as before; beside, `failed(name, error)` is told once it is waited for."""
+
+    def __init__(
+        self, report: IngestReport, failed: ScoringFailed, shard_follows: Callable[[], bool]
+    ) -> None:
+        self.report = report
+        self.failed = failed
+        self.shard_follows = shard_follows
+        self.thread: threading.Thread | None = None
+        self.outcome: tuple[dict[str, Any], BaseException | None] | None = None
+
+    def beside(self, run: Run, reach: Reader | None) -> bool:
+        """Whether `run`, just read, will be scored beside the next shard's store: one follows
+        (`shard_follows`, asked once the next units are taken). `reach`: what
+        `records.bulk.apart.reader` answered before the shard's transaction (None in a
+        caller's transaction, whose rows no other connection sees)."""
+        return (
+            connection.vendor == "postgresql"
+            and reach is not None
+            and scored_on_arrival_by_processes(run)
+            and self.shard_follows()
+        )
+
+    def score(self, run: Run, attempts: list[tuple], entry: dict[str, Any], beside: bool) -> None:
+        """Score `run` once the scoring before it has ended: beside (`beside`), or in line."""
+        self.wait()
+        if not beside:
+            self._score(run, attempts, entry, in_line=True)
+            return
+        self.thread = threading.Thread(
+            target=self._score,
+            args=(run, attempts, entry),
+            name=f"scoring of run {run.pk}",
+            daemon=True,
+        )
+        self.thread.start()
+
+    def wait(self) -> None:
+        """Wait for the scoring under way, if any; a failure is told to `failed`."""
+        if self.thread is None:
+            return
+        self.thread.join()
+        self.thread = None
+        assert self.outcome is not None
+        (entry, error), self.outcome = self.outcome, None
+        if error is not None:
+            self.failed(entry["file"], error)
+
+    def _score(
+        self, run: Run, attempts: list[tuple], entry: dict[str, Any], in_line: bool = False
+    ) -> None:
+        error: BaseException | None = None
+        try:
+            scoring = score_if_unscored(run, attempts)
+            entry["scored_against"] = scoring.key.digest if scoring else None
+        except BaseException as exc:  # noqa: BLE001 (told in line, or once waited for)
+            self.report.stored.remove(entry)
+            if in_line:
+                raise
+            error = exc
+        finally:
+            if not in_line:
+                connection.close()  # this thread's own
+                self.outcome = (entry, error)

@@ -416,7 +416,7 @@ def account(verdict: Verdict) -> Account:
 SCORER_PROCESSES = 2
 
 
-def _by_processes(run: Run) -> bool:
+def by_processes(run: Run) -> bool:
     """Whether a scoring of `run` is done by the scorer processes: a large run, where a
     process can be started at all."""
     return (
@@ -424,14 +424,21 @@ def _by_processes(run: Run) -> bool:
     )
 
 
-def prepare_scorers(run: Run, reach: Reader | None) -> None:
+def scored_on_arrival_by_processes(run: Run) -> bool:
+    """Whether a scoring of `run` on its arrival will be done by the scorer processes: it is
+    large enough, and a stored key has its digest."""
+    return by_processes(run) and run.key() is not None
+
+
+def prepare_scorers(run: Run, reach: Reader | None, *, in_thread: bool = False) -> None:
     """Called once a shard is read, before its attempts are stored: when its run will be
     scored on arrival by the scorer processes (its key is stored, it is large enough), have
     what they are started from ready by then (`processes.prepare`). `reach`: what
     `records.bulk.apart.reader` answered before the shard's transaction, as it will answer the
-    scoring after its commit."""
-    if _by_processes(run) and run.key() is not None:
-        processes.prepare(score_worker, fork=_may_fork(reach))
+    scoring after its commit. `in_thread`: the scoring will run in a thread of its own while
+    this one works on, so its scorers cannot be forked from here."""
+    if scored_on_arrival_by_processes(run):
+        processes.prepare(score_worker, fork=_may_fork(reach) and not in_thread)
 
 
 def _may_fork(reach: Reader | None) -> bool:
@@ -455,7 +462,7 @@ def _verdicts(
     and the first error, are those of scoring in line. `rows`: the run's attempts, as
     `_attempt_rows` reads them, placed by `placing`."""
     placed, refused = placing.placed, placing.refused(run)
-    if not _by_processes(run):
+    if not by_processes(run):
         for spec in _chunk_reads(run, doc, rows, placed):
             yield score_chunk(doc, stale, _read_here(spec), refused)
         return
@@ -536,7 +543,7 @@ def _score(
     # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
     # next run's scoring, the next shard), as a shard's does, not on the commit's path.
     large = run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
-    if _by_processes(run):  # their server starts while the key is read and the attempts listed
+    if by_processes(run):  # their server starts while the key is read and the attempts listed
         processes.prepare(score_worker, fork=_may_fork(reach))
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
