@@ -1,12 +1,14 @@
-"""A shard's scoring on its arrival, beside the next shard's store: on PostgreSQL, outside a
-caller's transaction, a run the scorer processes score is scored by a thread on a connection of
-its own while the next shard is stored; elsewhere in line. Either way the verdicts are those a
-re-score gives, and a scoring that fails is that shard's refusal, no other's."""
+"""A shard's scoring on its arrival, beside the next shard's store: outside a caller's
+transaction, a run the scorer processes score is scored by a thread on a connection of its own
+while the next shard is stored (on SQLite its verdicts are computed then and written once that
+shard has committed); elsewhere in line. Either way the verdicts are those a re-score gives, and
+a scoring that fails is that shard's refusal, no other's."""
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 
 import pytest
 from django.db import connection, transaction
@@ -15,6 +17,7 @@ from records.bulk.tables import gc_paused
 from records.ingest import pipeline
 from records.ingest import shards as ingest_shards
 from records.models import Attempt, CorpusKey, Run, ScoreRow, Scoring, Verdict
+from records.scoring import run as scoring_run
 from records.scoring.run import score_run
 from tests.builders import demo_key, ingest_bytes, synth_run
 
@@ -43,13 +46,15 @@ def _scored(run: Run) -> list[list]:
 @pytest.fixture
 def watched(monkeypatch, settings):
     """Every run large enough for the scorer processes; records, per run id, the thread each
-    scoring ran in and whether the next shard's store began while it was under way (the first
-    scoring, beside, waits up to 20 s for that; in line, it cannot have)."""
+    scoring ran in, whether the next shard's store began while it was under way (the first
+    scoring, beside, waits up to 20 s for that; in line, it cannot have), when its scoring's
+    row was made, and when each shard was committed."""
     settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS = 0
     settings.EVALDASH_INGEST_PROCESSES = 2  # the cores for it
-    seen: dict[str, dict] = {}
+    seen: dict[str, dict] = {"committed": {}}
     second_began = threading.Event()
     real_score, real_ingest_shard = ingest_shards.score_if_unscored, pipeline.ingest_shard
+    real_after_commit, real_create = ingest_shards.after_commit, Scoring.objects.create
 
     def score(run, *attempts):
         beside = threading.current_thread() is not threading.main_thread()
@@ -65,25 +70,37 @@ def watched(monkeypatch, settings):
             second_began.set()
         return real_ingest_shard(unit, *args)
 
+    def after_commit(run_pk):
+        seen["committed"][Run.objects.get(pk=run_pk).run_id] = time.monotonic()
+        return real_after_commit(run_pk)
+
+    def create(**fields):
+        seen.setdefault(fields["run"].run_id, {})["scoring made"] = time.monotonic()
+        return real_create(**fields)
+
     monkeypatch.setattr(ingest_shards, "score_if_unscored", score)
     monkeypatch.setattr(pipeline, "ingest_shard", ingest_shard)
+    monkeypatch.setattr(ingest_shards, "after_commit", after_commit)
+    monkeypatch.setattr(Scoring.objects, "create", create)
     return seen
 
 
-def _postgresql_only():
-    if connection.vendor != "postgresql":
-        pytest.skip("one writer at a time on SQLite: each shard is scored in line")
-
-
+@pytest.mark.parametrize("ahead", ["the whole run", "one chunk"])
 @pytest.mark.django_db(transaction=True)
-def test_a_run_is_scored_beside_the_next_shards_store_as_a_rescore_scores_it(watched):
-    _postgresql_only()
+def test_a_run_is_scored_beside_the_next_shards_store_as_a_rescore_scores_it(
+    ahead, watched, monkeypatch
+):
+    if ahead == "one chunk":  # the scorers wait after their first chunks until told to write
+        monkeypatch.setattr(scoring_run, "AHEAD_ATTEMPTS", 1)
     assert ingest_bytes(("corpus-key.json", demo_key())).ok
     report = ingest_bytes(*SHARDS)
     key = CorpusKey.objects.get()
     assert report.ok and [s["scored_against"] for s in report.stored] == [key.digest] * 2
-    assert watched["run-first"]["overlapped"] is True  # under way as the second shard began
-    assert watched["run-first"]["thread"] is not threading.main_thread()
+    first = watched["run-first"]
+    assert first["overlapped"] is True  # under way as the second shard began
+    assert first["thread"] is not threading.main_thread()
+    if connection.vendor == "sqlite":  # one writer: its verdicts written after that commit
+        assert first["scoring made"] > watched["committed"]["run-second"]
     # The last shard has no store after it to be scored beside: in line.
     assert watched["run-second"]["thread"] is threading.main_thread()
     for run_id in ("run-first", "run-second"):
@@ -97,7 +114,6 @@ def test_a_run_is_scored_beside_the_next_shards_store_as_a_rescore_scores_it(wat
 
 @pytest.mark.django_db(transaction=True)
 def test_a_scoring_that_fails_beside_is_its_own_shards_refusal(monkeypatch, watched):
-    _postgresql_only()
     assert ingest_bytes(("corpus-key.json", demo_key())).ok
     real = ingest_shards.score_if_unscored
 
@@ -116,13 +132,11 @@ def test_a_scoring_that_fails_beside_is_its_own_shards_refusal(monkeypatch, watc
     assert not Run.objects.get(run_id="run-first").scorings.exists()
 
 
-@pytest.mark.parametrize("where", ["in a transaction", "one core", "committed"])
+@pytest.mark.parametrize("where", ["in a transaction", "one core"])
 @pytest.mark.django_db(transaction=True)
-def test_in_a_callers_transaction_on_one_core_or_on_sqlite_each_shard_is_scored_in_line(
+def test_in_a_callers_transaction_or_on_one_core_each_shard_is_scored_in_line(
     where, watched, settings
 ):
-    if where == "committed" and connection.vendor != "sqlite":
-        pytest.skip("committed on PostgreSQL with two cores: scored beside (the test above)")
     if where == "one core":
         settings.EVALDASH_INGEST_PROCESSES = 1
     assert ingest_bytes(("corpus-key.json", demo_key())).ok
@@ -132,7 +146,8 @@ def test_in_a_callers_transaction_on_one_core_or_on_sqlite_each_shard_is_scored_
     else:
         report = ingest_bytes(*SHARDS)
     assert report.ok and all(s["scored_against"] for s in report.stored)
-    assert watched["run-first"] == {"thread": threading.main_thread(), "overlapped": False}
+    first = watched["run-first"]
+    assert first["thread"] is threading.main_thread() and first["overlapped"] is False
     assert watched["run-second"]["thread"] is threading.main_thread()
 
 

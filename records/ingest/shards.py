@@ -452,13 +452,15 @@ ScoringFailed = Callable[[str, BaseException], None]
 class Scorings:
     """Each stored shard's scoring on its arrival, in line or beside the next shard's store.
 
-    Where the database takes a second writer at once (PostgreSQL) and the ingest is no
-    caller's transaction, a run the scorer processes score is scored by a thread on a
-    connection of its own, while this one stores the shard after it: that store leaves a core
-    idle (the server does most of its work, in one process), and the scorers take it. One
-    scoring at a time: the next waits for the one before, and `wait` for the last. Elsewhere
-    (SQLite has one writer), or with no shard after it, each is scored in line as its shard
-    commits.
+    A run the scorer processes score, with a shard after it, outside a caller's transaction
+    (another connection could not read its rows) and where the ingest has more than one core,
+    is scored by a thread on a connection of its own while this one stores the next shard:
+    that store keeps about one core busy, and the scorers take the other. On PostgreSQL, which
+    takes two writers at once, the thread writes the verdicts as they come. On SQLite, one
+    writer at a time, the scorers work while the next shard is stored, their answers waiting
+    (up to `records.scoring.run.AHEAD_ATTEMPTS`), and the thread writes them once that shard
+    has committed (`wait`, which this one waits through). One scoring at a time. Elsewhere
+    each run is scored in line as its shard commits.
 
     A scoring that raises leaves its shard out of `report.stored`: in line, the error goes on
     to the caller as before; beside, `failed(name, error)` is told once it is waited for."""
@@ -470,6 +472,7 @@ class Scorings:
         self.failed = failed
         self.shard_follows = shard_follows
         self.thread: threading.Thread | None = None
+        self.write = threading.Event()  # the scoring under way may write
         self.outcome: tuple[dict[str, Any], BaseException | None] | None = None
 
     def beside(self, run: Run, reach: Reader | None) -> bool:
@@ -477,31 +480,31 @@ class Scorings:
         (`shard_follows`, asked once the next units are taken). `reach`: what
         `records.bulk.apart.reader` answered before the shard's transaction (None in a
         caller's transaction, whose rows no other connection sees)."""
-        return (
-            connection.vendor == "postgresql"
-            and reach is not None
-            and scored_on_arrival_by_processes(run)
-            and self.shard_follows()
-        )
+        return reach is not None and scored_on_arrival_by_processes(run) and self.shard_follows()
 
     def score(self, run: Run, attempts: list[tuple], entry: dict[str, Any], beside: bool) -> None:
         """Score `run` once the scoring before it has ended: beside (`beside`), or in line."""
         self.wait()
         if not beside:
-            self._score(run, attempts, entry, in_line=True)
+            self._score(run, attempts, entry, None)
             return
+        self.write = threading.Event()
+        if connection.vendor != "sqlite":
+            self.write.set()  # a second writer: from the start
         self.thread = threading.Thread(
             target=self._score,
-            args=(run, attempts, entry),
+            args=(run, attempts, entry, self.write),
             name=f"scoring of run {run.pk}",
             daemon=True,
         )
         self.thread.start()
 
     def wait(self) -> None:
-        """Wait for the scoring under way, if any; a failure is told to `failed`."""
+        """Let the scoring under way write, if any, and wait for it; a failure is told to
+        `failed`."""
         if self.thread is None:
             return
+        self.write.set()
         self.thread.join()
         self.thread = None
         assert self.outcome is not None
@@ -510,18 +513,23 @@ class Scorings:
             self.failed(entry["file"], error)
 
     def _score(
-        self, run: Run, attempts: list[tuple], entry: dict[str, Any], in_line: bool = False
+        self,
+        run: Run,
+        attempts: list[tuple],
+        entry: dict[str, Any],
+        write: threading.Event | None,
     ) -> None:
+        """In line (`write` None) or as the thread beside."""
         error: BaseException | None = None
         try:
-            scoring = score_if_unscored(run, attempts)
+            scoring = score_if_unscored(run, attempts, write)
             entry["scored_against"] = scoring.key.digest if scoring else None
         except BaseException as exc:  # noqa: BLE001 (told in line, or once waited for)
             self.report.stored.remove(entry)
-            if in_line:
+            if write is None:
                 raise
             error = exc
         finally:
-            if not in_line:
+            if write is not None:
                 connection.close()  # this thread's own
                 self.outcome = (entry, error)

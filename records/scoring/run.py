@@ -5,8 +5,10 @@ rows stored in one transaction."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -265,12 +267,18 @@ def _attempt_rows(run: Run, only: int | None = None) -> list[tuple]:
         return cur.fetchall()
 
 
+CHUNK_ATTEMPTS = 300  # attempts a scorer takes at a time
+# The most attempts whose verdicts a scoring computed ahead of its write holds, packed as the
+# scorers sent them (about 370 bytes an attempt): memory stays bounded however large the run.
+AHEAD_ATTEMPTS = 20_000
+
+
 def _chunk_reads(
     run: Run,
     doc: KeyDocument,
     rows: list[tuple],
     placed: _Places,
-    chunk: int = 300,
+    chunk: int = CHUNK_ATTEMPTS,
 ) -> Iterator[ChunkRead]:
     """The run's attempts (`rows`) a chunk at a time, each with the two statements that read
     what the scorer needs of them (`records.scoring.worker.read_chunk`): plain SQL, JSON left
@@ -346,7 +354,7 @@ def _read_here(spec: ChunkRead) -> Chunk:
         return read_chunk(fetch, spec)
 
 
-def chunks(run: Run, doc: KeyDocument, chunk: int = 300) -> Iterator[Chunk]:
+def chunks(run: Run, doc: KeyDocument, chunk: int = CHUNK_ATTEMPTS) -> Iterator[Chunk]:
     """The run's chunks to score (`records.scorer.batch`), read here."""
     rows = _attempt_rows(run)
     for spec in _chunk_reads(run, doc, rows, _placements(run, _firsts(rows)).placed, chunk):
@@ -453,6 +461,7 @@ def _verdicts(
     reach: Reader | None,
     rows: list[tuple],
     placing: Placing,
+    ahead: threading.Event | None = None,
 ) -> Iterator[tuple[list[tuple], int, int, int]]:
     """Verdict rows chunk by chunk, scored here or, for a large run, by two scorer processes
     while this one writes the verdicts (`records.bulk.processes`). Each scorer reads its
@@ -460,9 +469,14 @@ def _verdicts(
     only sends which rows and writes what comes back; else they are read here and sent. Chunks
     go to the scorers in turn and their answers are taken in the same order, so the verdicts,
     and the first error, are those of scoring in line. `rows`: the run's attempts, as
-    `_attempt_rows` reads them, placed by `placing`."""
+    `_attempt_rows` reads them, placed by `placing`.
+
+    `ahead`: until it is set, the scorers are sent chunks and their answers wait, packed, up to
+    `AHEAD_ATTEMPTS` attempts' worth; nothing is yielded before it is set."""
     placed, refused = placing.placed, placing.refused(run)
     if not by_processes(run):
+        if ahead is not None:
+            ahead.wait()
         for spec in _chunk_reads(run, doc, rows, placed):
             yield score_chunk(doc, stale, _read_here(spec), refused)
         return
@@ -489,10 +503,16 @@ def _verdicts(
             if not scorers[sent % n].send(processes.pack(msg)):
                 # A scorer is gone: the answers up to what it said last (an error, or
                 # nothing) end this.
+                if ahead is not None:
+                    ahead.wait()
                 while True:
                     received += 1
                     yield answer(scorers[(received - 1) % n].receive())
             sent += 1
+            if ahead is not None and not ahead.is_set():
+                if sent * CHUNK_ATTEMPTS >= AHEAD_ATTEMPTS:
+                    ahead.wait()
+                continue
             while received < sent:
                 msg = scorers[received % n].receive(block=False)
                 if msg is processes.NOTHING:
@@ -501,6 +521,8 @@ def _verdicts(
                 yield answer(msg)
         for scorer in scorers:
             scorer.end_input()
+        if ahead is not None:
+            ahead.wait()
         while received < sent:
             received += 1
             yield answer(scorers[(received - 1) % n].receive())
@@ -513,6 +535,33 @@ def _verdicts(
 
 
 _VERDICT_COLUMNS = ["scoring", *VERDICT_FIELDS]
+
+
+class _Started:
+    """A run's verdicts (`_verdicts`) set going now: taking the first answer sends the scorers
+    their chunks, and, with `ahead`, waits until it is set. What that raises is raised where
+    the answers are taken, in the scoring's transaction, as in line."""
+
+    def __init__(self, verdicts: Iterator[tuple[list[tuple], int, int, int]]) -> None:
+        self.verdicts = verdicts
+        self.first: list[tuple[list[tuple], int, int, int]] = []
+        self.error: Exception | None = None
+        try:
+            self.first.append(next(verdicts))
+        except StopIteration:
+            pass
+        except (ScoringError, RuntimeError) as exc:
+            self.error = exc
+
+    def __iter__(self) -> Iterator[tuple[list[tuple], int, int, int]]:
+        if self.error is not None:
+            raise self.error
+        yield from self.first
+        yield from self.verdicts
+
+    def close(self) -> None:
+        """Its scorers stopped, where the answers were not all taken."""
+        self.verdicts.close()
 
 
 def score_run(run: Run, key: CorpusKey, doc: KeyDocument | None = None) -> Scoring:
@@ -533,12 +582,16 @@ def _score(
     *,
     unless_scored: bool,
     attempts: list[tuple] | None = None,
+    ahead: threading.Event | None = None,
 ) -> Scoring | None:
     """`score_run`, in turn with every other scoring of the run: the run's row is locked
     first (PostgreSQL; SQLite's immediate transactions already take one writer at a time).
     With `unless_scored`, a run that has a scoring once its turn comes is left as it is (None),
     so callers racing to score one unscored run store one scoring between them. `attempts`:
-    the run's attempts as `attempts_as_read` puts them, where the caller has them; else read."""
+    the run's attempts as `attempts_as_read` puts them, where the caller has them; else read.
+    `ahead`: the scorers start before the transaction and work until it is set (another
+    connection may be writing meanwhile), their answers waiting (`_verdicts`); the transaction
+    starts then."""
     reach = reader(connection)  # before this transaction: whether the run's rows are committed
     # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
     # next run's scoring, the next shard), as a shard's does, not on the commit's path.
@@ -549,7 +602,13 @@ def _score(
     stale = key.digest != run.corpus_digest or not key.verified
 
     table = Table(Verdict, _VERDICT_COLUMNS)
-    with checkpoints.deferred(large), gc_paused(), transaction.atomic():
+    verdicts = None
+    if ahead is not None:  # read and placed before the transaction: the run is committed
+        attempts = attempts if attempts is not None else _attempt_rows(run)
+        placing = _placements(run, _firsts(attempts))
+        verdicts = _Started(_verdicts(run, doc, stale, reach, attempts, placing, ahead))
+    stop = closing(verdicts) if verdicts is not None else nullcontext()
+    with checkpoints.deferred(large), gc_paused(), transaction.atomic(), stop:
         list(Run.objects.select_for_update().filter(pk=run.pk).values_list("pk", flat=True))
         if unless_scored and Scoring.objects.filter(run=run).exists():
             return None
@@ -563,8 +622,9 @@ def _score(
                 attempts = _attempt_rows(run)
             repeats = {row[0]: row[-1] for row in attempts}
             sums = ScoringSums()
-            placing = _placements(run, _firsts(attempts))
-            verdicts = _verdicts(run, doc, stale, reach, attempts, placing)
+            if verdicts is None:
+                placing = _placements(run, _firsts(attempts))
+                verdicts = _verdicts(run, doc, stale, reach, attempts, placing)
             try:
                 for rows, retired, unknown, refused in verdicts:
                     skipped_retired += retired
@@ -627,7 +687,9 @@ def score_if_key(run: Run) -> Scoring | None:
 PAGE_SCORING_MAX_ATTEMPTS = 2000
 
 
-def score_if_unscored(run: Run, attempts: list[tuple] | None = None) -> Scoring | None:
+def score_if_unscored(
+    run: Run, attempts: list[tuple] | None = None, ahead: threading.Event | None = None
+) -> Scoring | None:
     """Score a run that has no scoring yet against its stored key, and return that scoring;
     None when no stored key has its digest or it has a scoring (also one that a concurrent
     caller stored a moment ago: the two store one scoring between them, on either database).
@@ -635,11 +697,15 @@ def score_if_unscored(run: Run, attempts: list[tuple] | None = None) -> Scoring 
     A run is left unscored when its process was killed between the commit of its shard and
     its scoring; every place that meets the run calls this (a retried upload, the gate, the
     run page for a run small enough to score inline, `score_pending_runs`). `attempts`: the
-    run's attempts, where the caller just stored them (`attempts_as_read`)."""
+    run's attempts, where the caller just stored them (`attempts_as_read`). `ahead`: its
+    scorers work until that is set before its transaction starts (the ingest sets it once the
+    next shard is stored, `records.ingest.shards.Scorings`)."""
     if Scoring.objects.filter(run=run).exists():
         return None
     key = run.key()
-    return _score(run, key, None, unless_scored=True, attempts=attempts) if key else None
+    if key is None:
+        return None
+    return _score(run, key, None, unless_scored=True, attempts=attempts, ahead=ahead)
 
 
 def score_unscored(runs: Iterable[Run]) -> list[Scoring]:
