@@ -8,7 +8,9 @@ class RecordsConfig(AppConfig):
     verbose_name = "Evaluation records"
 
     def ready(self) -> None:
-        from records.bulk import among
+        from records.bulk import among, malloc
+
+        malloc.one_arena()  # before this process starts a thread of its own
 
         among.register()  # the `__among` lookup
         from records.search import index  # noqa: F401 (connects the receiver forgetting runs)

@@ -9,12 +9,15 @@ Run with `-s` to see the figures (docs/benchmark.md, "Hostile inputs and memory"
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from records.devtools.bench import tree_memory_kb
@@ -151,3 +154,51 @@ def test_a_document_of_millions_of_empty_objects_is_refused_in_bounded_memory(tm
     code, err, peaks, seconds = ingest_peaks(path, tmp_path / "stderr")
     assert not over_the_bound(B23, peaks, seconds)
     assert code == 1 and "a document holds at most" in err, err
+
+
+# Four threads each allocating from malloc at once, then glibc's count of its arenas.
+ARENAS = """
+import ctypes, sys, threading
+if sys.argv[1] == "app":
+    import django
+    django.setup()
+together = threading.Barrier(4)
+def work():
+    blocks = [bytearray(50_000) for _ in range(20)]
+    together.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+def test_a_process_of_the_app_keeps_one_malloc_arena_however_many_threads_allocate():
+    import ctypes
+
+    if not hasattr(ctypes.CDLL(None), "malloc_stats"):
+        pytest.skip("not glibc: its malloc keeps no arena a thread")
+
+    def arenas(kind: str, **env: str) -> int:
+        base = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+        out = subprocess.run(
+            [sys.executable, "-c", ARENAS, kind],
+            env={
+                **base,
+                "DJANGO_SETTINGS_MODULE": "evaldash.settings",
+                "EVALDASH_INSECURE_DEV_KEY": "1",
+                **env,
+            },
+            cwd=settings.BASE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return sum(line.startswith("Arena ") for line in out.stderr.splitlines())
+
+    assert arenas("plain") > 1  # without it, a thread allocating beside others takes its own
+    assert arenas("app") == 1
+    assert arenas("app", MALLOC_ARENA_MAX="4") > 1  # the operator's word stands
