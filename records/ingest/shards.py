@@ -379,8 +379,9 @@ def ingest_shard(
                     read_on()
                     summary = msg[1]
                     session_ids = _store_run(run, summary, shard_row)
-                    beside = scorings.beside(run, reach)
-                    prepare_scorers(run, reach, in_thread=beside)  # ready once the rest is stored
+                    if scored_on_arrival_by_processes(run):  # its key stored, large enough
+                        beside = scorings.beside(reach)
+                        prepare_scorers(reach, in_thread=beside)  # ready once the rest is stored
                 elif kind == "attempts":
                     writer.write_attempts(msg[1], session_ids)
                 elif kind == "done" and sha is None:
@@ -475,12 +476,13 @@ class Scorings:
         self.write = threading.Event()  # the scoring under way may write
         self.outcome: tuple[dict[str, Any], BaseException | None] | None = None
 
-    def beside(self, run: Run, reach: Reader | None) -> bool:
-        """Whether `run`, just read, will be scored beside the next shard's store: one follows
-        (`shard_follows`, asked once the next units are taken). `reach`: what
-        `records.bulk.apart.reader` answered before the shard's transaction (None in a
-        caller's transaction, whose rows no other connection sees)."""
-        return reach is not None and scored_on_arrival_by_processes(run) and self.shard_follows()
+    def beside(self, reach: Reader | None) -> bool:
+        """Whether a run just read, which the scorer processes will score on its arrival, will
+        be scored beside the next shard's store: one follows (`shard_follows`, asked once the
+        next units are taken). `reach`: what `records.bulk.apart.reader` answered before the
+        shard's transaction (None in a caller's transaction, whose rows no other connection
+        sees)."""
+        return reach is not None and self.shard_follows()
 
     def score(self, run: Run, attempts: list[tuple], entry: dict[str, Any], beside: bool) -> None:
         """Score `run` once the scoring before it has ended: beside (`beside`), or in line."""

@@ -438,15 +438,14 @@ def scored_on_arrival_by_processes(run: Run) -> bool:
     return by_processes(run) and run.key() is not None
 
 
-def prepare_scorers(run: Run, reach: Reader | None, *, in_thread: bool = False) -> None:
-    """Called once a shard is read, before its attempts are stored: when its run will be
-    scored on arrival by the scorer processes (its key is stored, it is large enough), have
-    what they are started from ready by then (`processes.prepare`). `reach`: what
+def prepare_scorers(reach: Reader | None, *, in_thread: bool = False) -> None:
+    """Called once a shard is read, before its attempts are stored, for a run that will be
+    scored on arrival by the scorer processes (`scored_on_arrival_by_processes`): have what
+    they are started from ready by then (`processes.prepare`). `reach`: what
     `records.bulk.apart.reader` answered before the shard's transaction, as it will answer the
     scoring after its commit. `in_thread`: the scoring will run in a thread of its own while
     this one works on, so its scorers cannot be forked from here."""
-    if scored_on_arrival_by_processes(run):
-        processes.prepare(score_worker, fork=_may_fork(reach) and not in_thread)
+    processes.prepare(score_worker, fork=_may_fork(reach) and not in_thread)
 
 
 def _may_fork(reach: Reader | None) -> bool:
