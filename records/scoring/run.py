@@ -424,7 +424,7 @@ def account(verdict: Verdict) -> Account:
 SCORER_PROCESSES = 2
 
 
-def by_processes(run: Run) -> bool:
+def _by_processes(run: Run) -> bool:
     """Whether a scoring of `run` is done by the scorer processes: a large run, where a
     process can be started at all."""
     return (
@@ -435,7 +435,7 @@ def by_processes(run: Run) -> bool:
 def scored_on_arrival_by_processes(run: Run) -> bool:
     """Whether a scoring of `run` on its arrival will be done by the scorer processes: it is
     large enough, and a stored key has its digest."""
-    return by_processes(run) and run.key() is not None
+    return _by_processes(run) and run.key() is not None
 
 
 def prepare_scorers(reach: Reader | None, *, in_thread: bool = False) -> None:
@@ -473,7 +473,7 @@ def _verdicts(
     `ahead`: until it is set, the scorers are sent chunks and their answers wait, packed, up to
     `AHEAD_ATTEMPTS` attempts' worth; nothing is yielded before it is set."""
     placed, refused = placing.placed, placing.refused(run)
-    if not by_processes(run):
+    if not _by_processes(run):
         if ahead is not None:
             ahead.wait()
         for spec in _chunk_reads(run, doc, rows, placed):
@@ -595,7 +595,7 @@ def _score(
     # A large run's verdicts fill SQLite's log: its checkpoint runs beside what comes next (the
     # next run's scoring, the next shard), as a shard's does, not on the commit's path.
     large = run.attempt_count >= settings.EVALDASH_SCORER_PROCESS_MIN_ATTEMPTS
-    if by_processes(run):  # their server starts while the key is read and the attempts listed
+    if _by_processes(run):  # their server starts while the key is read and the attempts listed
         processes.prepare(score_worker, fork=_may_fork(reach))
     doc = doc or key.load()
     stale = key.digest != run.corpus_digest or not key.verified
