@@ -4,27 +4,23 @@ SciPy and NumPy, no Django.
 Every rate is `n / d` over attempts (or steps). Its 95% interval is Wilson's score interval,
 written out and held equal by a test to SciPy's `binomtest(...).proportion_ci(method="wilson")`.
 Two runs are compared over the cases both ran, pairing each case with itself: with one attempt
-per case, by the exact McNemar test on the cases that changed; with repeats, by a paired
-bootstrap over cases. Any resampling uses a fixed seed, so a page and its export never change
-between loads.
+per case, by the exact McNemar test on the cases that changed; with repeats, by a paired t-test
+over cases. Both are exact functions of the figures, so a page and its export never change between
+loads.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
-SEED = 20261130
-RESAMPLES = 2000
 
 
 @dataclass(frozen=True)
@@ -109,12 +105,10 @@ class Paired:
     cases: int
     baseline_rate: float
     candidate_rate: float
-    given_delta: Interval | None  # at 95%, where known when made (else `delta` works it out)
     p_value: float
-    test: str  # "McNemar exact" or "paired bootstrap"
+    test: str  # MCNEMAR or PAIRED_T
     discordant: tuple[int, int] | None = None  # (baseline only, candidate only), for McNemar
-    # The bootstrap's resampled differences, sorted (for intervals at other levels).
-    resampled: np.ndarray | None = field(default=None, compare=False, repr=False)
+    standard_error: float | None = None  # of the difference over cases, for the paired t-test
 
     @property
     def difference(self) -> float:
@@ -123,8 +117,8 @@ class Paired:
     @functools.cached_property
     def delta(self) -> Interval:
         """The 95% interval of the difference (candidate minus baseline, as rates) that the
-        test inverts; McNemar's is worked out when first asked for."""
-        return self.given_delta if self.given_delta is not None else self.interval_at(ALPHA)
+        test inverts, worked out when first asked for."""
+        return self.interval_at(ALPHA)
 
     @property
     def label(self) -> str:
@@ -140,18 +134,30 @@ class Paired:
         """The interval of the difference at level 1 - alpha that this test inverts: it
         excludes 0 exactly when p < alpha. For McNemar's test, the exact (Clopper-Pearson)
         interval of the candidate's share of the changed cases, as a difference of rates;
-        for the bootstrap, the percentile interval read at the order statistics that the
-        bootstrap p counts. A test kept without what it was made from (a stored pair test)
-        gives its 95% interval only."""
+        for the paired t-test, the difference plus or minus Student's t quantile on
+        cases - 1 degrees of freedom times its standard error, within -1 to 1."""
         if self.discordant is not None:
             i = _mcnemar_interval(*self.discordant, self.cases, self.p_value, alpha)
             # Held to the difference as the rates give it (the same number, rounded apart).
             return Interval(min(i.low, self.difference), max(i.high, self.difference))
-        if self.resampled is not None:
-            return _percentile_interval(self.resampled, self.difference, alpha)
-        if alpha != ALPHA or self.given_delta is None:
-            raise ValueError("this test was kept without its resamples: 95% only")
-        return self.given_delta
+        se = self.standard_error or 0.0
+        return _t_interval(self.difference, se, self.cases, alpha, self.p_value < alpha)
+
+    def reversed(self) -> Paired:
+        """The same test read the other way round: the baseline as the candidate."""
+        return Paired(
+            self.cases,
+            self.candidate_rate,
+            self.baseline_rate,
+            self.p_value,
+            self.test,
+            None if self.discordant is None else (self.discordant[1], self.discordant[0]),
+            self.standard_error,
+        )
+
+
+MCNEMAR = "McNemar exact"
+PAIRED_T = "paired t"
 
 
 def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:
@@ -209,24 +215,6 @@ def _mcnemar_interval(
     return Interval(min(d_low, seen), max(d_high, seen))
 
 
-def _order_k(alpha: float) -> int:
-    """Which order statistic (from 1) bounds a percentile interval at level 1 - alpha so that
-    it excludes 0 exactly when the bootstrap p (`_bootstrap_p`) is below alpha: k is the least
-    whole number with k >= (alpha (B + 1) - 1) / 2; below 1, no interval can exclude 0."""
-    return math.ceil((alpha * (RESAMPLES + 1) - 1) / 2)
-
-
-def _percentile_interval(resampled: np.ndarray, seen: float, alpha: float) -> Interval:
-    """The percentile interval of sorted resampled differences at level 1 - alpha, read at the
-    k-th smallest and k-th largest (`_order_k`), widened to hold the difference seen."""
-    k = _order_k(alpha)
-    if k < 1:
-        low, high = min(float(resampled[0]), 0.0), max(float(resampled[-1]), 0.0)
-    else:
-        low, high = float(resampled[k - 1]), float(resampled[len(resampled) - k])
-    return Interval(min(low, seen), max(high, seen))
-
-
 def compare(
     baseline: Sequence[tuple[int, int]], candidate: Sequence[tuple[int, int]]
 ) -> Paired | None:
@@ -236,63 +224,29 @@ def compare(
     The difference, its interval and its p all read one estimator over one set of cases: each
     side's rate is its sum of n over its sum of d on the paired cases (the rate a row shows).
     With one attempt per case the test is McNemar's exact test and the interval the one it
-    inverts; with repeats, a bootstrap resample of cases recomputes exactly that estimator,
-    its p counts the resamples on the far side of 0 and its interval is read at the matching
-    order statistics. Either way the interval excludes 0 exactly when p < 0.05."""
+    inverts; with repeats, the paired t-test over cases (`paired_t`). Either way the interval
+    excludes 0 exactly when p < 0.05."""
     return compare_each({None: (baseline, candidate)})[None]
 
 
 def compare_each[K](
     columns: dict[K, tuple[Sequence[tuple[int, int]], Sequence[tuple[int, int]]]],
 ) -> dict[K, Paired | None]:
-    """`compare` of several columns at once (each key's baseline and candidate), by key. The
-    bootstraps of the columns paired over as many cases share one matrix product: the resample
-    matrix is read once for all of them rather than four times a column (most of a scoring's
-    pair tests), and a side that recurs over the same cases is multiplied once. Each result is
-    the one `compare` gives alone, to the bit: the products are sums of whole numbers, exact in
-    floating point whatever their order."""
+    """`compare` of several columns at once (each key's baseline and candidate), by key."""
     out: dict[K, Paired | None] = {}
-    drawn: dict[int, list[tuple[K, np.ndarray, float, float]]] = {}
     for key, (baseline, candidate) in columns.items():
         pairs = [(a, b) for a, b in zip(baseline, candidate, strict=True) if a[1] and b[1]]
         if not pairs:
             out[key] = None
             continue
-        terms = np.array(_columns(pairs), dtype=np.float64)  # na, da, nb, db
-        na, da, nb, db = terms
-        base_rate, cand_rate = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
+        na, da, nb, db = np.array(_columns(pairs), dtype=np.float64)
         if bool(np.all(da == 1) and np.all(db == 1)):  # one attempt a case
             discordant = (int(np.sum((na == 1) & (nb == 0))), int(np.sum((na == 0) & (nb == 1))))
             p = mcnemar_exact(*discordant)
-            out[key] = Paired(
-                len(pairs), base_rate, cand_rate, None, p, "McNemar exact", discordant
-            )
+            base_rate, cand_rate = float(na.sum() / da.sum()), float(nb.sum() / db.sum())
+            out[key] = Paired(len(pairs), base_rate, cand_rate, p, MCNEMAR, discordant)
         else:
-            out[key] = None  # its place in the order; the bootstrap below fills it
-            drawn.setdefault(len(pairs), []).append((key, terms, base_rate, cand_rate))
-    for cases, tested in drawn.items():
-        # Every resample draws at least one case, and each kept case has d > 0 on both sides.
-        # A side met in several pairs over the same cases (a row against each other row of its
-        # group) is one vector, multiplied once.
-        stacked = np.concatenate([terms for _, terms, _, _ in tested])
-        seen: dict[bytes, int] = {}  # each distinct vector's place among `firsts`
-        firsts: list[int] = []  # the row of each distinct vector's first meeting
-        back: list[int] = []  # each row's distinct vector
-        for row, terms in enumerate(stacked):
-            back.append(seen.setdefault(terms.tobytes(), len(firsts)))
-            if back[-1] == len(firsts):
-                firsts.append(row)
-        sums = (resamples(cases) @ stacked[firsts].T)[:, back]
-        for i, (key, _, base_rate, cand_rate) in enumerate(tested):
-            na, da, nb, db = sums[:, 4 * i : 4 * i + 4].T
-            resampled = np.sort(nb / db - na / da)
-            resampled.flags.writeable = False
-            seen = cand_rate - base_rate
-            p = _bootstrap_p(seen, resampled)
-            delta = _percentile_interval(resampled, seen, ALPHA)
-            out[key] = Paired(
-                cases, base_rate, cand_rate, delta, p, "paired bootstrap", None, resampled
-            )
+            out[key] = paired_t(na, da, nb, db)
     return out
 
 
@@ -305,54 +259,104 @@ def _columns(pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> tuple[list
     )
 
 
-# The resample matrices kept for the next test over as many cases (a scoring's tests share a few
-# sizes; making one takes 23 ms at 258 cases), the least recently used let go beyond this many
-# bytes: at 8 bytes a draw, 2,000 resamples of 1,000 cases are 16 MB, and 32 of them were kept.
-COUNTS_KEPT_BYTES = 64 * 2**20
-_kept: OrderedDict[int, np.ndarray] = OrderedDict()
-_keeping = threading.Lock()
+def paired_t(na: np.ndarray, da: np.ndarray, nb: np.ndarray, db: np.ndarray) -> Paired:
+    """The paired t-test over cases of the difference of two ratio estimators, each side's
+    sum of n over its sum of d (every d > 0), the case as the unit.
+
+    Each case's part of the difference is its linearised influence, (nb - Rb db) / sum(db) -
+    (na - Ra da) / sum(da); the difference's variance is read from those parts' spread over
+    the cases, m / (m - 1) times their sum of squares. Where the parts do not spread at all
+    (every case moved exactly alike, as when each went from all Clean to none), the attempts'
+    own noise stands in: each case's pooled rate p (both sides' attempts) as p (1 - p) n / (n - 1)
+    a trial over its n attempts. t = difference / standard error on m - 1 degrees of freedom,
+    two-sided. A single case, or no variance at all (no attempt disagrees with another of its
+    case), cannot be tested: p = 1."""
+    m = len(da)
+    sa, sb = float(da.sum()), float(db.sum())
+    ra, rb = float(na.sum()) / sa, float(nb.sum()) / sb
+    parts = (nb - rb * db) / sb - (na - ra * da) / sa
+    variance = m / (m - 1) * float(np.sum(parts * parts)) if m > 1 else 0.0
+    if variance == 0:
+        n = da + db
+        pooled = (na + nb) / n
+        with np.errstate(divide="ignore", invalid="ignore"):
+            trial = np.where(n > 1, pooled * (1 - pooled) * n / (n - 1), pooled * (1 - pooled))
+        variance = float(np.sum(trial * (da / (sa * sa) + db / (sb * sb))))
+    se = math.sqrt(variance)
+    difference = rb - ra
+    if m < 2 or se == 0:
+        p = 1.0
+    else:
+        p = t_two_sided(difference / se, m - 1)
+    return Paired(m, ra, rb, p, PAIRED_T, None, se)
 
 
-def resamples(cases: int) -> np.ndarray:
-    """RESAMPLES bootstrap resamples of `cases` cases, as how often each case is drawn in each
-    (seeded: the same for every call). A resample's mean of any per-case values is then one row
-    of this matrix times those values, over `cases`."""
-    with _keeping:
-        if (kept := _kept.get(cases)) is not None:
-            _kept.move_to_end(cases)
-            _let_go()
-            return kept
-    rng = np.random.default_rng(SEED)
-    made = rng.multinomial(cases, np.full(cases, 1 / cases), size=RESAMPLES).astype(np.float64)
-    made.flags.writeable = False  # shared by every caller
-    with _keeping:
-        _kept[cases] = made
-        _let_go()
-    return made
-
-
-def _let_go() -> None:
-    """Let the least recently used matrices go beyond `COUNTS_KEPT_BYTES` (the last one used
-    stays), after every call: the bound holds whatever was kept under an earlier one."""
-    size = sum(m.nbytes for m in _kept.values())
-    while size > COUNTS_KEPT_BYTES and len(_kept) > 1:
-        size -= _kept.popitem(last=False)[1].nbytes
-
-
-def counts_kept_bytes() -> int:
-    """The bytes the kept resample matrices take (at most `COUNTS_KEPT_BYTES`, or one matrix)."""
-    with _keeping:
-        return sum(m.nbytes for m in _kept.values())
-
-
-def _bootstrap_p(seen: float, resampled: np.ndarray) -> float:
-    """Two-sided p of no difference from the resampled differences: twice the share of them
-    on the far side of 0 from the difference seen, counting the one seen as one more (so p
-    is never 0): (2c + 1) / (B + 1). 1 when nothing differs."""
-    if seen == 0:
+def t_two_sided(t: float, freedom: int) -> float:
+    """Two-sided p of Student's t with `freedom` degrees of freedom: the regularised incomplete
+    beta I_x(freedom / 2, 1 / 2) at x = freedom / (freedom + t^2). Written out (a continued
+    fraction) rather than asked of SciPy, whose import costs a scoring process a fifth of a
+    second and 30 MB: a test holds it to SciPy's `stdtr` over a grid."""
+    if t == 0:
         return 1.0
-    far = int(np.sum(resampled <= 0)) if seen > 0 else int(np.sum(resampled >= 0))
-    return float(min(1.0, (2 * far + 1) / (RESAMPLES + 1)))
+    x = freedom / (freedom + t * t)
+    return min(1.0, _beta_regularised(freedom / 2, 0.5, x))
+
+
+def _beta_regularised(a: float, b: float, x: float) -> float:
+    """I_x(a, b) by its continued fraction (Lentz's method), from the side where it converges."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1 - x) / b
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 10_000):
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _t_interval(difference: float, se: float, cases: int, alpha: float, rejects: bool) -> Interval:
+    """The paired t-test inverted at level 1 - alpha, held to -1..1 (a difference of rates
+    lies there) and to the side of 0 that the test's p decides (`rejects`: p < alpha), since
+    the quantile and the p are found in floating point apart. SciPy's quantile is imported
+    here, when a page asks, never by a scoring."""
+    if cases < 2:  # nothing to read a spread from: any difference of rates
+        return Interval(-1.0, 1.0)
+    if se == 0:  # no case has attempts that disagree: nothing is beyond noise
+        return Interval(min(difference, 0.0), max(difference, 0.0))
+    from scipy.special import stdtrit
+
+    half = float(stdtrit(cases - 1, 1 - alpha / 2)) * se
+    low, high = max(-1.0, difference - half), min(1.0, difference + half)
+    if rejects:
+        if difference > 0:
+            low = max(low, math.nextafter(0.0, 1.0))
+        else:
+            high = min(high, math.nextafter(0.0, -1.0))
+    else:
+        low, high = min(low, 0.0), max(high, 0.0)
+    return Interval(min(low, difference), max(high, difference))
 
 
 def detectable_difference(cases: int, power: float = 0.8) -> float | None:

@@ -1199,27 +1199,6 @@ def test_the_parser_reads_no_further_ahead_of_the_writer_than_allowed(shape, set
     assert report.stored[0]["sha256"] == hashlib.sha256(data).hexdigest()
 
 
-def test_matrix_products_run_on_one_thread_within_and_as_before_after():
-    import numpy as np
-
-    from records import stats
-    from records.bulk import blas
-
-    threads = blas.controls()
-    rng = np.random.default_rng(3)
-    a = [(int(n), 3) for n in rng.integers(0, 4, 258)]
-    b = [(int(n), 3) for n in rng.integers(0, 4, 258)]
-    outside = stats.compare(a, b)
-    before = threads[1]() if threads else None
-    with blas.one_thread(), blas.one_thread():
-        if threads:
-            assert threads[1]() == 1
-        inside = stats.compare(a, b)
-    if threads:
-        assert threads[1]() == before
-    assert inside == outside
-
-
 def test_a_worker_start_waits_for_background_work_only_where_it_forks(monkeypatch):
     # A large shard's checkpoint runs in the background; the scoring's workers start meanwhile.
     release, finished = threading.Event(), threading.Event()

@@ -47,12 +47,14 @@ def test_mcnemars_interval_excludes_zero_exactly_when_its_p_is_below_the_level(t
 
 @settings(max_examples=150, deadline=None)
 @given(paired_tables(repeats=True), st.sampled_from([0.05, 0.01, 0.05 / 12]))
-def test_the_bootstraps_interval_excludes_zero_exactly_when_its_p_is_below_the_level(table, alpha):
+def test_the_paired_ts_interval_excludes_zero_exactly_when_its_p_is_below_the_level(table, alpha):
     _holds_at_its_level(table, alpha)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(paired_tables(repeats=False), min_size=1, max_size=12))
+@given(
+    st.lists(paired_tables(repeats=False) | paired_tables(repeats=True), min_size=1, max_size=12)
+)
 def test_a_decisions_interval_excludes_zero_exactly_when_it_is_called(tables):
     decided = evidence.decide([stats.compare(a, b) for a, b in tables])
     for d in decided:
@@ -94,3 +96,20 @@ def test_the_gate_fails_at_most_one_steady_run_in_twenty(simulation):
 def test_the_gate_finds_bigger_planted_drops_more_often(simulation):
     assert simulation.caught[20.0] > simulation.caught[10.0]
     assert simulation.rate(simulation.caught[20.0]) >= 0.3
+
+
+@pytest.fixture(scope="module")
+def few_cases_repeated():
+    """The gate where rows have few cases, each repeated: 8 cases a row, 10 repeats."""
+    return simulate(pairs=100, attempts=8 * 12 * 10, first_seed=701, cases=8, repeat=10)
+
+
+def test_with_few_cases_repeated_the_gate_still_fails_at_most_one_steady_run_in_twenty(
+    few_cases_repeated,
+):
+    # The case is the unit: 8 cases read as 80 attempts would fail steady runs far more often
+    # (a paired bootstrap over the cases failed 27 of these 100 pairs).
+    s = few_cases_repeated
+    assert s.pairs == 100 and s.rows == 12
+    assert s.rate(s.false_fails) <= 0.05
+    assert s.false_fails_unadjusted > 2 * s.false_fails

@@ -3,13 +3,16 @@ labels are calibrated: noise is rarely called a regression, a real drop nearly a
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from records.stats import (
     case_interval,
     compare,
-    compare_each,
     detectable_difference,
     mcnemar_exact,
     wilson,
@@ -112,38 +115,71 @@ def test_the_comparison_is_the_same_on_every_load():
     base = [(int(x), 3) for x in rng.integers(0, 4, 40)]
     cand = [(int(x), 3) for x in rng.integers(0, 4, 40)]
     assert compare(base, cand) == compare(base, cand)
-    assert compare(base, cand).test == "paired bootstrap"
+    assert compare(base, cand).test == "paired t"
 
 
-def test_columns_compared_together_are_each_compared_alone_to_the_bit():
-    """A scoring's pair tests compare a row's columns together (one matrix product for those
-    over as many cases): each must be what comparing it alone gives, resamples and all."""
-    rng = np.random.default_rng(3)
+def test_with_repeats_a_paired_t_test_over_cases_is_the_textbooks():
+    """With as many repeats on each side of every case, the ratio estimators' difference is the
+    mean of the cases' differences of rates, and its test is the paired t-test of those (SciPy's
+    `ttest_rel`), its interval the one `ttest_rel` gives."""
+    from scipy.stats import ttest_rel
 
-    def side(cases: int, repeats: int, least: int) -> list[tuple[int, int]]:
-        shown = rng.integers(least, repeats + 1, cases)  # at 0, a case not run (d = 0)
-        return [(int(rng.integers(0, d + 1)), int(d)) for d in shown]
+    rng = np.random.default_rng(5)
+    chance = rng.beta(2, 2, 30)
+    base = [(int(x), 4) for x in rng.binomial(4, chance)]
+    cand = [(int(x), 4) for x in rng.binomial(4, np.clip(chance - 0.2, 0, 1))]
+    result = compare(base, cand)
+    rates = np.array([[a / 4, b / 4] for (a, _), (b, _) in zip(base, cand, strict=True)])
+    want = ttest_rel(rates[:, 1], rates[:, 0])
+    assert result.test == "paired t" and result.cases == 30
+    assert result.difference == pytest.approx(float(np.mean(rates[:, 1] - rates[:, 0])))
+    assert result.p_value == pytest.approx(float(want.pvalue), rel=1e-9)
+    low, high = want.confidence_interval(0.95)
+    assert (result.delta.low, result.delta.high) == pytest.approx((low, high), rel=1e-9)
 
-    # a and b over every case (one product for the two), c and d over some.
-    columns = {
-        c: (side(60, 3, least), side(60, 3, least))
-        for c, least in zip("abcd", (1, 1, 0, 0), strict=True)
-    }
-    columns["one each"] = ([(int(x), 1) for x in rng.integers(0, 2, 60)],) * 2
-    # A side met again, as a row is against each other row of its group: multiplied once.
-    columns["a again"] = (columns["a"][0], side(60, 3, 1))
-    columns["a reversed"] = (columns["a"][1], columns["a"][0])
-    columns["none"] = ([(0, 0)] * 5, [(1, 1)] * 5)
-    together = compare_each(columns)
-    assert list(together) == list(columns)
-    assert together["none"] is None and together["one each"].test == "McNemar exact"
-    assert sum(t is not None and t.test == "paired bootstrap" for t in together.values()) == 6
-    for name, (base, cand) in columns.items():
-        alone = compare(base, cand)
-        assert together[name] == alone
-        if alone is not None and alone.resampled is not None:
-            assert np.array_equal(together[name].resampled, alone.resampled)
-            assert together[name].interval_at(0.01) == alone.interval_at(0.01)
+
+def test_the_t_distributions_p_is_scipys_and_needs_no_scipy():
+    from scipy.special import stdtr
+
+    from records.stats import t_two_sided
+
+    for freedom in (1, 2, 3, 7, 23, 99, 1000, 20_000):
+        for t in (0.01, 0.5, 1.0, 2.0, 2.5, 4.0, 8.0, 30.0):
+            assert t_two_sided(t, freedom) == pytest.approx(2 * stdtr(freedom, -t), rel=1e-9)
+            assert t_two_sided(-t, freedom) == t_two_sided(t, freedom)
+    code = (
+        "import sys; import numpy as np; from records.stats import compare; "
+        "compare([(1, 2), (2, 2), (0, 2)], [(0, 2), (1, 2), (0, 2)]); "
+        "assert 'scipy' not in sys.modules, 'SciPy was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cases_that_all_moved_alike_are_not_beyond_every_doubt():
+    # Eight cases, each 2 of 2 Clean before and 0 of 2 after: the spread over cases is 0, so
+    # the attempts' own noise stands in (each case's pooled rate 1/2).
+    result = compare([(2, 2)] * 8, [(0, 2)] * 8)
+    assert result.standard_error == pytest.approx(math.sqrt(8 * (0.25 * 4 / 3) * (4 / 256)))
+    assert 0 < result.p_value < 0.01 and result.delta.high < 0
+    # No attempt disagrees with another of its case: nothing to test, however the rates differ
+    # (different repeats weigh the cases apart).
+    same = compare([(2, 2), (0, 1)], [(1, 1), (0, 2)])
+    assert same.difference != 0 and same.p_value == 1.0
+    assert same.delta.low <= min(0, same.difference) and same.delta.high >= 0
+    # One case: no spread to read.
+    one = compare([(1, 2)], [(0, 2)])
+    assert one.p_value == 1.0 and (one.delta.low, one.delta.high) == (-1.0, 1.0)
+
+
+def test_a_test_read_the_other_way_round_mirrors_its_interval():
+    rng = np.random.default_rng(9)
+    base = [(int(x), 3) for x in rng.integers(0, 4, 25)]
+    cand = [(int(x), 3) for x in rng.integers(0, 4, 25)]
+    one, other = compare(base, cand), compare(cand, base)
+    back = one.reversed()
+    assert (back.baseline_rate, back.candidate_rate) == (other.baseline_rate, other.candidate_rate)
+    assert back.p_value == pytest.approx(other.p_value, rel=1e-12)
+    assert one.reversed().interval_at(0.01).low == pytest.approx(-one.interval_at(0.01).high)
 
 
 def _trial(rng, n: int, drop: float) -> str:
@@ -228,16 +264,3 @@ def test_a_run_that_repeats_cases_takes_the_case_as_the_unit(client, viewer):
         # Never narrower than Wilson over attempts treated as independent.
         w = wilson(n, d)
         assert want.high - want.low >= w.high - w.low - 1e-12
-
-
-def test_the_kept_resamples_stay_within_their_bytes_and_are_made_again_alike(monkeypatch):
-    from records import stats
-
-    monkeypatch.setattr(stats, "COUNTS_KEPT_BYTES", 3 * stats.RESAMPLES * 40 * 8)
-    first = stats.resamples(40).copy()
-    for cases in range(41, 60):  # far more sizes than fit
-        stats.resamples(cases)
-        assert stats.counts_kept_bytes() <= stats.COUNTS_KEPT_BYTES
-    again = stats.resamples(40)  # let go long since: made again from the same seed
-    assert np.array_equal(again, first) and not again.flags.writeable
-    assert again is stats.resamples(40)  # and kept while it is among the latest

@@ -26,12 +26,13 @@ from records.scorer.score import COUNTED_APART, attempt_inputs, is_clean, score_
 Figures = dict[tuple[str, str, str], dict[str, tuple[int, int]]]  # row: case: (clean, counted)
 
 
-def corpus() -> KeyDocument:
-    return widen_key(load_demo_key(), CORPUS_CASES)
+def corpus(cases: int = CORPUS_CASES) -> KeyDocument:
+    return widen_key(load_demo_key(), cases)
 
 
-def run_figures(seed: int, attempts: int, key: KeyDocument) -> Figures:
-    """One generated run's Clean and counted attempts per row (model, surface, mode) and case."""
+def run_figures(seed: int, attempts: int, key: KeyDocument, repeat: int = 1) -> Figures:
+    """One generated run's Clean and counted attempts per row (model, surface, mode) and case,
+    each case attempted `repeat` times a row."""
     out = io.BytesIO()
     write_run(
         out,
@@ -42,6 +43,7 @@ def run_figures(seed: int, attempts: int, key: KeyDocument) -> Figures:
         seed=seed,
         models=bench_models(attempts),
         max_attempts=attempts,
+        repeat=repeat,
     )
     shard = read_shard_bytes(out.getvalue(), f"modeleval-{seed:06d}.jsonl")
     figures: Figures = {}
@@ -92,12 +94,20 @@ class Simulation:
         return n / self.pairs
 
 
-def simulate(pairs: int = 200, attempts: int = 1000, first_seed: int = 301) -> Simulation:
-    """`pairs` consecutive seed pairs (seed s against s + 1) of `attempts` attempts each: how
-    many the gate fails, with the rule and without its adjustment, and how many planted drops
-    of 10 and 20 points (on one row, a different row each pair) it finds."""
-    key = corpus()
-    runs = [run_figures(first_seed + i, attempts, key) for i in range(pairs + 1)]
+def simulate(
+    pairs: int = 200,
+    attempts: int = 1000,
+    first_seed: int = 301,
+    *,
+    cases: int = CORPUS_CASES,
+    repeat: int = 1,
+) -> Simulation:
+    """`pairs` consecutive seed pairs (seed s against s + 1) of `attempts` attempts each (over a
+    corpus of `cases` cases, each attempted `repeat` times a row): how many the gate fails,
+    with the rule and without its adjustment, and how many planted drops of 10 and 20 points
+    (on one row, a different row each pair) it finds."""
+    key = corpus(cases)
+    runs = [run_figures(first_seed + i, attempts, key, repeat) for i in range(pairs + 1)]
     result = Simulation(pairs, 0, 0, 0, {10.0: 0, 20.0: 0})
     for i in range(pairs):
         base, cand = runs[i], runs[i + 1]

@@ -204,7 +204,7 @@ class GateResult:
             f"**evaldash gate: {verdict}**: {run} against baseline "
             f"{markdown_code(self.baseline.run_id)} on {markdown_code(self.column)}, "
             f"{self.rows} row(s) compared case by case "
-            "(exact McNemar test with one attempt per case, paired bootstrap over cases with "
+            "(exact McNemar test with one attempt per case, paired t-test over cases with "
             f"repeats; {self.rule}; [the comparison]({self.comparison_url}))."
         )
         if self.problem:

@@ -8,10 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from records import evidence, stats
-from records.bulk.blas import one_thread
 from records.models import ScoreRow, Scoring
 from records.scorer.score import RATIO_COLUMNS
 from records.scoring.tables import TableRow, ranking_groups, ratio_of, score_groups, score_rows
@@ -85,28 +82,7 @@ def _test(tests: PairTests, baseline: str, candidate: str, column: str) -> stats
     if found is not None:
         return found
     other = tests.get((candidate, baseline), {}).get(column)
-    if other is None:
-        return None
-    if other.discordant is not None:
-        return stats.Paired(
-            other.cases,
-            other.candidate_rate,
-            other.baseline_rate,
-            None,
-            other.p_value,
-            other.test,
-            (other.discordant[1], other.discordant[0]),
-        )
-    return stats.Paired(
-        other.cases,
-        other.candidate_rate,
-        other.baseline_rate,
-        stats.Interval(-other.delta.high, -other.delta.low),
-        other.p_value,
-        other.test,
-        None,
-        None if other.resampled is None else np.sort(-other.resampled),
-    )
+    return None if other is None else other.reversed()
 
 
 def paired_tests(
@@ -160,59 +136,48 @@ def pair_tests(groups: list[Any], per_case: dict[str, dict[str, dict[str, int]]]
 
 
 def _kept_test(t: stats.Paired) -> list[Any]:
-    """A pair test as a score row keeps it: McNemar's with its changed cases (its interval is
-    worked out from them when a page asks), a bootstrap's with its 95% interval."""
-    if t.discordant is not None:
-        return [
-            t.cases,
-            t.baseline_rate,
-            t.candidate_rate,
-            None,
-            None,
-            t.p_value,
-            t.test,
-            list(t.discordant),
-        ]
-    return [
-        t.cases,
-        t.baseline_rate,
-        t.candidate_rate,
-        t.delta.low,
-        t.delta.high,
-        t.p_value,
-        t.test,
-    ]
+    """A pair test as a score row keeps it: its figures, and what its interval at any level is
+    worked out from when a page asks (McNemar's changed cases, the paired t-test's standard
+    error)."""
+    extra = list(t.discordant) if t.discordant is not None else t.standard_error
+    return [t.cases, t.baseline_rate, t.candidate_rate, t.p_value, t.test, extra]
 
 
-def _read_test(kept: list[Any]) -> stats.Paired:
-    cases, base, cand, low, high, p, test, *rest = kept
-    discordant = tuple(rest[0]) if rest and rest[0] is not None else None
-    given = None if low is None else stats.Interval(low, high)
-    return stats.Paired(cases, base, cand, given, p, test, discordant)
+def _read_test(kept: list[Any]) -> stats.Paired | None:
+    """A kept pair test; None for one kept by an earlier rule (a scoring stored before the
+    paired t-test, whose tests are then worked out again from its cases)."""
+    if len(kept) != 6 or kept[4] not in (stats.MCNEMAR, stats.PAIRED_T):
+        return None
+    cases, base, cand, p, test, extra = kept
+    if test == stats.MCNEMAR:
+        return stats.Paired(cases, base, cand, p, test, (extra[0], extra[1]))
+    return stats.Paired(cases, base, cand, p, test, None, extra)
 
 
 def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
-    """The pair tests kept with the rows; None where a row has none (an older scoring)."""
+    """The pair tests kept with the rows; None where a row has none, or one was kept by an
+    earlier rule (an older scoring: its tests are worked out again from its cases)."""
     out: PairTests = {}
     for r in rows:
         kept = r.figures.get("pairs")
         if kept is None:
             return None
         for other, columns in kept.items():
-            out[(r.row_key, other)] = {column: _read_test(kept) for column, kept in columns.items()}
+            read = {column: _read_test(test) for column, test in columns.items()}
+            if any(test is None for test in read.values()):
+                return None
+            out[(r.row_key, other)] = {c: t for c, t in read.items() if t is not None}
     return out
 
 
 def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[str, int]]]) -> None:
     """Keep with each score row its pair tests against the other rows of its group (under the
     row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
-    the case as the unit. Computed once, at scoring time. The tests' bootstraps are
-    small matrix products, on one thread (`records.bulk.blas`). `per_case`: every row's figures
+    the case as the unit. Computed once, at scoring time. `per_case`: every row's figures
     per case (`records.scoring.tables.case_figures`), as the scoring summed them."""
-    with one_thread():
-        rows = score_rows(scoring, live=True, per_case=per_case)
-        groups = ranking_groups(score_groups(scoring, rows))
-        tests = pair_tests(groups, per_case)
+    rows = score_rows(scoring, live=True, per_case=per_case)
+    groups = ranking_groups(score_groups(scoring, rows))
+    tests = pair_tests(groups, per_case)
     kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
     for (a, b), columns in tests.items():
         kept[a]["pairs"][b] = {column: _kept_test(t) for column, t in columns.items()}
