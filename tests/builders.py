@@ -128,8 +128,9 @@ def demo_key() -> bytes:
     return json.dumps(key_to_json(load_demo_key())).encode()
 
 
-def synth_run(run_id: str = "run-synth", seed: int = 7, **options: Any) -> bytes:
-    """A generated shard of the demo corpus (`records.devtools.synth.write_run` options)."""
+def synth_run(run_id: str = "run-synth", seed: int = 7, key: Any = None, **options: Any) -> bytes:
+    """A generated shard of upstream's sample corpus, or of `key` (`records.devtools.synth.
+    write_run` options)."""
     import io
     from datetime import datetime
 
@@ -138,7 +139,7 @@ def synth_run(run_id: str = "run-synth", seed: int = 7, **options: Any) -> bytes
     buf = io.BytesIO()
     options.setdefault("started_at", datetime(2026, 11, seed % 27 + 1, 9))
     options.setdefault("commit", f"{seed:040x}")
-    write_run(buf, load_demo_key(), run_id=run_id, seed=seed, **options)
+    write_run(buf, key or load_demo_key(), run_id=run_id, seed=seed, **options)
     return buf.getvalue()
 
 

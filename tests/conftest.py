@@ -8,7 +8,7 @@ import os
 import pytest
 from django.contrib.auth.models import Permission
 
-from records.devtools.synth import DEMO_KEY, demo_runs
+from records.devtools.synth import demo_files
 from records.ingest import ingest, inputs_from_paths
 from records.models import Run, Upload
 from tests.searched import store_searched
@@ -41,9 +41,7 @@ def uploader(client, django_user_model):
 @pytest.fixture
 def demo(tmp_path, db):
     """The demo's key and three runs (the second regresses one model on meta), by run id."""
-    ingest(
-        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
-    )
+    ingest(inputs_from_paths(demo_files(tmp_path)), Upload.objects.create(source="demo"))
     return {r.run_id: r for r in Run.objects.all()}
 
 

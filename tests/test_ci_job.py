@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from records.devtools.servers import ROOT, free_port, stop, wait_until_answering
-from records.devtools.synth import DEMO_KEY, load_demo_key, write_run
+from records.devtools.synth import demo_key, write_demo_key, write_run
 from records.models import ApiToken
 from tests.servers import start_worker, task_env
 
@@ -48,7 +48,7 @@ def _artifact(path: Path, run_id: str, seed: int, days: int, regress=None) -> Pa
     with open(shard, "wb") as fh:
         write_run(
             fh,
-            load_demo_key(),
+            demo_key(),
             run_id=run_id,
             commit=f"{seed:040x}",
             started_at=datetime(2026, 11, 1, 9) + timedelta(days=days),
@@ -94,8 +94,9 @@ def test_the_readme_ci_job_gates_first_regressed_noisy_and_retried_uploads(live,
     base, env = live
     _, raw = ApiToken.issue("gitlab-ci")
     commands = ci_job_commands()
+    key_file = write_demo_key(tmp_path)  # 24 cases: enough for a regression to show
     key = subprocess.run(
-        ["curl", "-sS", "-H", f"Authorization: Bearer {raw}", "-F", f"file=@{DEMO_KEY}"]
+        ["curl", "-sS", "-H", f"Authorization: Bearer {raw}", "-F", f"file=@{key_file}"]
         + [f"{base}/api/v1/uploads?wait=60"],
         capture_output=True,
         text=True,

@@ -19,7 +19,14 @@ from typing import IO, Any
 
 import orjson
 
-from records.formats.corpus_key import Case, KeyDocument, Step, digest_of, read_corpus_key
+from records.formats.corpus_key import (
+    Case,
+    KeyDocument,
+    Step,
+    digest_of,
+    key_to_json,
+    read_corpus_key,
+)
 
 DEMO_KEY = Path(__file__).parent / "demo_data" / "corpus-key-sample.json"
 
@@ -516,10 +523,30 @@ def _turn(
     )
 
 
-def demo_runs(directory: Path) -> list[Path]:
-    """Three runs of the demo: two commits a week apart, the second regressing one model on meta."""
-    key = load_demo_key()
+DEMO_CASES = 24  # the sample key's 8 cases, cycled: what a row needs for a regression to show
+
+
+def demo_key() -> KeyDocument:
+    """The demo's corpus key: upstream's sample key widened to `DEMO_CASES` cases. Over the
+    sample's 8 cases a paired test seldom reaches Holm's first step once 12 rows are decided
+    together (p < 0.05 / 12 on a t-test of 7 degrees of freedom): the demo's planted drop is
+    not called there, and over 24 cases it is."""
+    return widen_key(load_demo_key(), DEMO_CASES)
+
+
+def write_demo_key(directory: Path) -> Path:
+    """The demo's corpus key as a key file in `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "corpus-key-demo.json"
+    path.write_bytes(orjson.dumps(key_to_json(demo_key()), option=orjson.OPT_INDENT_2))
+    return path
+
+
+def demo_files(directory: Path) -> list[Path]:
+    """The demo's key and its three runs, written to `directory`: two commits a week apart, the
+    second regressing one model on meta."""
+    key = demo_key()
+    key_path = write_demo_key(directory)
     base = datetime(2026, 11, 16, 9, 0)
     plans = [
         ("run-2026-11-16-a1b2c3", "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", 0, 11, {}),
@@ -532,7 +559,7 @@ def demo_runs(directory: Path) -> list[Path]:
         ),
         ("run-2026-11-24-ee1234", "ee12345678901234567890abcdefabcdefabcdef", 8, 37, {}),
     ]
-    paths = []
+    paths = [key_path]
     for run_id, commit, days, seed, regress in plans:
         path = directory / f"modeleval-{seed:05d}.jsonl"
         with open(path, "wb") as fh:

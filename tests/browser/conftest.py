@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from records.devtools.synth import DEMO_KEY, demo_runs
+from records.devtools.synth import demo_files
 from records.ingest import ingest, inputs_from_paths
 from records.models import Upload
 from tests.browser.shared_demo import watched_page
@@ -54,9 +54,7 @@ def browser() -> Iterator[object]:
 def demo_data(tmp_path) -> dict[str, object]:
     from records.models import Run
 
-    ingest(
-        inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path)]), Upload.objects.create(source="demo")
-    )
+    ingest(inputs_from_paths(demo_files(tmp_path)), Upload.objects.create(source="demo"))
     return {r.run_id: r for r in Run.objects.all()}
 
 

@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from records.devtools.synth import DEMO_KEY, demo_runs
+from records.devtools.synth import demo_files
 from records.ingest import ingest, inputs_from_paths
 from records.models import Upload
 
@@ -37,7 +37,7 @@ def site(django_db_setup, django_db_blocker, tmp_path_factory) -> Iterator[Site]
         override_settings(EVALDASH_PUBLIC_READ=True, ALLOWED_HOSTS=["localhost"]),
     ):
         ingest(
-            inputs_from_paths([DEMO_KEY, *demo_runs(tmp_path_factory.mktemp("demo"))]),
+            inputs_from_paths(demo_files(tmp_path_factory.mktemp("demo"))),
             Upload.objects.create(source="demo"),
         )
         server = LiveServer("localhost")

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from records.devtools.synth import MODELS, load_demo_key
+from records.devtools.synth import MODELS, demo_key
 from records.models import Run
 from tests.browser import shared_demo
 from tests.browser.shared_demo import run_pk
@@ -20,9 +20,14 @@ site, pg = shared_demo.site, shared_demo.pg
 @pytest.fixture(scope="module")
 def uneven(site, django_db_blocker) -> Iterator[Run]:
     """A dynamic-only run whose last model lacks the last case: two tables of dynamic."""
-    cases = [c for c in load_demo_key().cases if "dynamic" in (c.surfaces_only or ["dynamic"])]
+    key = demo_key()  # the key the shared demo stored
+    cases = [c for c in key.cases if "dynamic" in (c.surfaces_only or ["dynamic"])]
     shard = synth_run(
-        "run-uneven", seed=11, surfaces=("dynamic",), max_attempts=len(cases) * len(MODELS) - 1
+        "run-uneven",
+        seed=11,
+        key=key,
+        surfaces=("dynamic",),
+        max_attempts=len(cases) * len(MODELS) - 1,
     )
     with django_db_blocker.unblock():
         ingest_bytes(("modeleval-uneven.jsonl", shard))

@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 
 from records.conformance.store import RunMeta, store_run
-from records.devtools.synth import DEMO_KEY, demo_runs
+from records.devtools.synth import DEMO_KEY, demo_files
 from records.ingest import ingest, inputs_from_paths
 from records.models import Run, Upload
 
@@ -35,7 +35,7 @@ class Command(BaseCommand):
             self.stdout.write("demo: runs already stored, nothing loaded")
             return
         with tempfile.TemporaryDirectory() as tmp:
-            paths = [DEMO_KEY, *demo_runs(Path(tmp)), *DEMO_DOCUMENTS]
+            paths = [*demo_files(Path(tmp)), *DEMO_DOCUMENTS]
             upload = Upload.objects.create(source=Upload.Source.DEMO)
             report = ingest(inputs_from_paths(paths), upload)
         conformance = [
