@@ -112,6 +112,7 @@ class SearchQuery:
     row: str = ""  # a score table's row key
     column: str = ""  # with `hit`: the verdicts behind a column's numerator, or those that missed
     hit: bool | None = None
+    counted: bool | None = None  # the verdict counted (not counted apart), or not
     failure: str = ""  # a failure mode's id (`records.scorer.score.mode_id`)
     sort: str = ""
     q: str = ""
@@ -133,6 +134,8 @@ class SearchQuery:
         if self.column and self.hit is not None:
             hit, miss = HITS[self.column]
             parts.append(hit if self.hit else miss)
+        if self.counted is not None:
+            parts.append(Q(counted=self.counted))
         if self.failure:
             parts.append(Q(failure_mode=self.failure))
         if not parts:

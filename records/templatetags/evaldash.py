@@ -169,14 +169,15 @@ def score_cell(link: str, name: str, pair: Any, ci: Any, method: str) -> SafeStr
 @register.simple_tag
 def overhead_cell(link: str, r: Any) -> SafeString:
     """Overhead: the calls to find an action and those refused for invalid params, each count
-    linked to the search of those calls among the row's attempts."""
+    linked to the search of those calls among the row's counted attempts (the figures leave out
+    the attempts counted apart, as upstream's do)."""
     f = r.figures
     if not f["steps"]:
         return format_html('<td class="num">{}</td>', "-")
     parts = []
     for n, condition, label in (
-        (f["discovery"], f"tool={_q(DISCOVERY_TOOL)}", "find"),
-        (f["invalid_params"], "call_outcome=refused:invalid_params", "invalid_params"),
+        (f["discovery"], f"counted=yes&tool={_q(DISCOVERY_TOOL)}", "find"),
+        (f["invalid_params"], "counted=yes&call_outcome=refused:invalid_params", "invalid_params"),
     ):
         if n:
             parts.append(

@@ -104,6 +104,8 @@ class SearchForm(forms.Form):
         choices=[("", ""), ("yes", "behind the numerator"), ("no", "missed")],
         widget=forms.HiddenInput,
     )
+    # A count over a row's counted attempts (the overhead cell's calls): those attempts only.
+    counted = forms.ChoiceField(required=False, choices=YES_NO, widget=forms.HiddenInput)
     # A failure mode's link: its attempts (`records.queries.failures.search_link`).
     failure = forms.RegexField(
         regex=r"^[0-9a-f]{16}$", required=False, max_length=16, widget=forms.HiddenInput
@@ -159,6 +161,7 @@ class SearchForm(forms.Form):
             row=d["row"],
             column=d["column"],
             hit=_yes_no(d["hit"]),
+            counted=_yes_no(d["counted"]),
             failure=d.get("failure") or "",
             sort=d["sort"],
             q=d["q"],
@@ -181,6 +184,8 @@ class SearchForm(forms.Form):
             parts.append(
                 f"behind the {title} numerator" if d["hit"] == "yes" else f"that missed {title}"
             )
+        if d.get("counted"):
+            parts.append("counted" if d["counted"] == "yes" else "counted apart")
         return "; ".join(parts)
 
     @property
@@ -191,7 +196,7 @@ class SearchForm(forms.Form):
         encoded = [urlencode([pair]) for pair in pairs]
         out = []
         for name in self.fields:
-            if name in ("page", "per_page", "sort", "row", "column", "hit"):
+            if name in ("page", "per_page", "sort", "row", "column", "hit", "counted"):
                 continue
             for value in self.data.getlist(name):
                 if value:
