@@ -98,8 +98,9 @@ def comparison_row(
         out[f"{title} interval confidence"] = (
             round(decided.confidence, 6) if decided else (0.95 if t else None)
         )
-        out[f"{title} p"] = round(t.p_value, 6) if t else None
-        out[f"{title} p adjusted"] = round(decided.p_adjusted, 6) if decided else None
+        # Six significant digits, not places: a paired t-test's p may be far below 1e-6.
+        out[f"{title} p"] = float(f"{t.p_value:.6g}") if t else None
+        out[f"{title} p adjusted"] = float(f"{decided.p_adjusted:.6g}") if decided else None
         out[f"{title} reading"] = decided.label if decided else None
         out[f"{title} test"] = t.test if t else None
     out["cost delta usd"] = None if not compared or c.cost_delta is None else round(c.cost_delta, 6)
