@@ -95,6 +95,10 @@ def _wilson_rate(p: float, size: float) -> Interval:
     return Interval(0.0 if p == 0 else centre - half, 1.0 if p == 1 else centre + half)
 
 
+MCNEMAR = "McNemar exact"  # one attempt a case
+PAIRED_T = "paired t"  # cases repeated
+
+
 @dataclass(frozen=True)
 class Paired:
     """A candidate against a baseline on the cases both ran: the difference, its test, and the
@@ -154,10 +158,6 @@ class Paired:
             None if self.discordant is None else (self.discordant[1], self.discordant[0]),
             self.standard_error,
         )
-
-
-MCNEMAR = "McNemar exact"
-PAIRED_T = "paired t"
 
 
 def mcnemar_exact(baseline_only: int, candidate_only: int) -> float:

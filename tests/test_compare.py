@@ -283,6 +283,37 @@ def test_what_a_scoring_keeps_for_pages_equals_reading_every_case(demo):
     assert len(q) == 0 and rankings
 
 
+def test_a_scoring_kept_under_the_bootstrap_is_ranked_by_todays_test(demo):
+    """Pair tests kept by the rule before (a paired bootstrap, its 95% interval as bounds) are
+    not read: the page works the tests out again from the cases, by today's rule. Tests kept
+    today give their interval at any level, as a family-wise decision asks."""
+    from records.models import ScoreRow
+    from records.queries.compare import rank_models
+    from records.scoring.ranking import stored_pair_tests
+    from records.scoring.tables import score_groups, score_rows
+
+    scoring = demo["run-2026-11-23-f00dfa"].latest_scoring()
+    rows = score_rows(scoring)
+    stored = stored_pair_tests(rows)
+    some = next(t for columns in stored.values() for t in columns.values() if t.test == "paired t")
+    assert some.interval_at(0.05 / 6).low <= some.delta.low
+    today = [
+        (r.title, [(hi, lo) for hi, lo, _ in r.apart])
+        for r in rank_models(scoring, score_groups(scoring, rows), "Clean")
+    ]
+    assert any(apart for _, apart in today)
+    for row in ScoreRow.objects.filter(scoring=scoring):
+        for columns in row.figures["pairs"].values():
+            for column, kept in columns.items():
+                cases, base, cand, p, test, _ = kept
+                columns[column] = [cases, base, cand, -0.1, 0.1, p, "paired bootstrap"]
+        row.save(update_fields=["figures"])
+    rows = score_rows(scoring)
+    assert stored_pair_tests(rows) is None
+    again = rank_models(scoring, score_groups(scoring, rows), "Clean")
+    assert [(r.title, [(hi, lo) for hi, lo, _ in r.apart]) for r in again] == today
+
+
 def test_the_figures_per_case_are_the_sums_of_their_verdicts(demo):
     """What per-case intervals and paired tests read, summed in the database, against the
     verdicts added up one by one."""
