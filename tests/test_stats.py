@@ -264,3 +264,11 @@ def test_a_run_that_repeats_cases_takes_the_case_as_the_unit(client, viewer):
         # Never narrower than Wilson over attempts treated as independent.
         w = wilson(n, d)
         assert want.high - want.low >= w.high - w.low - 1e-12
+
+
+def test_a_p_too_small_for_three_places_is_written_as_below_them():
+    from records.templatetags.evaldash import p_is, pvalue
+
+    assert pvalue(0.0123) == "0.012" and p_is(0.0123) == "= 0.012"
+    assert pvalue(1.4e-6) == "< 0.001" and p_is(1.4e-6) == "< 0.001"
+    assert pvalue(None) == "-"

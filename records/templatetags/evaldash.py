@@ -38,6 +38,22 @@ def usd_filter(value: float | None, digits: int = 4) -> str:
 
 
 @register.filter
+def pvalue(value: float | None) -> str:
+    """A p to three places, or "< 0.001" where three places would write 0 (a paired test over
+    many cases gives p far smaller, and "p = 0.000" would claim a certainty no test has)."""
+    if value is None:
+        return "-"
+    return "< 0.001" if value < 0.0005 else f"{value:.3f}"
+
+
+@register.filter
+def p_is(value: float | None) -> str:
+    """ "= 0.012" or "< 0.001", to follow a "p" in a sentence (`pvalue`)."""
+    shown = pvalue(value)
+    return shown if shown.startswith("<") or shown == "-" else f"= {shown}"
+
+
+@register.filter
 def pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}%"
 
