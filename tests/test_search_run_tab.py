@@ -59,6 +59,8 @@ def _busiest() -> Run:
         ({"call_outcome": "refused"}, {"outcome": "refused"}),
         ({"outcome": "failed"}, {"verdict": "failed"}),
         ({"clean": "yes", "ended_by": "completed"}, {"clean": "yes", "ended_by": "completed"}),
+        # A yes/no condition's "no" narrows as much as its "yes": the count is not the run's.
+        ({"clean": "no"}, {"clean": "no"}),
         ({"observed": "yes", "q": "issue"}, {"observed": "yes", "q": "issue"}),
     ],
 )
@@ -118,3 +120,16 @@ def test_each_count_of_attempts_or_calls_links_to_a_search_of_exactly_that_many(
         kinds.add(label.strip() or unescape(href).rsplit("&", 1)[-1].split("=")[0])
     if tab == "scores/":
         assert {"find", "invalid_params", "outcome"} <= kinds, kinds
+
+
+@PUBLIC
+def test_counted_and_counted_apart_split_a_runs_attempts(client):
+    from records.models import Verdict
+
+    run = _busiest()
+    counted, apart = _tab(client, run, counted="yes"), _tab(client, run, counted="no")
+    assert counted and apart and not counted & apart
+    assert len(counted) + len(apart) == run.attempt_count
+    scoring = run.scorings.order_by("-created_at").first()
+    assert len(apart) == Verdict.objects.filter(scoring=scoring, counted=False).count()
+    assert _searched(client, run, counted="no") == apart

@@ -10,7 +10,7 @@ figure is a query in the database, a constant number of them per page.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from itertools import islice
 from operator import attrgetter
 from typing import Any
@@ -154,11 +154,13 @@ class SearchQuery:
         return [f"-{column}" if self.sort.startswith("-") else column, *tail]
 
     def narrowed(self) -> bool:
-        """Whether the query asks more than which run: otherwise its size is known."""
+        """Whether the query asks more than which run: otherwise its size is known. A condition
+        is asked when it differs from its default (a yes/no condition's "no" is False, and
+        asks as much as its "yes")."""
         return any(
-            value not in ("", None, False, [])
-            for name, value in vars(self).items()
-            if name not in ("runs", "run_pk", "sort")
+            getattr(self, f.name) != f.default
+            for f in fields(self)
+            if f.name not in ("runs", "run_pk", "sort")
         )
 
 
