@@ -526,27 +526,28 @@ def _turn(
 DEMO_CASES = 24  # the sample key's 8 cases, cycled: what a row needs for a regression to show
 
 
-def demo_key() -> KeyDocument:
-    """The demo's corpus key: upstream's sample key widened to `DEMO_CASES` cases. Over the
-    sample's 8 cases a paired test seldom reaches Holm's first step once 12 rows are decided
-    together (p < 0.05 / 12 on a t-test of 7 degrees of freedom): the demo's planted drop is
-    not called there, and over 24 cases it is."""
-    return widen_key(load_demo_key(), DEMO_CASES)
+def demo_key(cases: int = DEMO_CASES) -> KeyDocument:
+    """The demo's corpus key: upstream's sample key widened to `DEMO_CASES` cases (at 8, the
+    sample itself). Over the sample's 8 cases a paired test seldom reaches Holm's first step
+    once 12 rows are decided together (p < 0.05 / 12 on a t-test of 7 degrees of freedom): the
+    demo's planted drop is not called there, and over 24 cases it is."""
+    return widen_key(load_demo_key(), cases)
 
 
-def write_demo_key(directory: Path) -> Path:
+def write_demo_key(directory: Path, cases: int = DEMO_CASES) -> Path:
     """The demo's corpus key as a key file in `directory`."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "corpus-key-demo.json"
-    path.write_bytes(orjson.dumps(key_to_json(demo_key()), option=orjson.OPT_INDENT_2))
+    path.write_bytes(orjson.dumps(key_to_json(demo_key(cases)), option=orjson.OPT_INDENT_2))
     return path
 
 
-def demo_files(directory: Path) -> list[Path]:
+def demo_files(directory: Path, cases: int = DEMO_CASES) -> list[Path]:
     """The demo's key and its three runs, written to `directory`: two commits a week apart, the
-    second regressing one model on meta."""
-    key = demo_key()
-    key_path = write_demo_key(directory)
+    second regressing one model on meta. Over `cases` cases (tests that need no regression
+    called ask for the sample's 8, a third of the attempts)."""
+    key = demo_key(cases)
+    key_path = write_demo_key(directory, cases)
     base = datetime(2026, 11, 16, 9, 0)
     plans = [
         ("run-2026-11-16-a1b2c3", "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678", 0, 11, {}),
