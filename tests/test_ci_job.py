@@ -94,7 +94,7 @@ def test_the_readme_ci_job_gates_first_regressed_noisy_and_retried_uploads(live,
     base, env = live
     _, raw = ApiToken.issue("gitlab-ci")
     commands = ci_job_commands()
-    key_file = write_demo_key(tmp_path)  # 24 cases: enough for a regression to show
+    key_file = write_demo_key(tmp_path)  # 16 cases: enough for a regression to show
     key = subprocess.run(
         ["curl", "-sS", "-H", f"Authorization: Bearer {raw}", "-F", f"file=@{key_file}"]
         + [f"{base}/api/v1/uploads?wait=60"],

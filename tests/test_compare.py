@@ -78,9 +78,9 @@ def test_surfaces_with_different_coverage_compare_only_shared_cases(demo):
     groups = compare_surfaces(demo["run-2026-11-16-a1b2c3"])
     g = next(g for g in groups if g.caption.startswith("openai:gpt-5.4-nano"))
     assert [s.row.surface for s in g.sides] == ["dynamic", "meta", "individual"]
-    # MT-040 (and its two copies in the demo's key) is not on the individual surface, so only
-    # the 21 shared cases of 24 are compared.
-    assert g.shared_only and g.shared_cases == 21 and "21 case(s)" in g.note
+    # MT-040 (and its copy in the demo's key) is not on the individual surface, so only the 14
+    # shared cases of 16 are compared.
+    assert g.shared_only and g.shared_cases == 14 and "14 case(s)" in g.note
 
 
 def test_models_side_by_side_draw_grouped_bars_and_a_cost_scatter(client, viewer, demo):

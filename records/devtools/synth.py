@@ -523,14 +523,14 @@ def _turn(
     )
 
 
-DEMO_CASES = 24  # the sample key's 8 cases, cycled: what a row needs for a regression to show
+DEMO_CASES = 16  # the sample key's 8 cases, cycled: what a row needs for a regression to show
 
 
 def demo_key(cases: int = DEMO_CASES) -> KeyDocument:
     """The demo's corpus key: upstream's sample key widened to `DEMO_CASES` cases (at 8, the
     sample itself). Over the sample's 8 cases a paired test seldom reaches Holm's first step
     once 12 rows are decided together (p < 0.05 / 12 on a t-test of 7 degrees of freedom): the
-    demo's planted drop is not called there, and over 24 cases it is."""
+    demo's planted drop is not called there, and over 16 cases it is."""
     return widen_key(load_demo_key(), cases)
 
 
