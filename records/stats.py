@@ -259,6 +259,9 @@ def _columns(pairs: list[tuple[tuple[int, int], tuple[int, int]]]) -> tuple[list
     )
 
 
+ROUNDING = 1e-12  # a spread over cases this small beside the attempts' noise is rounding
+
+
 def paired_t(na: np.ndarray, da: np.ndarray, nb: np.ndarray, db: np.ndarray) -> Paired:
     """The paired t-test over cases of the difference of two ratio estimators, each side's
     sum of n over its sum of d (every d > 0), the case as the unit.
@@ -266,7 +269,8 @@ def paired_t(na: np.ndarray, da: np.ndarray, nb: np.ndarray, db: np.ndarray) -> 
     Each case's part of the difference is its linearised influence, (nb - Rb db) / sum(db) -
     (na - Ra da) / sum(da); the difference's variance is read from those parts' spread over
     the cases, m / (m - 1) times their sum of squares. Where the parts do not spread at all
-    (every case moved exactly alike, as when each went from all Clean to none), the attempts'
+    (every case moved exactly alike, as when each went from all Clean to none; in floating
+    point, a spread below `ROUNDING` times the noise below, which is rounding), the attempts'
     own noise stands in: each case's pooled rate p (both sides' attempts) as p (1 - p) n / (n - 1)
     a trial over its n attempts. t = difference / standard error on m - 1 degrees of freedom,
     two-sided. A single case, or no variance at all (no attempt disagrees with another of its
@@ -276,12 +280,13 @@ def paired_t(na: np.ndarray, da: np.ndarray, nb: np.ndarray, db: np.ndarray) -> 
     ra, rb = float(na.sum()) / sa, float(nb.sum()) / sb
     parts = (nb - rb * db) / sb - (na - ra * da) / sa
     variance = m / (m - 1) * float(np.sum(parts * parts)) if m > 1 else 0.0
-    if variance == 0:
-        n = da + db
-        pooled = (na + nb) / n
-        with np.errstate(divide="ignore", invalid="ignore"):
-            trial = np.where(n > 1, pooled * (1 - pooled) * n / (n - 1), pooled * (1 - pooled))
-        variance = float(np.sum(trial * (da / (sa * sa) + db / (sb * sb))))
+    n = da + db
+    pooled = (na + nb) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        trial = np.where(n > 1, pooled * (1 - pooled) * n / (n - 1), pooled * (1 - pooled))
+    noise = float(np.sum(trial * (da / (sa * sa) + db / (sb * sb))))
+    if variance <= ROUNDING * noise:  # the parts cancel exactly, but for rounding
+        variance = noise
     se = math.sqrt(variance)
     difference = rb - ra
     if m < 2 or se == 0:

@@ -133,3 +133,6 @@ def test_counted_and_counted_apart_split_a_runs_attempts(client):
     scoring = run.scorings.order_by("-created_at").first()
     assert len(apart) == Verdict.objects.filter(scoring=scoring, counted=False).count()
     assert _searched(client, run, counted="no") == apart
+    # The condition rides along when another filter changes: the form carries it.
+    page = client.get(f"/runs/{run.pk}/attempts/", {"counted": "yes"}).content.decode()
+    assert re.search(r'<input type="hidden" name="counted" value="yes"', page)

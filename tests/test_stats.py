@@ -161,6 +161,10 @@ def test_cases_that_all_moved_alike_are_not_beyond_every_doubt():
     result = compare([(2, 2)] * 8, [(0, 2)] * 8)
     assert result.standard_error == pytest.approx(math.sqrt(8 * (0.25 * 4 / 3) * (4 / 256)))
     assert 0 < result.p_value < 0.01 and result.delta.high < 0
+    # Rates alike over cases of different sizes: the parts cancel but for rounding (a spread of
+    # 1e-35), which must not read as certainty.
+    alike = compare([(4, 16), (4, 16)], [(63, 90), (35, 50)])
+    assert alike.standard_error > 0.05 and alike.p_value > 0.05
     # No attempt disagrees with another of its case: nothing to test, however the rates differ
     # (different repeats weigh the cases apart).
     same = compare([(2, 2), (0, 1)], [(1, 1), (0, 2)])

@@ -185,7 +185,7 @@ class SearchForm(forms.Form):
                 f"behind the {title} numerator" if d["hit"] == "yes" else f"that missed {title}"
             )
         if d.get("counted"):
-            parts.append("counted attempts" if d["counted"] == "yes" else "attempts counted apart")
+            parts.append("counted" if d["counted"] == "yes" else "counted apart")
         return "; ".join(parts)
 
     @property
