@@ -906,6 +906,44 @@ def test_with_two_processes_the_next_shards_are_parsed_beside_the_one_stored(set
     _as_each_alone_in_line(shards, settings)
 
 
+def test_parser_processes_are_started_for_shards_that_follow_and_end_with_the_last(
+    settings, monkeypatch
+):
+    """A large shard alone in its call is parsed in one process, whatever the call may run
+    (a second would only take memory); with shards after it, every process starts at once.
+    Either way the processes have ended once the last shard is read, before its commit and
+    its scoring start processes of their own."""
+    settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
+    settings.EVALDASH_INGEST_PROCESSES = 2
+    started: list[beside.Beside] = []
+    alive_at_end: dict[str, list[bool]] = {}
+    made, queued = beside.Beside.__init__, ingest_shards.queue_index
+
+    def init(worker, target, args, what, **how):
+        made(worker, target, args, what, **how)
+        if what == "the shard parser":
+            started.append(worker)
+
+    def queue_index(run):
+        alive_at_end[run.run_id] = [w.proc.is_alive() for w in started]
+        return queued(run)
+
+    monkeypatch.setattr(beside.Beside, "__init__", init)
+    monkeypatch.setattr(ingest_shards, "queue_index", queue_index)
+    report = _ingest("modeleval-alone.jsonl", _synth("run-alone", seed=7))
+    assert report.ok and len(started) == 1
+    assert alive_at_end == {"run-alone": [False]}
+
+    started.clear()
+    shards = [
+        bytes_input(f"modeleval-{c}.jsonl", _synth(f"run-{c}", seed=i))
+        for i, c in enumerate("ab", 8)
+    ]
+    report = ingest(shards, Upload.objects.create(source=Upload.Source.CLI))
+    assert report.ok and len(started) == 2
+    assert any(alive_at_end["run-a"]) and alive_at_end["run-b"] == [False, False]
+
+
 def test_a_spool_that_cannot_be_written_leaves_the_rest_in_memory(settings, monkeypatch):
     """A full disk under the spool: the messages written stay, the rest wait in memory, in
     order, and the shard is stored as any other."""

@@ -114,6 +114,11 @@ def preload(target: Callable[..., None]) -> None:
     _preloaded.add(target.__module__)
 
 
+def preload_module(module: str) -> None:
+    """A module some workers import as they work, imported by the forkserver as it starts."""
+    _preloaded.add(module)
+
+
 def _preloads(module: str) -> list[str]:
     return sorted({module, *_preloaded})
 

@@ -110,7 +110,7 @@ def _each(
         try:
             if isinstance(unit, ShardCandidate):
                 with unit.stream:
-                    ingest_shard(unit, upload, report, progress, parser, units.read_on, scorings)
+                    ingest_shard(unit, upload, report, progress, parser, units, scorings)
             elif isinstance(unit, Input):
                 scorings.wait()  # a key may score the runs it names: not beside one's scoring
                 ingest_key(unit, upload, report, allow_digest_mismatch)

@@ -216,13 +216,23 @@ class Units:
             if not self._started(unit):
                 return
         while len(self.ahead) < self.limit and self._parsing_last():
-            try:
-                unit = next(self.units, _END)
-            except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's)
-                unit = _Raise(exc)
-            self.ahead.append(unit)
-            if not self._started(unit):
+            if not self._started(self._take()):
                 return
+
+    def last(self) -> bool:
+        """Whether nothing follows the unit being stored: the next is taken early to see (as
+        `read_on` would take it next), its parse not started."""
+        if not self.ahead:
+            self._take()
+        return self.ahead[0] is _END
+
+    def _take(self) -> Any:
+        try:
+            unit = next(self.units, _END)
+        except Exception as exc:  # noqa: BLE001 (raised in its turn, not into this shard's)
+            unit = _Raise(exc)
+        self.ahead.append(unit)
+        return unit
 
     def shard_follows(self) -> bool:
         """Whether the unit after the one being stored is known to be a shard (taken early,
@@ -328,7 +338,7 @@ def ingest_shard(
     report: IngestReport,
     progress: Progress | None,
     parsers: Parsers,
-    read_on: Callable[[], None],
+    units: Units,
     scorings: Scorings,
 ) -> None:
     """Store one shard whole, or report why not. Never raises for a user's mistake.
@@ -337,8 +347,8 @@ def ingest_shard(
     already: a large one is then hashed as its bytes go to the parser process, instead of in
     a pass of its own before the parse; the row waits under a provisional digest until then.
     Any other shard is hashed first and looked up. Either way the unique digest decides a race
-    between two uploads of the same content. `read_on` is called as the shard starts and once
-    it is read, so the next ones may start; the shard is then scored by `scorings`."""
+    between two uploads of the same content. `units.read_on` is called as the shard starts and
+    once it is read, so the next ones may start; the shard is then scored by `scorings`."""
     started = time.perf_counter()
     stream, name, size, feed = shard.stream, shard.name, shard.size, shard.feed
     large = feed is not None or _parser_process_for(size)
@@ -365,8 +375,8 @@ def ingest_shard(
             beside = False  # whether its scoring will run beside the next shard's store
             next_report = CHUNK * 8
             if large and feed is None:
-                feed = parsers.start(stream, name)
-            read_on()  # the shards after this one, parsed beside it where processes are free
+                feed = parsers.start(stream, name, alone=units.last())
+            units.read_on()  # the shards after this one, parsed beside it where processes are free
             for msg in feed.messages() if feed else messages(stream, name):
                 kind = msg[0]
                 if kind == "batch":
@@ -376,7 +386,7 @@ def ingest_shard(
                         progress(name, batch.bytes_read, size)
                         next_report = batch.bytes_read + CHUNK * 8
                 elif kind == "shard":
-                    read_on()
+                    units.read_on()
                     summary = msg[1]
                     session_ids = _store_run(run, summary, shard_row)
                     if scored_on_arrival_by_processes(run):  # its key stored, large enough
@@ -388,6 +398,10 @@ def ingest_shard(
                     sha = shard_row.sha256 = msg[1]
                     shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
+            if feed is not None and units.last():
+                # Nothing follows: the parser processes end now, their memory given back
+                # before this shard's scoring starts processes of its own.
+                parsers.close()
             queue_index(run)  # indexed once this commits, by its follow-up
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:

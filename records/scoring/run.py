@@ -52,8 +52,12 @@ from records.scoring.sums import ScoringSums
 from records.scoring.tables import store_rows
 from records.scoring.worker import ChunkRead, read_chunk, score_worker
 
-# Scorers may start from a forkserver a parser process started first.
+# Scorers may start from a forkserver a parser process started first. On PostgreSQL they read
+# their chunks with psycopg (`records.bulk.apart`): imported once by that server, its pages
+# shared by them all, not imported by each (some 8 MB a scorer).
 processes.preload(score_worker)
+if connection.vendor == "postgresql":
+    processes.preload_module("psycopg")
 
 
 def store_key(
