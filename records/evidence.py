@@ -57,6 +57,13 @@ class Decision:
         return 1 - self.alpha
 
     @property
+    def detectable(self) -> float | None:
+        """The smallest difference this row's test would find 80% of the time at the level it
+        is tested at, from the noise of its cases (`stats.Paired.detectable_at`): below it, a
+        change can go unseen."""
+        return self.test.detectable_at(self.alpha)
+
+    @property
     def label(self) -> str:
         if self.p_adjusted < ALPHA and self.difference < 0:
             return REGRESSED

@@ -21,6 +21,7 @@ import numpy as np
 
 CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
+POWER = 0.8  # the chance of finding a difference; one smaller than that "can go unseen"
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,21 @@ class Paired:
             return Interval(min(i.low, self.difference), max(i.high, self.difference))
         se = self.standard_error or 0.0
         return _t_interval(self.difference, se, self.cases, alpha, self.p_value < alpha)
+
+    def detectable_at(self, alpha: float = ALPHA, power: float = POWER) -> float | None:
+        """The smallest difference of rates (a fraction) that a test of as many cases, as
+        noisy as these, finds with probability `power` at level `alpha` (the level a decision
+        tests its row at): the test's critical value plus `power`'s quantile, times the
+        difference's standard error. For the paired t-test, Student's quantiles on cases - 1
+        degrees of freedom and the test's standard error; for McNemar's, the normal ones and
+        the changed cases' sqrt(b + c) / cases. Where the test saw no noise at all (no attempt
+        disagreeing within its case, no case changing), the noise of rates near one half,
+        every case able to change, stands in: 0.5 / cases a case. None where nothing could be
+        tested (the t-test on one case). Power is read from the noise observed, so "about":
+        a simulation holds it near `power` (`tests/test_evidence_power.py`)."""
+        if self.cases < 1:
+            return None
+        return _detectable(self, alpha, power)
 
     def reversed(self) -> Paired:
         """The same test read the other way round: the baseline as the candidate."""
@@ -364,14 +380,21 @@ def _t_interval(difference: float, se: float, cases: int, alpha: float, rejects:
     return Interval(min(low, difference), max(high, difference))
 
 
-def detectable_difference(cases: int, power: float = 0.8) -> float | None:
-    """The smallest difference in a rate (as a fraction) that this many paired cases would
-    detect with the given power at the 5% level, in the worst case (rates near one half, every
-    case able to change): a guide to what "within noise" can hide."""
-    if cases <= 0:
-        return None
-    z = _Z + NormalDist().inv_cdf(power)
-    return float(min(1.0, z * math.sqrt(0.5 / cases)))
+def _detectable(test: Paired, alpha: float, power: float) -> float | None:
+    """`Paired.detectable_at`, worked out."""
+    m = test.cases
+    if test.discordant is not None:  # McNemar's: as the normal test of the changed cases
+        changed = sum(test.discordant)
+        se = math.sqrt(changed) / m if changed else math.sqrt(0.5 / m)
+        quantiles = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+    else:
+        if m < 2:
+            return None
+        se = test.standard_error or math.sqrt(0.5 / m)
+        from scipy.special import stdtrit  # a page's question, never a scoring's
+
+        quantiles = float(stdtrit(m - 1, 1 - alpha / 2)) + float(stdtrit(m - 1, power))
+    return min(1.0, quantiles * se)
 
 
 # --- one case across runs --------------------------------------------------------------------

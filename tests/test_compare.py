@@ -339,3 +339,24 @@ def test_the_figures_per_case_are_the_sums_of_their_verdicts(demo):
     assert case_figures(scoring, some) == {some[0]: want[some[0]]}
     assert case_figures(scoring, []) == {}
     assert all(type(n) is int for row in got.values() for f in row.values() for n in f.values())
+
+
+def test_what_can_go_unseen_is_each_rows_own_figure_at_its_holm_level(client, viewer, demo):
+    """The comparison says, row by row, how small a change its test could miss: the row's
+    decision's figure (its noise, its Holm level), not one figure for a number of cases."""
+    import html as html_lib
+
+    from records.queries.decisions import decide
+
+    base, cand = demo["run-2026-11-16-a1b2c3"], demo["run-2026-11-23-f00dfa"]
+    decision = decide(base.pk, cand.pk)
+    page = html_lib.unescape(
+        client.get(f"/compare/?kind=runs&baseline={base.pk}&candidate={cand.pk}").content.decode()
+    )
+    page = " ".join(page.split())
+    figures = {r.detectable_points for r in decision.rows}
+    assert None not in figures and len(figures) > 1  # rows differ in their noise
+    for r in decision.rows:
+        assert 0 < r.detectable_points <= 100
+        assert all(d.alpha < 0.05 for d in r.decisions.values())  # Holm's level, not 5%
+        assert f"> {r.detectable_points} points</span> can go unseen" in page

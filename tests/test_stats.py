@@ -13,7 +13,6 @@ import pytest
 from records.stats import (
     case_interval,
     compare,
-    detectable_difference,
     mcnemar_exact,
     wilson,
 )
@@ -205,11 +204,6 @@ def test_a_drop_of_15_points_over_200_cases_is_nearly_always_found():
     rng = np.random.default_rng(8)
     labels = [_trial(rng, 200, 0.15) for _ in range(300)]
     assert labels.count("regressed") / len(labels) >= 0.85
-
-
-def test_the_detectable_difference_shrinks_with_more_cases():
-    assert detectable_difference(15) > detectable_difference(200) > 0
-    assert detectable_difference(0) is None
 
 
 @pytest.mark.django_db

@@ -271,12 +271,6 @@ class RowComparison:
         return max((t.cases for t in self.tests.values()), default=0)
 
     @property
-    def detectable_points(self) -> int | None:
-        """The smallest difference these shared cases could show, in whole rate points."""
-        d = stats.detectable_difference(self.shared)
-        return None if d is None else round(100 * d)
-
-    @property
     def kind_counts(self) -> list[tuple[str, int]]:
         """Each kind of change with its count, as the page words it."""
         return [(FLIP_WORDS.get(k, k), self.kinds[k]) for k in FLIP_ORDER if self.kinds.get(k)]

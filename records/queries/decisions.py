@@ -50,6 +50,17 @@ class RowDecision:
         return evidence.verdict_of([d.label for d in self.decisions.values()])
 
     @property
+    def detectable_points(self) -> int | None:
+        """The largest of its decided columns' `evidence.Decision.detectable`, in whole rate
+        points: a change smaller than about this can go unseen (None where none says)."""
+        found = [d.detectable for d in self.decisions.values() if d.detectable is not None]
+        return round(100 * max(found)) if found else None
+
+    @property
+    def titles(self) -> str:
+        return ", ".join(COLUMN_TITLE[c] for c in self.decisions)
+
+    @property
     def coverage(self) -> str:
         """ "on 217 shared cases of 218 / 217" where the two rows ran different cases."""
         a, b = self.cases
