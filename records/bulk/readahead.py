@@ -92,8 +92,9 @@ class Parser:
 
     Its shards are parsed one after another. The next one's bytes go in as soon as the last one
     is read, so its parse runs while the writer stores the end of the last one: its attempt
-    rows, its run, the commit. The process starts with its first shard and ends with the call;
-    a shard's error ends it too, as does the writer giving up on a shard the process is still
+    rows, its run, the commit. The process starts with its first shard and ends with the call,
+    or once the call's last shard is read (`Parsers.close`, called then by the ingest); a
+    shard's error ends it too, as does the writer giving up on a shard the process is still
     reading, and the next shard starts another."""
 
     def __init__(
