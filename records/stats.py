@@ -114,6 +114,7 @@ class Paired:
     test: str  # MCNEMAR or PAIRED_T
     discordant: tuple[int, int] | None = None  # (baseline only, candidate only), for McNemar
     standard_error: float | None = None  # of the difference over cases, for the paired t-test
+    attempts: float | None = None  # a case's attempts a side, on average, for the paired t-test
 
     @property
     def difference(self) -> float:
@@ -149,16 +150,17 @@ class Paired:
         return _t_interval(self.difference, se, self.cases, alpha, self.p_value < alpha)
 
     def detectable_at(self, alpha: float = ALPHA, power: float = POWER) -> float | None:
-        """The smallest difference of rates (a fraction) that a test of as many cases, as
-        noisy as these, finds with probability `power` at level `alpha` (the level a decision
-        tests its row at): the test's critical value plus `power`'s quantile, times the
-        difference's standard error. For the paired t-test, Student's quantiles on cases - 1
-        degrees of freedom and the test's standard error; for McNemar's, the normal ones and
-        the changed cases' sqrt(b + c) / cases. Where the test saw no noise at all (no attempt
-        disagreeing within its case, no case changing), the noise of rates near one half,
-        every case able to change, stands in: 0.5 / cases a case. None where nothing could be
-        tested (the t-test on one case). Power is read from the noise observed, so "about":
-        a simulation holds it near `power` (`tests/test_evidence_power.py`)."""
+        """The smallest fall (or rise) of rates, as a fraction, that a test of as many cases,
+        as noisy as these, finds with probability about `power` at level `alpha` (the level
+        a decision tests its row at): the test's critical value plus `power`'s quantile (q),
+        times the difference's standard error, counting the noise the change itself adds (a
+        case that falls from always passing starts to disagree with itself). For the paired
+        t-test, Student's quantiles on cases - 1 degrees of freedom, the test's standard error
+        and at most d (1 - d) a trial more; for McNemar's, the normal ones and the changed
+        cases, those seen and those the change makes. So a row that never changed still
+        needs a fall of q^2 cases (McNemar's) or about q^2 / (attempts a case) of its cases'
+        trials to be called. None where nothing could be tested (the t-test on one case). A
+        simulation holds it to its power (`tests/test_evidence_power.py`)."""
         if self.cases < 1:
             return None
         return _detectable(self, alpha, power)
@@ -173,6 +175,7 @@ class Paired:
             self.test,
             None if self.discordant is None else (self.discordant[1], self.discordant[0]),
             self.standard_error,
+            self.attempts,
         )
 
 
@@ -309,7 +312,7 @@ def paired_t(na: np.ndarray, da: np.ndarray, nb: np.ndarray, db: np.ndarray) -> 
         p = 1.0
     else:
         p = t_two_sided(difference / se, m - 1)
-    return Paired(m, ra, rb, p, PAIRED_T, None, se)
+    return Paired(m, ra, rb, p, PAIRED_T, None, se, (sa + sb) / (2 * m))
 
 
 def t_two_sided(t: float, freedom: int) -> float:
@@ -383,18 +386,21 @@ def _t_interval(difference: float, se: float, cases: int, alpha: float, rejects:
 def _detectable(test: Paired, alpha: float, power: float) -> float | None:
     """`Paired.detectable_at`, worked out."""
     m = test.cases
-    if test.discordant is not None:  # McNemar's: as the normal test of the changed cases
-        changed = sum(test.discordant)
-        se = math.sqrt(changed) / m if changed else math.sqrt(0.5 / m)
-        quantiles = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
-    else:
-        if m < 2:
-            return None
-        se = test.standard_error or math.sqrt(0.5 / m)
-        from scipy.special import stdtrit  # a page's question, never a scoring's
+    if test.discordant is not None:  # McNemar's, as the normal test of the changed cases
+        q = NormalDist().inv_cdf(1 - alpha / 2) + NormalDist().inv_cdf(power)
+        # x cases falling add x changed cases to the b + c seen: x = q sqrt(b + c + x).
+        seen = sum(test.discordant)
+        return min(1.0, (q * q + math.sqrt(q**4 + 4 * q * q * seen)) / 2 / m)
+    if m < 2:
+        return None
+    from scipy.special import stdtrit  # a page's question, never a scoring's
 
-        quantiles = float(stdtrit(m - 1, 1 - alpha / 2)) + float(stdtrit(m - 1, power))
-    return min(1.0, quantiles * se)
+    q = float(stdtrit(m - 1, 1 - alpha / 2)) + float(stdtrit(m - 1, power))
+    # A fall of d in every case adds at most d (1 - d) a trial over its r attempts to the
+    # spread seen: d = q sqrt(se^2 + d (1 - d) / (r m)), a quadratic in d.
+    se = test.standard_error or 0.0
+    c = q * q / ((test.attempts or 1.0) * m)
+    return min(1.0, (c + math.sqrt(c * c + 4 * (1 + c) * q * q * se * se)) / (2 * (1 + c)))
 
 
 # --- one case across runs --------------------------------------------------------------------

@@ -27,7 +27,7 @@ from records.ingest import bytes_input, ingest, pipeline
 from records.ingest import shards as ingest_shards
 from records.models import Attempt, Call, Session, ShardFile, SurfaceSummary, Turn, Upload, Verify
 from records.parser import parse_worker
-from tests.builders import FIXTURE_SHARD, encode, line, published_shard
+from tests.builders import FIXTURE_SHARD, demo_key, encode, line, published_shard
 
 pytestmark = pytest.mark.django_db
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
@@ -906,13 +906,11 @@ def test_with_two_processes_the_next_shards_are_parsed_beside_the_one_stored(set
     _as_each_alone_in_line(shards, settings)
 
 
-def test_parser_processes_are_started_for_shards_that_follow_and_end_with_the_last(
-    settings, monkeypatch
-):
-    """A large shard alone in its call is parsed in one process, whatever the call may run
-    (a second would only take memory); with shards after it, every process starts at once.
-    Either way the processes have ended once the last shard is read, before its commit and
-    its scoring start processes of their own."""
+def test_parser_processes_end_once_a_shard_is_read_that_no_parse_follows(settings, monkeypatch):
+    """The parser processes end once a shard is read with no parse after it (the last shard,
+    or one a corpus key follows), before its commit and its scoring start processes of their
+    own; while another large shard follows, they go on; a large shard after the key starts
+    them again."""
     settings.EVALDASH_PARSER_PROCESS_MIN_BYTES = 0
     settings.EVALDASH_INGEST_PROCESSES = 2
     started: list[beside.Beside] = []
@@ -931,17 +929,20 @@ def test_parser_processes_are_started_for_shards_that_follow_and_end_with_the_la
     monkeypatch.setattr(beside.Beside, "__init__", init)
     monkeypatch.setattr(ingest_shards, "queue_index", queue_index)
     report = _ingest("modeleval-alone.jsonl", _synth("run-alone", seed=7))
-    assert report.ok and len(started) == 1
-    assert alive_at_end == {"run-alone": [False]}
+    assert report.ok and alive_at_end == {"run-alone": [False, False]}
 
     started.clear()
-    shards = [
-        bytes_input(f"modeleval-{c}.jsonl", _synth(f"run-{c}", seed=i))
-        for i, c in enumerate("ab", 8)
+    inputs = [
+        bytes_input("modeleval-a.jsonl", _synth("run-a", seed=8)),
+        bytes_input("modeleval-b.jsonl", _synth("run-b", seed=9)),
+        bytes_input("key.json", demo_key()),
+        bytes_input("modeleval-c.jsonl", _synth("run-c", seed=10)),
     ]
-    report = ingest(shards, Upload.objects.create(source=Upload.Source.CLI))
-    assert report.ok and len(started) == 2
-    assert any(alive_at_end["run-a"]) and alive_at_end["run-b"] == [False, False]
+    report = ingest(inputs, Upload.objects.create(source=Upload.Source.CLI))
+    assert report.ok and len(report.stored) == 3, report.as_dict()
+    assert all(alive_at_end["run-a"])  # run-b is parsed beside it
+    assert not any(alive_at_end["run-b"])  # a key follows: ended
+    assert len(started) > 2 and not any(alive_at_end["run-c"][2:])  # started again, ended
 
 
 def test_a_spool_that_cannot_be_written_leaves_the_rest_in_memory(settings, monkeypatch):

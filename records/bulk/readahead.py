@@ -54,19 +54,15 @@ class Parsers:
         self.worker, self.what = worker, what
         self.parsers = [Parser(worker, what, mark, spool_dir) for _ in range(max(1, count))]
 
-    def start(
-        self, stream: IO[bytes], name: str, *, ahead: bool = False, alone: bool = False
-    ) -> Feed | None:
+    def start(self, stream: IO[bytes], name: str, *, ahead: bool = False) -> Feed | None:
         """Start a shard's parse, in a process with nothing left to parse if there is one,
         else in one whose last shard is read (it goes on once that shard's last rows are out).
         `ahead`: the writer is storing another shard; its messages are spooled, and None is
         returned (nothing started) while every process is busy.
 
         The first start starts every process at once, before any thread of theirs runs, so
-        that all of them fork (where this process may fork), none from a fresh interpreter;
-        unless the shard is `alone` (nothing follows it in the call): then one, since the others
-        would only take memory."""
-        if len(self.parsers) > 1 and not alone and all(p.proc is None for p in self.parsers):
+        that all of them fork (where this process may fork), none from a fresh interpreter."""
+        if len(self.parsers) > 1 and all(p.proc is None for p in self.parsers):
             procs = processes.Beside.several(len(self.parsers), self.worker, (), self.what)
             for p, proc in zip(self.parsers, procs, strict=True):
                 p.proc = proc
@@ -93,9 +89,9 @@ class Parser:
     Its shards are parsed one after another. The next one's bytes go in as soon as the last one
     is read, so its parse runs while the writer stores the end of the last one: its attempt
     rows, its run, the commit. The process starts with its first shard and ends with the call,
-    or once the call's last shard is read (`Parsers.close`, called then by the ingest); a
-    shard's error ends it too, as does the writer giving up on a shard the process is still
-    reading, and the next shard starts another."""
+    or once a shard is read that no parse follows (`Parsers.close`, called then by the ingest;
+    a large shard further on starts it again); a shard's error ends it too, as does the writer
+    giving up on a shard the process is still reading, and the next shard starts another."""
 
     def __init__(
         self,

@@ -219,12 +219,15 @@ class Units:
             if not self._started(self._take()):
                 return
 
-    def last(self) -> bool:
-        """Whether nothing follows the unit being stored: the next is taken early to see (as
-        `read_on` would take it next), its parse not started."""
+    def parse_follows(self) -> bool:
+        """Whether the unit after the one being stored is a shard a parser process will parse
+        (the next is taken early to see, where `read_on` has not taken it)."""
         if not self.ahead:
             self._take()
-        return self.ahead[0] is _END
+        unit = self.ahead[0]
+        return isinstance(unit, ShardCandidate) and (
+            unit.feed is not None or _parser_process_for(unit.size)
+        )
 
     def _take(self) -> Any:
         try:
@@ -375,7 +378,7 @@ def ingest_shard(
             beside = False  # whether its scoring will run beside the next shard's store
             next_report = CHUNK * 8
             if large and feed is None:
-                feed = parsers.start(stream, name, alone=units.last())
+                feed = parsers.start(stream, name)
             units.read_on()  # the shards after this one, parsed beside it where processes are free
             for msg in feed.messages() if feed else messages(stream, name):
                 kind = msg[0]
@@ -398,9 +401,10 @@ def ingest_shard(
                     sha = shard_row.sha256 = msg[1]
                     shard_row.save(update_fields=["sha256"])
             assert summary is not None and sha is not None
-            if feed is not None and units.last():
-                # Nothing follows: the parser processes end now, their memory given back
-                # before this shard's scoring starts processes of its own.
+            if not units.parse_follows():
+                # No parse follows: the parser processes end now, their memory given back
+                # before this shard's scoring starts processes of its own (a large shard
+                # further on starts them again).
                 parsers.close()
             queue_index(run)  # indexed once this commits, by its follow-up
             attempts, lineno = summary.attempt_count, summary.lines

@@ -53,8 +53,8 @@ class RowDecision:
     def detectable_points(self) -> int | None:
         """The largest of its decided columns' `evidence.Decision.detectable`, in whole rate
         points: a change smaller than about this can go unseen (None where none says)."""
-        found = [d.detectable for d in self.decisions.values() if d.detectable is not None]
-        return round(100 * max(found)) if found else None
+        found = [x for d in self.decisions.values() if (x := d.detectable) is not None]
+        return max(1, round(100 * max(found))) if found else None
 
     @property
     def titles(self) -> str:
