@@ -945,6 +945,24 @@ def test_parser_processes_end_once_a_shard_is_read_that_no_parse_follows(setting
     assert len(started) > 2 and not any(alive_at_end["run-c"][2:])  # started again, ended
 
 
+def test_no_server_is_started_ahead_for_scorers_this_process_will_fork(monkeypatch):
+    """Scorers that may fork (PostgreSQL's, which open no database file of this process's)
+    are forked from the writer once the parser processes have ended, so no forkserver is
+    started ahead for them; SQLite's scorers always start from it, so it is."""
+    from records.bulk.apart import Reader
+    from records.scoring import run as scoring_run
+
+    asked: list[bool] = []
+    monkeypatch.setattr(beside, "prepare", lambda target, *, fork: asked.append(fork))
+    pg, lite = Reader("postgresql", "dbname=x", 0), Reader("sqlite", "x.sqlite3", 5)
+    scoring_run.prepare_scorers(pg, parsers_end=True)
+    assert asked == []
+    scoring_run.prepare_scorers(pg, parsers_end=False)
+    scoring_run.prepare_scorers(pg, in_thread=True, parsers_end=True)
+    scoring_run.prepare_scorers(lite, parsers_end=True)
+    assert asked == [True, False, False]
+
+
 def test_a_spool_that_cannot_be_written_leaves_the_rest_in_memory(settings, monkeypatch):
     """A full disk under the spool: the messages written stay, the rest wait in memory, in
     order, and the shard is stored as any other."""

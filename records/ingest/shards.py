@@ -394,7 +394,10 @@ def ingest_shard(
                     session_ids = _store_run(run, summary, shard_row)
                     if scored_on_arrival_by_processes(run):  # its key stored, large enough
                         beside = scorings.beside(reach)
-                        prepare_scorers(reach, in_thread=beside)  # ready once the rest is stored
+                        # Ready once the rest is stored.
+                        prepare_scorers(
+                            reach, in_thread=beside, parsers_end=not units.parse_follows()
+                        )
                 elif kind == "attempts":
                     writer.write_attempts(msg[1], session_ids)
                 elif kind == "done" and sha is None:

@@ -442,14 +442,22 @@ def scored_on_arrival_by_processes(run: Run) -> bool:
     return _by_processes(run) and run.key() is not None
 
 
-def prepare_scorers(reach: Reader | None, *, in_thread: bool = False) -> None:
+def prepare_scorers(
+    reach: Reader | None, *, in_thread: bool = False, parsers_end: bool = False
+) -> None:
     """Called once a shard is read, before its attempts are stored, for a run that will be
     scored on arrival by the scorer processes (`scored_on_arrival_by_processes`): have what
     they are started from ready by then (`processes.prepare`). `reach`: what
     `records.bulk.apart.reader` answered before the shard's transaction, as it will answer the
     scoring after its commit. `in_thread`: the scoring will run in a thread of its own while
-    this one works on, so its scorers cannot be forked from here."""
-    processes.prepare(score_worker, fork=_may_fork(reach) and not in_thread)
+    this one works on, so its scorers cannot be forked from here. `parsers_end`: the ingest's
+    parser processes (and the threads that feed them) end before the scoring, so scorers that
+    may fork are forked from here then, and nothing is started for them now (a process that
+    has other threads still starts their server when the scoring starts)."""
+    fork = _may_fork(reach) and not in_thread
+    if fork and parsers_end:
+        return
+    processes.prepare(score_worker, fork=fork)
 
 
 def _may_fork(reach: Reader | None) -> bool:
