@@ -114,7 +114,9 @@ class Paired:
     test: str  # MCNEMAR or PAIRED_T
     discordant: tuple[int, int] | None = None  # (baseline only, candidate only), for McNemar
     standard_error: float | None = None  # of the difference over cases, for the paired t-test
-    attempts: float | None = None  # a case's attempts a side, on average, for the paired t-test
+    # A case's attempts on the side with fewer, on average, for the paired t-test (None for a
+    # kept test: `detectable_at` then reads one, which overstates what could go unseen).
+    attempts: float | None = None
 
     @property
     def difference(self) -> float:
@@ -158,8 +160,7 @@ class Paired:
         t-test, Student's quantiles on cases - 1 degrees of freedom, the test's standard error
         and at most d (1 - d) a trial more; for McNemar's, the normal ones and the changed
         cases, those seen and those the change makes. So a row that never changed still
-        needs a fall of q^2 cases (McNemar's) or about q^2 / (attempts a case) of its cases'
-        trials to be called. None where nothing could be tested (the t-test on one case). A
+        needs about q^2 cases (McNemar's), or q^2 trials, to fall before it is called. None where nothing could be tested (the t-test on one case). A
         simulation holds it to its power (`tests/test_evidence_power.py`)."""
         if self.cases < 1:
             return None
@@ -312,7 +313,7 @@ def paired_t(na: np.ndarray, da: np.ndarray, nb: np.ndarray, db: np.ndarray) -> 
         p = 1.0
     else:
         p = t_two_sided(difference / se, m - 1)
-    return Paired(m, ra, rb, p, PAIRED_T, None, se, (sa + sb) / (2 * m))
+    return Paired(m, ra, rb, p, PAIRED_T, None, se, min(sa, sb) / m)
 
 
 def t_two_sided(t: float, freedom: int) -> float:

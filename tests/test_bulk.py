@@ -955,11 +955,11 @@ def test_no_server_is_started_ahead_for_scorers_this_process_will_fork(monkeypat
     asked: list[bool] = []
     monkeypatch.setattr(beside, "prepare", lambda target, *, fork: asked.append(fork))
     pg, lite = Reader("postgresql", "dbname=x", 0), Reader("sqlite", "x.sqlite3", 5)
-    scoring_run.prepare_scorers(pg, parsers_end=True)
+    assert scoring_run.prepare_scorers(pg, parsers_end=True)  # to be asked again, after them
     assert asked == []
-    scoring_run.prepare_scorers(pg, parsers_end=False)
-    scoring_run.prepare_scorers(pg, in_thread=True, parsers_end=True)
-    scoring_run.prepare_scorers(lite, parsers_end=True)
+    assert not scoring_run.prepare_scorers(pg, parsers_end=False)
+    assert not scoring_run.prepare_scorers(pg, in_thread=True, parsers_end=True)
+    assert not scoring_run.prepare_scorers(lite, parsers_end=True)
     assert asked == [True, False, False]
 
 

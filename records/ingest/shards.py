@@ -376,6 +376,7 @@ def ingest_shard(
             summary: ShardSummary | None = None
             session_ids: dict[str, int] = {}
             beside = False  # whether its scoring will run beside the next shard's store
+            deferred = False  # whether the scorers' head start waits for the parsers' end
             next_report = CHUNK * 8
             if large and feed is None:
                 feed = parsers.start(stream, name)
@@ -395,7 +396,7 @@ def ingest_shard(
                     if scored_on_arrival_by_processes(run):  # its key stored, large enough
                         beside = scorings.beside(reach)
                         # Ready once the rest is stored.
-                        prepare_scorers(
+                        deferred = prepare_scorers(
                             reach, in_thread=beside, parsers_end=not units.parse_follows()
                         )
                 elif kind == "attempts":
@@ -409,6 +410,8 @@ def ingest_shard(
                 # before this shard's scoring starts processes of its own (a large shard
                 # further on starts them again).
                 parsers.close()
+                if deferred:  # where threads outlive them, the scorers' server after all
+                    prepare_scorers(reach, in_thread=beside)
             queue_index(run)  # indexed once this commits, by its follow-up
             attempts, lineno = summary.attempt_count, summary.lines
     except ShardError as exc:

@@ -444,7 +444,7 @@ def scored_on_arrival_by_processes(run: Run) -> bool:
 
 def prepare_scorers(
     reach: Reader | None, *, in_thread: bool = False, parsers_end: bool = False
-) -> None:
+) -> bool:
     """Called once a shard is read, before its attempts are stored, for a run that will be
     scored on arrival by the scorer processes (`scored_on_arrival_by_processes`): have what
     they are started from ready by then (`processes.prepare`). `reach`: what
@@ -452,12 +452,14 @@ def prepare_scorers(
     scoring after its commit. `in_thread`: the scoring will run in a thread of its own while
     this one works on, so its scorers cannot be forked from here. `parsers_end`: the ingest's
     parser processes (and the threads that feed them) end before the scoring, so scorers that
-    may fork are forked from here then, and nothing is started for them now (a process that
-    has other threads still starts their server when the scoring starts)."""
+    may fork can be forked from here then: nothing is started for them now, and True is
+    returned, for the ingest to ask again once they have ended (where other threads remain,
+    their server starts then)."""
     fork = _may_fork(reach) and not in_thread
     if fork and parsers_end:
-        return
+        return True
     processes.prepare(score_worker, fork=fork)
+    return False
 
 
 def _may_fork(reach: Reader | None) -> bool:
