@@ -58,9 +58,9 @@ class Decision:
 
     @property
     def detectable(self) -> float | None:
-        """The smallest difference this row's test would find 80% of the time at the level it
-        is tested at, from the noise of its cases (`stats.Paired.detectable_at`): below it, a
-        change can go unseen."""
+        """The smallest difference this row's test would find about 80% of the time at the
+        level it is tested at, from the noise of its cases and the change's own
+        (`stats.Paired.detectable_at`): below it, a change can go unseen."""
         return self.test.detectable_at(self.alpha)
 
     @property

@@ -160,8 +160,9 @@ class Paired:
         t-test, Student's quantiles on cases - 1 degrees of freedom, the test's standard error
         and at most d (1 - d) a trial more; for McNemar's, the normal ones and the changed
         cases, those seen and those the change makes. So a row that never changed still
-        needs about q^2 cases (McNemar's), or q^2 trials, to fall before it is called. None where nothing could be tested (the t-test on one case). A
-        simulation holds it to its power (`tests/test_evidence_power.py`)."""
+        needs about q^2 cases (McNemar's), or q^2 trials, to fall before it is called. None
+        where nothing could be tested (the t-test on one case). A simulation holds it to its
+        power (`tests/test_evidence_power.py`)."""
         if self.cases < 1:
             return None
         return _detectable(self, alpha, power)
