@@ -166,7 +166,7 @@ def test_a_scoring_interrupted_part_way_stores_no_scoring(key, killed, monkeypat
     def killed_here(*args):
         raise KeyboardInterrupt  # what a signal raises in the middle of the work
 
-    monkeypatch.setattr(scores_run, "store_row_statistics", killed_here)
+    monkeypatch.setattr(scores_run, "store_failures", killed_here)
     with pytest.raises(KeyboardInterrupt):
         score_if_unscored(run)
     # Nothing of it is left (a scoring without its rows would read as scored, with nothing).

@@ -9,9 +9,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from records import evidence, stats
-from records.models import ScoreRow, Scoring
+from records.models import ScoreRow, Scoring, Session
 from records.scorer.score import RATIO_COLUMNS
-from records.scoring.tables import TableRow, ranking_groups, ratio_of, score_groups, score_rows
+from records.scoring.sums import ScoringSums
+from records.scoring.tables import (
+    TableRow,
+    ranking_groups,
+    ratio_of,
+    rows_to_store,
+    score_groups,
+    score_rows,
+    store_case_counts,
+)
 
 PairTests = dict[tuple[str, str], dict[str, stats.Paired]]  # (baseline, candidate) row keys
 
@@ -170,12 +179,23 @@ def stored_pair_tests(rows: list[TableRow]) -> PairTests | None:
     return out
 
 
-def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[str, int]]]) -> None:
-    """Keep with each score row its pair tests against the other rows of its group (under the
-    row whose key sorts first, as the baseline) and, where cases repeat, its intervals with
-    the case as the unit. Computed once, at scoring time. `per_case`: every row's figures
-    per case (`records.scoring.tables.case_figures`), as the scoring summed them."""
-    rows = score_rows(scoring, live=True, per_case=per_case)
+def store_rows(
+    scoring: Scoring,
+    sums: ScoringSums,
+    sessions: dict[str, int | None],
+    session_rows: dict[int, Session],
+) -> None:
+    """Store the scoring's per-case counts and its rows (`records.scoring.tables`), each row
+    with its pair tests against the other rows of its group (under the row whose key sorts
+    first, as the baseline) and, where cases repeat, its intervals with the case as the unit.
+    Computed once, at scoring time, from what the verdicts summed (`sums`), before the rows
+    are stored: they are written once, and nothing is read back. `sessions`, `session_rows`:
+    as `rows_to_store` takes them."""
+    store_case_counts(scoring, sums)
+    stored = rows_to_store(scoring, sums, sessions, session_rows)
+    per_case = sums.per_case()
+    counts = [(row_key, done, counted) for row_key, _, done, counted, _ in sums.case_counts()]
+    rows = score_rows(scoring, live=True, per_case=per_case, stored=stored, case_counts=counts)
     groups = ranking_groups(score_groups(scoring, rows))
     tests = pair_tests(groups, per_case)
     kept: dict[str, dict[str, Any]] = {r.row_key: {"pairs": {}} for r in rows}
@@ -189,7 +209,6 @@ def store_row_statistics(scoring: Scoring, per_case: dict[str, dict[str, dict[st
         if r.repeats is not None:
             x = r.repeats
             kept[r.row_key]["repeats"] = [x.k, x.cases, x.every, x.any]
-    stored = list(ScoreRow.objects.filter(scoring=scoring))
     for s in stored:
-        s.figures = {**s.figures, **kept.get(s.row_key, {"pairs": {}})}
-    ScoreRow.objects.bulk_update(stored, ["figures"], batch_size=500)
+        s.figures = {**s.figures, **kept[s.row_key]}
+    ScoreRow.objects.bulk_create(stored)

@@ -46,10 +46,9 @@ from records.scorer.score import (
     ScoringError,
 )
 from records.scoring.failures import store_failures
-from records.scoring.ranking import store_row_statistics
+from records.scoring.ranking import store_rows
 from records.scoring.refusals import provenance_refusal
 from records.scoring.sums import ScoringSums
-from records.scoring.tables import store_rows
 from records.scoring.worker import ChunkRead, read_chunk, score_worker
 
 # Scorers may start from a forkserver a parser process started first. On PostgreSQL they read
@@ -662,10 +661,10 @@ def _score(
             return Scoring.objects.create(
                 run=run, key=key, scorer_version=SCORER_VERSION, stale=stale, error=error
             )
-        store_rows(scoring, sums, {key: sid for key, (_, sid) in placing.row_of.items()})
+        sessions = {key: sid for key, (_, sid) in placing.row_of.items()}
+        store_rows(scoring, sums, sessions, placing.sessions)
         # ANALYZE in the transaction counts its own new rows: the pages' reads plan on them.
         analyze_if_large(count, (Verdict, ScoreCase))
-        store_row_statistics(scoring, sums.per_case())
         CaseFigure.objects.store_for(scoring, sums.marks())
         store_failures(scoring, sums)
         notes = []

@@ -37,7 +37,11 @@ _OUTCOME_AT = {o: len(_SUMMED_COLUMNS) + i for i, o in enumerate(OUTCOMES)}
 _ZERO = (0,) * len(CELL)
 _signature_of = itemgetter(_AT["outcome"], *(_AT[c] for c in FAILURE_COLUMNS[1:]))
 _REPEAT_AT = 2 + 63  # an attempt's id takes 63 bits (a signed 64-bit column), its mark 2
-_MARKS = "-01"  # counted apart, counted and not clean, clean
+_MARKS = "-01"
+_FULL_AT = {
+    **{n: i for i, n in enumerate(CELL)},
+    "total": len(CELL),
+}  # counted apart, counted and not clean, clean
 
 # A score row's figures, in the order its stored figures have them.
 ROW_FIGURES = (
@@ -131,23 +135,25 @@ class ScoringSums:
         argument, check, message), blank where absent."""
         return dict(self._signatures)
 
-    def _cell(self, key: tuple[str, str]) -> dict[str, int]:
-        return {**dict(zip(CELL, self._cells[key], strict=True)), "total": self._totals[key]}
+    def _full(self, key: tuple[str, str]) -> list[int]:
+        """A cell's sums in `CELL` order, then its total (`_FULL_AT` names each place)."""
+        return [*self._cells[key], self._totals[key]]
 
     def case_counts(self) -> Iterator[tuple[str, str, int, int, int]]:
         """(row key, case, completed, counted, total) per cell, in row key and case order."""
+        counts = itemgetter(_FULL_AT["completed"], _FULL_AT["counted"], _FULL_AT["total"])
         for key in sorted(self._cells):
-            c = self._cell(key)
-            yield (*key, c["completed"], c["counted"], c["total"])
+            yield (*key, *counts(self._full(key)))
 
     def per_case(self) -> dict[str, dict[str, dict[str, int]]]:
         """{row key: {case: figures}}, as `records.scoring.tables.case_figures` reads them, in
         row key and case order (the order SQLite groups them in, which intervals summing their
         ratios follow to the last digit)."""
         out: dict[str, dict[str, dict[str, int]]] = {}
+        figures = itemgetter(*(_FULL_AT[n] for n in CASE_FIGURES))
         for key in sorted(self._cells):
-            c = self._cell(key)
-            out.setdefault(key[0], {})[key[1]] = {n: c[n] for n in CASE_FIGURES}
+            named = dict(zip(CASE_FIGURES, figures(self._full(key)), strict=True))
+            out.setdefault(key[0], {})[key[1]] = named
         return out
 
     def rows(self) -> Iterator[tuple[str, str, str, int | None, dict[str, int], list[str]]]:
@@ -156,15 +162,21 @@ class ScoringSums:
         cases: dict[str, list[str]] = {}
         for row_key, case in sorted(self._cells):
             cases.setdefault(row_key, []).append(case)
+        # A row's figures, `ROW_FIGURES` in order: "attempts" is the cells' counted attempts.
+        figures = itemgetter(_FULL_AT["counted"], *(_FULL_AT[n] for n in ROW_FIGURES[1:]))
         for row_key in sorted(self._rows):
             model, surface, session = self._rows[row_key]
-            sums = dict.fromkeys(ROW_FIGURES, 0)
+            sums = [0] * len(ROW_FIGURES)
             for case in cases[row_key]:
-                c = self._cell((row_key, case))
-                sums["attempts"] += c["counted"]
-                for name in ROW_FIGURES[1:]:
-                    sums[name] += c[name]
-            yield row_key, model, surface, session, sums, cases[row_key]
+                sums = list(map(add, sums, figures(self._full((row_key, case)))))
+            yield (
+                row_key,
+                model,
+                surface,
+                session,
+                dict(zip(ROW_FIGURES, sums, strict=True)),
+                cases[row_key],
+            )
 
     def marks(self) -> Iterator[tuple[str, str, str, str, str]]:
         """(case, row key, model, surface, marks) per cell, in case and row key order: one mark

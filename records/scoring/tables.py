@@ -11,7 +11,7 @@ from operator import itemgetter
 from typing import Any
 
 from django.db import connection
-from django.db.models import Case, Count, F, IntegerField, Sum, When
+from django.db.models import Case, Count, IntegerField, Sum, When
 
 from records import stats
 from records.bulk.tables import Table
@@ -324,13 +324,20 @@ def score_rows(
     *,
     live: bool = False,
     per_case: dict[str, dict[str, dict[str, int]]] | None = None,
+    stored: Iterable[StoredRow] | None = None,
+    case_counts: Iterable[tuple[str, int, int]] | None = None,
 ) -> list[TableRow]:
     """The scoring's rows, as summed when it was stored; where the run repeats cases, with each
     column's interval over cases and pass^k / pass@k, as kept with the rows when the scoring
     was stored (`records.scoring.ranking`), or read from the cases (`live`, or for a scoring
     stored before they were kept: two more queries; `per_case` spares one when the caller has
-    read the cases already)."""
+    read the cases already). A scoring being stored gives its rows before they are stored
+    (`stored`, each with its session, in row key order) and its cases' (row key, completed,
+    counted) (`case_counts`): nothing is read back."""
     run = scoring.run
+    if stored is None:
+        # The session, joined, carries the key's mode and pins (no query of its own).
+        stored = scoring.rows.select_related("session").order_by("row_key")
     rows = [
         TableRow(
             r.row_key,
@@ -341,8 +348,7 @@ def score_rows(
             coverage=r.coverage,
             key=RowKey.of(r.model, r.surface, run, r.session),
         )
-        # The session, joined, carries the key's mode and pins (no query of its own).
-        for r in scoring.rows.select_related("session").order_by("row_key")
+        for r in stored
     ]
     if not live and rows and all("pairs" in r.figures for r in rows):
         for row in rows:
@@ -358,17 +364,11 @@ def score_rows(
     if repeat > 1 and rows:
         if per_case is None:
             per_case = case_figures(scoring, [r.row_key for r in rows])
-        repeats = {
-            r["row_key"]: Repeats(repeat, r["cases"], r["every"] or 0, r["any"] or 0)
-            for r in ScoreCase.objects.filter(scoring=scoring, counted__gt=0)
-            .values("row_key")
-            .annotate(
-                cases=Count("id"),
-                every=count_where("completed", F("counted")),
-                any=count_where("completed__gt", 0),
+        if case_counts is None:
+            case_counts = ScoreCase.objects.filter(scoring=scoring).values_list(
+                "row_key", "completed", "counted"
             )
-            .order_by()
-        }
+        repeats = repeats_of(repeat, case_counts)
         for row in rows:
             cases = per_case.get(row.row_key, {}).values()
             row.case_intervals = {
@@ -379,30 +379,59 @@ def score_rows(
     return rows
 
 
-def store_rows(
-    scoring: Scoring, sums: ScoringSums, sessions: dict[str, int | None] | None = None
-) -> None:
-    """Store the scoring's rows and their per-case counts, as its verdicts summed them; each
-    row's session is the one `sessions` gives its key (its first attempt's, as upstream's
-    groupShard takes it), else the session of its first verdict."""
-    sessions = sessions or {}
+def repeats_of(k: int, case_counts: Iterable[tuple[str, int, int]]) -> dict[str, Repeats]:
+    """Each row's pass^k and pass@k (`Repeats`) from its cases' (row key, completed, counted):
+    of the cases with a counted attempt, how many completed every counted attempt and how many
+    completed at least one."""
+    tally: dict[str, list[int]] = {}
+    for row_key, completed, counted in case_counts:
+        if counted > 0:
+            t = tally.setdefault(row_key, [0, 0, 0])
+            t[0] += 1
+            t[1] += completed == counted
+            t[2] += completed > 0
+    return {row_key: Repeats(k, *t) for row_key, t in tally.items()}
+
+
+def store_case_counts(scoring: Scoring, sums: ScoringSums) -> None:
+    """Store the scoring's per-case counts (`ScoreCase`), as its verdicts summed them."""
     table = Table(ScoreCase, ["scoring", "row_key", "case", "completed", "counted", "total"])
     table.rows = [(scoring.pk, *counts) for counts in sums.case_counts()]
     with connection.cursor() as cursor:
         table.flush(cursor)
-    StoredRow.objects.bulk_create(
-        StoredRow(
+
+
+def rows_to_store(
+    scoring: Scoring,
+    sums: ScoringSums,
+    sessions: dict[str, int | None],
+    session_rows: dict[int, Session],
+) -> list[StoredRow]:
+    """The scoring's rows as its verdicts summed them, in row key order, not yet stored; each
+    row's session is the one `sessions` gives its key (its first attempt's, as upstream's
+    groupShard takes it), else the session of its first verdict, and carries its row
+    (`session_rows`, the run's sessions by id) as a stored row read with it would."""
+    coverage: dict[tuple[str, ...], str] = {}  # most rows cover the same cases
+    out = []
+    for row_key, model, surface, session_id, figures, cases in sums.rows():
+        session_id = sessions.get(row_key, session_id)
+        covered = tuple(cases)
+        if covered not in coverage:
+            coverage[covered] = fnv1a64(covered)
+        row = StoredRow(
             scoring=scoring,
             row_key=row_key,
             model=model,
             surface=surface,
-            session_id=sessions.get(row_key, session_id),
+            session_id=session_id,
             figures=figures,
             case_count=len(cases),
-            coverage=fnv1a64(cases),
+            coverage=coverage[covered],
         )
-        for row_key, model, surface, session_id, figures, cases in sums.rows()
-    )
+        if session_id is not None and session_id in session_rows:
+            row.session = session_rows[session_id]
+        out.append(row)
+    return out
 
 
 def fnv1a64(case_ids: Iterable[str]) -> str:
