@@ -28,6 +28,16 @@ def test_the_benchmark_runs_on_a_tiny_size_and_writes_its_report(tmp_path, capsy
     assert ratios["ingest_without_scoring_over_floor"] == report["ingest"]["ratio_lines"] > 0
     assert ratios["rescore_attempts"] == report["scoring_large"]["attempts"] > 0
     assert ratios["rescore_attempts_per_s"] > 0
+    # The index after the shards, both ways: the whole call, and the index alone, each against
+    # the floor's time.
+    floor_seconds = keyed["floor"]["seconds"]
+    assert ratios["index_done_over_floor_time"] == pytest.approx(
+        keyed["evaldash"]["index_done_seconds"] / floor_seconds
+    )
+    assert ratios["index_after_over_floor_time"] == pytest.approx(
+        ratios["index_seconds_with_key"] / floor_seconds
+    )
+    assert ratios["index_after_over_floor_time"] < ratios["index_done_over_floor_time"]
     # The re-score's figure is the median of its timed re-scores, each kept.
     each = report["scoring_large"]["seconds_each"]
     assert len(each) == 3 and ratios["rescore_seconds"] == sorted(each)[1]
