@@ -37,11 +37,9 @@ _OUTCOME_AT = {o: len(_SUMMED_COLUMNS) + i for i, o in enumerate(OUTCOMES)}
 _ZERO = (0,) * len(CELL)
 _signature_of = itemgetter(_AT["outcome"], *(_AT[c] for c in FAILURE_COLUMNS[1:]))
 _REPEAT_AT = 2 + 63  # an attempt's id takes 63 bits (a signed 64-bit column), its mark 2
-_MARKS = "-01"
-_FULL_AT = {
-    **{n: i for i, n in enumerate(CELL)},
-    "total": len(CELL),
-}  # counted apart, counted and not clean, clean
+_MARKS = "-01"  # counted apart, counted and not clean, clean
+# Each figure's place in a cell's sums followed by its total (`ScoringSums._full`).
+_FULL_AT = {**{n: i for i, n in enumerate(CELL)}, "total": len(CELL)}
 
 # A score row's figures, in the order its stored figures have them.
 ROW_FIGURES = (

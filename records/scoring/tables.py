@@ -364,9 +364,11 @@ def score_rows(
     if repeat > 1 and rows:
         if per_case is None:
             per_case = case_figures(scoring, [r.row_key for r in rows])
-        if case_counts is None:
-            case_counts = ScoreCase.objects.filter(scoring=scoring).values_list(
-                "row_key", "completed", "counted"
+        if case_counts is None:  # streamed: a row's tally is all that is kept of its cases
+            case_counts = (
+                ScoreCase.objects.filter(scoring=scoring, counted__gt=0)
+                .values_list("row_key", "completed", "counted")
+                .iterator(chunk_size=5000)
             )
         repeats = repeats_of(repeat, case_counts)
         for row in rows:
