@@ -116,6 +116,31 @@ def test_the_kept_statistics_are_those_of_the_cases_read_from_the_verdicts(scori
             assert s.p_value == pytest.approx(t.p_value, rel=1e-9)
 
 
+def test_pass_k_of_each_row_is_what_its_cases_verdicts_say(scoring):
+    # Read from the verdicts alone, case by case: of the cases with a counted attempt, those
+    # whose every counted attempt completed (pass^k) and those with one that did (pass@k).
+    cells: dict[tuple[str, str], list[int]] = {}
+    for row_key, case, counted, outcome in Verdict.objects.filter(scoring=scoring).values_list(
+        "row_key", "case", "counted", "outcome"
+    ):
+        cell = cells.setdefault((row_key, case), [0, 0])
+        cell[0] += counted
+        cell[1] += outcome == "completed"
+    want: dict[str, list[int]] = {}
+    for (row_key, _), (counted, completed) in cells.items():
+        if counted:
+            w = want.setdefault(row_key, [0, 0, 0])
+            w[0] += 1
+            w[1] += completed == counted
+            w[2] += completed > 0
+    rows = score_rows(scoring)
+    assert rows and all(r.repeats is not None for r in rows)
+    assert {r.row_key: [r.repeats.cases, r.repeats.every, r.repeats.any] for r in rows} == want
+    assert {r.repeats.k for r in rows} == {3}
+    # Some cases passed every time and some only sometimes: the two figures differ somewhere.
+    assert any(r.repeats.every < r.repeats.any for r in rows)
+
+
 def _figures(scoring):
     return sorted(
         CaseFigure.objects.filter(scoring=scoring).values_list(
