@@ -526,6 +526,9 @@ class TestAccessAndAudit:
         assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
 
 
+# On committed rows: inside the test's transaction the full suite on PostgreSQL sometimes found
+# no statistics for the turns after their ANALYZE (two clean-clone runs in three), never alone.
+@pytest.mark.django_db(transaction=True)
 def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     """The columns sampled are read from the ANALYZE statements themselves: pg_stats and
     pg_class also show what autovacuum sampled or counted, which the test cannot hold still."""
@@ -539,6 +542,7 @@ def test_after_a_large_load_postgresql_samples_only_the_columns_plans_use():
     if connection.vendor != "postgresql":
         pytest.skip("statistics are refreshed on PostgreSQL only")
     assert ingest_bytes(("modeleval-dynamic.jsonl", GOOD)).stored
+    assert m.Attempt.objects.exists() and m.Turn.objects.exists()
     with CaptureQueriesContext(connection) as queries:
         analyze_if_large(10**6, (m.Attempt, m.Turn))
     sampled = {}
