@@ -111,7 +111,7 @@ def preload(target: Callable[..., None]) -> None:
     """Workers of `target` may be started from this process's forkserver: whichever worker
     starts that server (a second parser process, say, before any scorer), it imports their
     module too, so that none of them imports it again when it starts."""
-    _preloaded.add(target.__module__)
+    preload_module(target.__module__)
 
 
 def preload_module(module: str) -> None:

@@ -191,10 +191,11 @@ def store_rows(
     Computed once, at scoring time, from what the verdicts summed (`sums`), before the rows
     are stored: they are written once, and nothing is read back. `sessions`, `session_rows`:
     as `rows_to_store` takes them."""
-    store_case_counts(scoring, sums)
+    cells = list(sums.case_counts())
+    store_case_counts(scoring, cells)
     stored = rows_to_store(scoring, sums, sessions, session_rows)
     per_case = sums.per_case()
-    counts = [(row_key, done, counted) for row_key, _, done, counted, _ in sums.case_counts()]
+    counts = [(row_key, done, counted) for row_key, _, done, counted, _ in cells]
     rows = score_rows(scoring, live=True, per_case=per_case, stored=stored, case_counts=counts)
     groups = ranking_groups(score_groups(scoring, rows))
     tests = pair_tests(groups, per_case)

@@ -395,10 +395,11 @@ def repeats_of(k: int, case_counts: Iterable[tuple[str, int, int]]) -> dict[str,
     return {row_key: Repeats(k, *t) for row_key, t in tally.items()}
 
 
-def store_case_counts(scoring: Scoring, sums: ScoringSums) -> None:
-    """Store the scoring's per-case counts (`ScoreCase`), as its verdicts summed them."""
+def store_case_counts(scoring: Scoring, counts: Iterable[tuple[str, str, int, int, int]]) -> None:
+    """Store the scoring's per-case counts (`ScoreCase`), as its verdicts summed them
+    (`ScoringSums.case_counts`)."""
     table = Table(ScoreCase, ["scoring", "row_key", "case", "completed", "counted", "total"])
-    table.rows = [(scoring.pk, *counts) for counts in sums.case_counts()]
+    table.rows = [(scoring.pk, *cell) for cell in counts]
     with connection.cursor() as cursor:
         table.flush(cursor)
 
