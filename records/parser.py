@@ -13,25 +13,16 @@ from typing import Any
 from records.bulk.processes import pack, pack_object
 from records.bulk.readahead import PipeReader
 from records.formats.shard import ShardError
-from records.formats.shard_rows import Batch, messages
-from records.search.vectors import call_vectors
+from records.formats.shard_rows import messages
 
-# The first byte of a shard's head: its batches carry their calls' index vectors, or not.
-WITH_VECTORS, PLAIN = b"v", b"n"
-
-
-def with_vectors(msg: tuple[Any, ...]) -> tuple[Any, ...]:
-    """A "batch" message with its calls' index vectors (`records.search.vectors`)."""
-    if msg[0] != "batch":
-        return msg
-    batch = Batch(*msg[1:])
-    return ("batch", *batch._replace(vectors=call_vectors(batch.calls)))
+# The first byte of a shard's head, before its name: a head is never empty, whatever the name.
+PLAIN = b"n"
 
 
 def parse_worker(source: Any, sink: Any) -> None:
-    """The parser process: shard after shard, each its head (`WITH_VECTORS` or `PLAIN`, then
-    its name) then its bytes in from `source` (an empty message ends the bytes), and its packed
-    messages out to `sink`. The process ends on an empty message in place of a head, or after
+    """The parser process: shard after shard, each its head (`PLAIN`, then its name) then its
+    bytes in from `source` (an empty message ends the bytes), and its packed messages out to
+    `sink`. The process ends on an empty message in place of a head, or after
     a shard's error (the writer then starts another for the next shard)."""
     # What this process builds holds no reference cycles, and a forked parser shares the
     # writer's memory: collecting would only walk (and copy) pages nobody frees.
@@ -44,12 +35,10 @@ def parse_worker(source: Any, sink: Any) -> None:
                 return
             if not head:
                 return
-            name, vectors = head[1:].decode(), head[:1] == WITH_VECTORS
+            name = head[1:].decode()
             stream = io.BufferedReader(PipeReader(source), buffer_size=1 << 20)
             try:
                 for msg in messages(stream, name):
-                    if vectors:
-                        msg = with_vectors(msg)
                     sink.send_bytes(pack_object(msg) if msg[0] == "shard" else pack(msg))
             except ShardError as exc:
                 sink.send_bytes(pack(("error", (exc.file, exc.message, exc.line, exc.field))))

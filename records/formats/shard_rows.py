@@ -62,7 +62,6 @@ class Batch(NamedTuple):
     calls: list[list[Any]]
     verifies: list[list[Any]]
     attempts_seen: int  # attempts read so far: every row names one of these
-    vectors: list[str | None] | None  # the calls' index vectors, where the parser made them
     bytes_read: int  # of the shard, so far: always the last item
 
 
@@ -232,7 +231,7 @@ class ShardRows:
         self.pending += 1
 
     def take_batch(self, bytes_read: int) -> tuple[Any, ...]:
-        out = Batch(self.turns, self.calls, self.verifies, len(self.attempts), None, bytes_read)
+        out = Batch(self.turns, self.calls, self.verifies, len(self.attempts), bytes_read)
         self.turns, self.calls, self.verifies = [], [], []
         self.pending = 0
         return ("batch", *out)
