@@ -91,7 +91,8 @@ def test_bulk_knows_no_domain(module):
 
 
 @pytest.mark.parametrize(
-    "module", ["records.parser", "records.scoring.worker", "records.csv_writer"]
+    "module",
+    ["records.parser", "records.scoring.worker", "records.search.worker", "records.csv_writer"],
 )
 def test_worker_processes_load_no_django(module):
     # A threaded server's forkserver preloads these alone, before any app registry exists.

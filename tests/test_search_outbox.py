@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -152,10 +153,10 @@ def test_a_failed_follow_up_is_counted_and_tried_again_until_it_has_failed_too_o
     real = engine.index_new_run
     failures = [DatabaseError("database or disk is full")] * 2
 
-    def full_disk(run_pk: int) -> int:
+    def full_disk(run_pk: int, reach: Any = None) -> int:
         if failures:
             raise failures.pop()
-        return real(run_pk)
+        return real(run_pk, reach)
 
     monkeypatch.setattr(engine, "index_new_run", full_disk)
     report = ingest_bytes(("modeleval-dynamic.jsonl", GOOD))
@@ -187,7 +188,7 @@ def test_an_index_try_lost_with_its_worker_is_counted_and_the_sweep_stops_after_
     settings.EVALDASH_TASK_MAX_TRIES = 2
     run = _stored_but_not_indexed()
 
-    def out_of_memory(run_pk: int) -> int:
+    def out_of_memory(run_pk: int, reach: Any = None) -> int:
         raise Lost
 
     monkeypatch.setattr(engine, "index_new_run", out_of_memory)
@@ -286,8 +287,8 @@ def test_a_run_deleted_while_it_is_being_indexed_leaves_no_document_behind(monke
     written, go = threading.Event(), threading.Event()
     real = engine.index_new_run
 
-    def slow(run_pk: int) -> int:
-        calls = real(run_pk)
+    def slow(run_pk: int, reach: Any = None) -> int:
+        calls = real(run_pk, reach)
         written.set()  # its documents written, not yet committed
         assert go.wait(30)
         return calls

@@ -1,6 +1,6 @@
-"""The calls' index documents the writer makes for PostgreSQL (`records.search.vectors`) are
-the very vectors the index statement makes from the stored rows, and what Python cannot vouch
-for is left to that statement."""
+"""The index documents Python makes for PostgreSQL (`records.search.vectors`, the attempts' and
+the calls') are the very vectors the index statements make from the stored rows, and what
+Python cannot vouch for is left to those statements."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from datetime import datetime
 import pytest
 from django.db import connection
 
+from records.bulk.apart import Reader
 from records.devtools.synth import MODELS, load_demo_key, write_run
-from records.formats.rows import TurnRow, VerifyRow
-from records.models import Call, Run
-from records.search import engine
-from records.search.vectors import INDEXED_CHARS, AttemptTexts, call_vector
+from records.models import Call, PendingIndex, Run
+from records.search import engine, index
+from records.search.vectors import INDEXED_CHARS, attempt_vector, call_vector
 from tests.builders import encode, ingest_bytes, line
 
 
@@ -158,30 +158,51 @@ def test_the_calls_indexed_batch_by_batch_are_indexed_as_a_rebuild_indexes_them(
     assert _index() == (documents, calls)
 
 
-def test_an_attempts_text_is_kept_within_a_budget_and_what_only_the_database_reads_is_left():
-    texts = AttemptTexts(budget=250)  # each piece costs its length and 64 bytes
+def test_an_attempts_vector_holds_its_texts_and_leaves_what_only_the_database_reads():
     blocks = json.dumps([{"kind": "text", "text": "Hello World"}, {"kind": "tool_call"}])
-    odd = json.dumps([{"kind": "text", "text": 12}])  # `->>` would read "12": left to it
-    turn, verify = TurnRow.__struct_fields__, VerifyRow.__struct_fields__
-    row = [None] * len(turn)
-    texts.add(
-        [_placed(row, turn, attempt=0, blocks=blocks), _placed(row, turn, attempt=1, blocks=odd)],
-        [_placed([None] * len(verify), verify, attempt=0, detail="HTTP 404")],
+    assert (
+        attempt_vector("Open it", "done", [blocks], ["HTTP 404"])
+        == "'404' 'done' 'hello' 'http' 'it' 'open' 'world'"
     )
-    assert texts.vector(0, "Open it", "done") == "'404' 'done' 'hello' 'http' 'it' 'open' 'world'"
-    assert texts.vector(1, "x", "") is None
-    assert texts.vector(2, "only the stimulus", "") == "'only' 'stimulus' 'the'"
-    # Past its budget, no text is kept, and every attempt is the database's.
-    texts.add([_placed(row, turn, attempt=3, blocks=json.dumps(_text("x" * 50)))], [])
-    assert texts.vector(3, "a", "b") is None and texts.vector(4, "a", "b") is None
-    # Empty pieces cost memory too: many of them spend the budget.
-    empty = AttemptTexts(budget=64 * 3)
-    empty.add([], [_placed([None] * len(verify), verify, attempt=0, detail="")] * 4)
-    assert empty.vector(0, "a", "b") is None
+    assert attempt_vector("only the stimulus", "", [], []) == "'only' 'stimulus' 'the'"
+    # `->>` reads a text that is not a string as JSON ("12", '{"a": 1}'): the database's.
+    for odd in (12, {"a": 1}, ["b"]):
+        assert attempt_vector("x", "", [json.dumps([{"kind": "text", "text": odd}])], []) is None
+    # A block that is no object has no text, as `->>` finds none in it.
+    assert attempt_vector("x", "", [json.dumps(["y", 3])], []) == "'x'"
+    assert attempt_vector("x", "", [json.dumps({"not": "a list"})], []) is None
+    assert attempt_vector("x", "", ["[" * 5000 + "]" * 5000], []) is None
+    assert attempt_vector("Crée", "", [], []) is None  # outside ASCII: the locale decides
 
 
-def _placed(row: list, fields: tuple[str, ...], **values) -> list:
-    out = list(row)
-    for name, value in values.items():
-        out[fields.index(name)] = value
-    return out
+@pytest.mark.django_db(transaction=True)
+def test_a_runs_vectors_are_made_by_a_process_of_their_own_and_its_failure_fails_the_try(
+    monkeypatch,
+):
+    if connection.vendor != "postgresql":
+        pytest.skip("the index is made by statements on SQLite")
+    # Made by the worker process alone: the writing process would fail to make any itself.
+    monkeypatch.setattr(engine, "VECTOR_BYTES", 4096)  # many batches, some on their way at once
+
+    def not_here(*args):
+        raise AssertionError("made in the writing process")
+
+    monkeypatch.setattr(engine, "documents", not_here)
+    report = ingest_bytes(("modeleval-synth.jsonl", _synth()))
+    assert report.ok
+    (run,) = Run.objects.all()
+    assert not PendingIndex.objects.exists()  # indexed
+    documents, calls = _index()
+    engine.forget_run(run.pk)
+    engine.index_run(run.pk)  # every document by the statements
+    assert _index() == (documents, calls)
+    assert len(documents) == run.attempt_count + Call.objects.count()
+
+    # A worker that cannot read the run fails the try, saying why; the run waits for the next.
+    PendingIndex.objects.create(run=run)
+    nowhere = Reader("postgresql", "host=127.0.0.1 port=1 connect_timeout=2", 0)
+    monkeypatch.setattr(index, "reader", lambda connection: nowhere)
+    assert index.follow_up(run.pk)  # settled: its failure written on its outbox row
+    row = PendingIndex.objects.get(run=run)
+    assert row.tries == 1 and "the index's vectors could not be made" in row.error
+    assert _index() == (documents, calls)  # the failed try's transaction left nothing

@@ -10,9 +10,9 @@ phrase. Words, not substrings (`pg_trgm`): FTS5 matches words, and a
 query must answer alike on both databases.
 
 Documents are built from the rows a shard has written, once its transaction has committed
-(`records.search.index`): on SQLite by SQL over those rows; on PostgreSQL the calls' vectors
-are made here from their stored text (`records.search.vectors`) and the SQL makes the rest
-(`index_new_run`). The same statements over a run's rows rebuild its index (`index_run`).
+(`records.search.index`): on SQLite by SQL over those rows; on PostgreSQL the attempts' and
+calls' vectors are made here from their stored text (`records.search.vectors`) and the SQL
+makes the few left (`index_new_run`). The same statements over a run's rows rebuild its index (`index_run`).
 What is indexed of a document is
 its first `INDEXED_CHARS` characters, on both databases alike: a job trace of megabytes stays
 searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB limit (a stripped
@@ -21,15 +21,20 @@ vector of 100,000 characters holds at most some 600 kB, whatever the words).
 
 from __future__ import annotations
 
+import collections
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from django.db import connection
 
-from records.search.vectors import INDEXED_CHARS, call_vector
+from records.bulk import processes
+from records.bulk.apart import Reader
+from records.search.vectors import ATTEMPT, CALL, INDEXED_CHARS, documents
+from records.search.worker import vector_worker
 
-# A document's id in the index: 2 x the attempt's id, or 2 x the call's id + 1.
-ATTEMPT, CALL = 0, 1
+# A worker making a run's vectors may start from a forkserver a parser or scorer started first.
+processes.preload(vector_worker)
 
 # The words of a query: runs of letters and digits, as FTS5's unicode61 tokenizer cuts them.
 WORD = re.compile(r"[^\W_]+")
@@ -134,8 +139,8 @@ _PG = {
 
 
 # Each call's filtered columns (`records.search.models.SearchCall`), the same SQL on both, its
-# run a parameter. This and the calls' documents above are completed by which calls: a run's
-# (`_of_run`) or those just written (`_JUST_WRITTEN`).
+# run a parameter. This and the documents above are completed by which rows: a run's
+# (`_of_run`, `_ATTEMPTS_OF_RUN`) or those Python left to them (`_AMONG`, PostgreSQL's).
 _CALLS = (
     "INSERT INTO records_searchcall (id, run_id, attempt_id, tool, requested_action,"
     " dispatched_action, outcome, outcome_kind, observed, truncated) SELECT c.id, %s,"
@@ -163,11 +168,8 @@ def _of_run() -> str:
 
 
 _ATTEMPTS_OF_RUN = " WHERE a.run_id = %s"
-_ATTEMPTS_AMONG = " WHERE a.id = ANY(%s)"  # on PostgreSQL: those the writer left to the statement
-
-# Calls just written, by id. SQLite's writer holds the write lock, so the ids it reserved are
-# one range and no other transaction's; PostgreSQL's sequence may interleave two writers.
-_JUST_WRITTEN = {"sqlite": " WHERE c.id BETWEEN %s AND %s", "postgresql": " WHERE c.id = ANY(%s)"}
+# PostgreSQL's documents that Python left to the statement, by id (`index_new_run`).
+_AMONG = {ATTEMPT: " WHERE a.id = ANY(%s)", CALL: " WHERE c.id = ANY(%s)"}
 
 
 def outcome_kind(outcome: str) -> str:
@@ -180,123 +182,171 @@ def _key() -> str:
     return "id" if connection.vendor == "postgresql" else "rowid"
 
 
-def index_run(
-    run_pk: int, calls_left: list[int] | None = None, attempts_left: list[int] | None = None
-) -> int:
-    """Add a stored run to the index (in the caller's transaction).
-
-    `calls_left` None (a rebuild): every call of the run, documents and filtered columns. A
-    list: the writer indexed the calls as it wrote them (`index_calls`), so only the documents
-    of these, whose vectors it left to PostgreSQL (`records.search.vectors`). `attempts_left`
-    None: every attempt's document; a list: the writer made the others' vectors, so only
-    these. How many calls it wrote the filtered columns of (none unless `calls_left` is None)."""
+def index_run(run_pk: int) -> int:
+    """Add a stored run to the index (in the caller's transaction), every document and call
+    filtered column made by the statements: how many calls it wrote the filtered columns of."""
     statements = _PG if connection.vendor == "postgresql" else _SQLITE
-    calls = 0
     with connection.cursor() as cursor:
-        if attempts_left is None:
-            cursor.execute(statements[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
-        elif attempts_left:
-            cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_AMONG, [attempts_left])
-        if calls_left is None:
-            cursor.execute(statements[CALL] + _of_run(), [run_pk])
-            cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
-            calls = max(cursor.rowcount, 0)
-        elif calls_left:
-            cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [calls_left])
-    return calls
+        cursor.execute(statements[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
+        cursor.execute(statements[CALL] + _of_run(), [run_pk])
+        cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
+        return max(cursor.rowcount, 0)
 
 
-# Calls whose documents are made in Python (`index_new_run`) are sized by id range, this many
-# ids at a time, and read a few megabytes at a time: what is held is bounded by bytes, not by
-# the number of calls nor by their size.
+# Documents made in Python (`index_new_run`) are sized by id range, this many ids at a time,
+# and read a few megabytes at a time: what is held is bounded by bytes, not by the number of
+# attempts or calls nor by their size.
 VECTOR_CHUNK = 2000
 VECTOR_BYTES = 8 * 1024 * 1024
-# Only a call whose stored text and JSON come to fewer bytes than this is read into Python: a
-# longer one has its head cut (its document is past `WHOLE_BELOW`, for which `call_vector` has
-# no answer) but for JSON whose keys outweigh its values. Either way the statement makes it,
-# reading only its indexed head, so a call of a megabyte never reaches Python; its vector is
-# the one a rebuild makes, as every call's is.
+# Only a document whose stored pieces come to fewer bytes than this is read into Python: a
+# longer one has its head cut (it is past `WHOLE_BELOW`, for which `text_vector` has no
+# answer) but for JSON whose keys outweigh its values. Either way the statement makes it,
+# reading only its indexed head, so a call or a turn of a megabyte never reaches Python; its
+# vector is the one a rebuild makes, as every document's is.
 READ_BELOW = 2 * INDEXED_CHARS
 
-_CALL_BYTES = (
-    "SELECT c.id, octet_length(c.text) + COALESCE(octet_length(c.arguments::text), 0)"
-    " + COALESCE(octet_length(c.result::text), 0) FROM records_call c"
-    " JOIN records_attempt a ON a.id = c.attempt_id"
-    " WHERE a.run_id = %s AND c.id >= %s AND c.id < %s ORDER BY c.id"
-)
-_CALL_TEXTS = (
-    "SELECT id, arguments::text, result::text, text FROM records_call"
-    " WHERE id = ANY(%s) ORDER BY id"
-)
+# Each kind of document: the run's lowest and highest ids, each id's stored bytes (by id range),
+# its pieces then read by id (`records.search.vectors.documents`).
+_IDS = {
+    ATTEMPT: "SELECT MIN(a.id), MAX(a.id) FROM records_attempt a" + _ATTEMPTS_OF_RUN,
+    CALL: "SELECT MIN(c.id), MAX(c.id) FROM records_call c" + _of_run(),
+}
+_BYTES = {
+    ATTEMPT: (
+        "SELECT a.id, octet_length(a.stimulus) + octet_length(a.reason) + COALESCE((SELECT"
+        " SUM(octet_length(t.blocks::text)) FROM records_turn t WHERE t.attempt_id = a.id), 0)"
+        " + COALESCE((SELECT SUM(octet_length(v.detail)) FROM records_verify v"
+        " WHERE v.attempt_id = a.id), 0) FROM records_attempt a"
+        " WHERE a.run_id = %s AND a.id >= %s AND a.id < %s ORDER BY a.id"
+    ),
+    CALL: (
+        "SELECT c.id, octet_length(c.text) + COALESCE(octet_length(c.arguments::text), 0)"
+        " + COALESCE(octet_length(c.result::text), 0) FROM records_call c"
+        " JOIN records_attempt a ON a.id = c.attempt_id"
+        " WHERE a.run_id = %s AND c.id >= %s AND c.id < %s ORDER BY c.id"
+    ),
+}
+# Batches of vectors a worker may have made ahead of their copy: what waits is bounded.
+IN_FLIGHT = 2
 
 
-def index_new_run(run_pk: int) -> int:
+def index_new_run(run_pk: int, reach: Reader | None = None) -> int:
     """Add a run just stored to the index (in the caller's transaction), as `index_run` does,
-    with on PostgreSQL each call's vector made here from its stored text
-    (`records.search.vectors.call_vector`, the words the statement would cut) and copied in,
-    some `VECTOR_BYTES` of calls at a time; the statement makes the few it cannot vouch for,
-    and those too long to read here (`READ_BELOW`). How many calls it wrote the filtered
-    columns of.
+    with on PostgreSQL each attempt's and call's vector made in Python from its stored text
+    (`records.search.vectors`, the words the statement would cut) and copied in, some
+    `VECTOR_BYTES` of them at a time; the statements make the few it cannot vouch for, and
+    those too long to read (`READ_BELOW`). `reach`: how a process of its own reads the run's
+    rows (`records.bulk.apart.reader`, taken before the caller's transaction began); with it,
+    a worker process (`records.search.worker`) makes the vectors, on a core of its own, while
+    this thread sizes the next batches and copies in the last. How many calls it wrote the
+    filtered columns of.
 
-    A run of odd id has its statements run before its calls' vectors are made, one of even id
-    after: a zip's runs, stored one after another, are indexed two side by side
-    (`records.search.index.inline_indexing`), and this way, while one makes vectors in this
-    process, the other's statements keep the server busy (two 20,000-attempt runs took 4.4-4.7 s
-    in the same order, 3.8-4.0 s so)."""
+    A run of odd id has its calls' filtered columns written before its vectors are made, one
+    of even id after: a zip's runs, stored one after another, are indexed two side by side
+    (`records.search.index.inline_indexing`), and this way, while one makes vectors, the
+    other's statement keeps the server busy (two 20,000-attempt runs took 4.4-4.7 s in the
+    same order, 3.8-4.0 s so)."""
     if connection.vendor != "postgresql":
         return index_run(run_pk)
-    from records.bulk.tables import Table
-    from records.search.models import SearchEntry
-
-    entries = Table(SearchEntry, ["id", "body"], binary=False)
-    left: list[int] = []
     with connection.cursor() as cursor:
-        statements_first = run_pk % 2 == 1
-        if statements_first:
-            calls = _statements(cursor, run_pk)
-        cursor.execute("SELECT MIN(c.id), MAX(c.id) FROM records_call c" + _of_run(), [run_pk])
-        low, high = cursor.fetchone()
-        while low is not None and low <= high:
-            cursor.execute(_CALL_BYTES, [run_pk, low, low + VECTOR_CHUNK])
-            batch: list[int] = []
-            size = 0
-            for call_id, call_bytes in cursor.fetchall():
-                if call_bytes >= READ_BELOW:
-                    left.append(call_id)
-                    continue
-                batch.append(call_id)
-                size += call_bytes
-                if size >= VECTOR_BYTES:
-                    _call_vectors(cursor, batch, entries, left)
-                    batch, size = [], 0
-            if batch:
-                _call_vectors(cursor, batch, entries, left)
-            low += VECTOR_CHUNK
-        if left:
-            cursor.execute(_PG[CALL] + _JUST_WRITTEN["postgresql"], [left])
-        if not statements_first:
-            calls = _statements(cursor, run_pk)
+        columns_first = run_pk % 2 == 1
+        if columns_first:
+            cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
+            calls = max(cursor.rowcount, 0)
+        left = _Vectors(cursor, reach).write(run_pk)
+        for kind, ids in left.items():
+            if ids:
+                cursor.execute(_PG[kind] + _AMONG[kind], [ids])
+        if not columns_first:
+            cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
+            calls = max(cursor.rowcount, 0)
     return calls
 
 
-def _statements(cursor: Any, run_pk: int) -> int:
-    """The run's attempts' documents and its calls' filtered columns, made by the server; how
-    many calls it wrote."""
-    cursor.execute(_PG[ATTEMPT] + _ATTEMPTS_OF_RUN, [run_pk])
-    cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
-    return max(cursor.rowcount, 0)
+class _Vectors:
+    """A run's vectors made (here, or by a worker process) and copied in, batch by batch."""
 
+    def __init__(self, cursor: Any, reach: Reader | None) -> None:
+        from records.bulk.tables import Table
+        from records.search.models import SearchEntry
 
-def _call_vectors(cursor: Any, ids: list[int], entries: Any, left: list[int]) -> None:
-    """Read these calls, copy in the vectors Python vouches for, and add the others to `left`."""
-    cursor.execute(_CALL_TEXTS, [ids])
-    for call_id, arguments, result, text in cursor.fetchall():
-        vector = call_vector(arguments, result, text or "")
-        if vector is None:
-            left.append(call_id)
-        else:
-            entries.rows.append((2 * call_id + 1, vector))
-    entries.flush(cursor)
+        self.cursor = cursor
+        self.entries = Table(SearchEntry, ["id", "body"], binary=False)
+        self.left: dict[int, list[int]] = {ATTEMPT: [], CALL: []}
+        self.worker = (
+            processes.Beside(vector_worker, (reach,), "the search index's vectors")
+            if reach is not None and processes.available()
+            else None
+        )
+        self.waiting: collections.deque[int] = collections.deque()  # kinds of batches sent
+
+    def write(self, run_pk: int) -> dict[int, list[int]]:
+        """Every document of the run whose vector Python vouches for, copied in; by kind, the
+        ids of those left to the statements."""
+        try:
+            for kind in (ATTEMPT, CALL):
+                for ids in self._batches(kind, run_pk):
+                    if self.worker is None:
+                        self._copy(kind, documents(self._fetch, kind, ids))
+                        continue
+                    self.worker.send(processes.pack((kind, ids)))
+                    self.waiting.append(kind)
+                    self._take(IN_FLIGHT)
+            self._take(0)
+        finally:
+            if self.worker is not None:
+                if self.waiting:
+                    self.worker.stop()  # failed part way: what it still makes is not wanted
+                else:
+                    self.worker.end_input()
+                self.worker.close()
+        return self.left
+
+    def _batches(self, kind: int, run_pk: int) -> Iterator[list[int]]:
+        """The run's documents of this kind to make in Python, sized by id range and batched
+        by bytes; those too long to read go to `left`."""
+        cursor = self.cursor
+        cursor.execute(_IDS[kind], [run_pk])
+        low, high = cursor.fetchone()
+        while low is not None and low <= high:
+            cursor.execute(_BYTES[kind], [run_pk, low, low + VECTOR_CHUNK])
+            batch: list[int] = []
+            size = 0
+            for pk, stored_bytes in cursor.fetchall():
+                if stored_bytes >= READ_BELOW:
+                    self.left[kind].append(pk)
+                    continue
+                batch.append(pk)
+                size += stored_bytes
+                if size >= VECTOR_BYTES:
+                    yield batch
+                    batch, size = [], 0
+            if batch:
+                yield batch
+            low += VECTOR_CHUNK
+
+    def _fetch(self, sql: str, params: list[Any]) -> list[tuple]:
+        self.cursor.execute(sql, params)
+        return self.cursor.fetchall()
+
+    def _take(self, keep: int) -> None:
+        """Copy in what the worker made until at most `keep` batches are still on their way."""
+        while len(self.waiting) > keep:
+            assert self.worker is not None
+            kind = self.waiting[0]
+            what, made = self.worker.receive()
+            if what == "error":
+                raise RuntimeError(made)
+            self.waiting.popleft()
+            self._copy(kind, made)
+
+    def _copy(self, kind: int, made: list[tuple[int, str | None]]) -> None:
+        for pk, vector in made:
+            if vector is None:
+                self.left[kind].append(pk)
+            else:
+                self.entries.rows.append((2 * pk + kind, vector))
+        self.entries.flush(self.cursor)
 
 
 def forget_run(run_pk: int) -> None:

@@ -25,6 +25,7 @@ from django.db import connection, transaction
 from django.db.models.signals import pre_delete
 from django.dispatch import receiver
 
+from records.bulk.apart import reader
 from records.bulk.tables import analyze_if_large
 from records.bulk.threads import threaded
 from records.models import Run
@@ -167,11 +168,12 @@ def index_pending(run_pk: int) -> bool:
     """Index a run whose outbox row exists, and delete the row, in one transaction; whether it
     did (False: indexed already, or the run is gone). Safe to run twice or at once: on
     PostgreSQL the second waits for the row and then finds it gone; SQLite has one writer."""
+    reach = reader(connection)  # before the transaction: whether the run's rows are committed
     with transaction.atomic():
         if not PendingIndex.objects.select_for_update().filter(run=run_pk).exists():
             return False
         engine.forget_run(run_pk)  # what an earlier, interrupted rebuild may have left
-        calls = engine.index_new_run(run_pk)
+        calls = engine.index_new_run(run_pk, reach)
         PendingIndex.objects.filter(run=run_pk).delete()
     analyze_if_large(calls, INDEX_TABLES)
     return True

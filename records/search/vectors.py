@@ -1,13 +1,14 @@
 """A call's or an attempt's document as PostgreSQL's index holds it (a `tsvector` of its words),
 made in Python where that gives the very same vector, so the database's regular expressions
-(most of a PostgreSQL ingest's time) cut only what Python cannot vouch for. Pure Python: the
-parser process makes the calls' beside the writer, the writer the attempts' (`AttemptTexts`)
-from the rows it passes on.
+(most of the index's time on PostgreSQL) cut only what Python cannot vouch for. Pure Python:
+`records.search.engine.index_new_run` reads the stored pieces of each document and makes its
+vector here.
 
-The statement in `records.search.engine` joins a call's JSON values (strings and numbers as
-`jsonb` prints them, not the keys), its arguments' then its result's, and its text; lower-cases
-its first `INDEXED_CHARS` characters and keeps each run of letters and digits shorter than
-2 kB. A document of ASCII text well under that length gives the same words here, whatever the
+The statements in `records.search.engine` join a call's JSON values (strings and numbers as
+`jsonb` prints them, not the keys), its arguments' then its result's, and its text; or an
+attempt's stimulus, reason, its turns' blocks' `text` and its checks' details. Each
+lower-cases its document's first `INDEXED_CHARS` characters and keeps each run of letters and
+digits shorter than 2 kB. A document of ASCII text well under that length gives the same words here, whatever the
 order its values are joined in: the vector is the set of its words. Anything else (a letter
 outside ASCII, whose case and class the database's locale decides; a NUL, which `jsonb`
 refuses; a document near the length where the head is cut) is left to the database (None).
@@ -15,13 +16,15 @@ refuses; a document near the length where the head is cut) is left to the databa
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
 import msgspec
 import orjson
 
-from records.formats.rows import CallRow, TurnRow, VerifyRow, position
+# A document's kind, and its id in the index: 2 x the attempt's id, or 2 x the call's id + 1.
+ATTEMPT, CALL = 0, 1
 
 # What is indexed of one document (an attempt's own text, or one call's): its first characters.
 INDEXED_CHARS = 100_000
@@ -34,8 +37,6 @@ _WORDS = bytes(
     c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256)
 )
 _encode_float = msgspec.json.Encoder().encode
-
-_ARGUMENTS, _RESULT, _TEXT = (position(CallRow, f) for f in ("arguments", "result", "text"))
 
 
 def _values(value: Any, out: list[str]) -> None:
@@ -89,60 +90,57 @@ def text_vector(texts: list[str]) -> str | None:
     return (b"'" + b"' '".join(sorted(words)) + b"'").decode() if words else ""
 
 
-def call_vectors(calls: list[Any]) -> list[str | None]:
-    """`call_vector` of each call row (`CallRow`'s layout), in order."""
-    return [call_vector(r[_ARGUMENTS], r[_RESULT], r[_TEXT]) for r in calls]
-
-
-_BLOCKS = position(TurnRow, "blocks")
-_DETAIL = position(VerifyRow, "detail")
-
-# About this many bytes of attempts' own text (each piece charged its length and what Python
-# keeps beside it) wait for their attempt rows; past it, the shard's attempts are left to the
-# database, so memory stays bounded whatever the shard.
-ATTEMPT_TEXT_BUDGET = 32 * 1024 * 1024
-_PIECE_COST = 64  # bytes of a kept piece besides its characters (the str object, its list slot)
-
-
-class AttemptTexts:
-    """The text of each attempt's document that its turn and verify rows carry (its blocks'
-    text, its checks' details), kept as those rows go by, until its attempt row comes (last,
-    with its stimulus and reason) and `vector` makes its `tsvector` text as the statement in
-    `records.search.engine` would: blocks' `text` as `->>` reads it (a string; a block whose
-    text is anything else leaves the attempt to the database), details as they are."""
-
-    def __init__(self, budget: int = ATTEMPT_TEXT_BUDGET) -> None:
-        self.texts: dict[int, list[str]] = {}
-        self.unsure: set[int] = set()
-        self.left = budget  # bytes that may still be kept; below 0, none are
-
-    def _keep(self, attempt: int, text: str) -> None:
-        self.left -= len(text) + _PIECE_COST
-        self.texts.setdefault(attempt, []).append(text)
-
-    def add(self, turns: list[Any], verifies: list[Any]) -> None:
-        """A batch's turn and verify rows, each still naming its attempt by index."""
-        if self.left < 0:
-            return
-        for r in turns:
-            try:
-                blocks = orjson.loads(r[_BLOCKS])
-            except orjson.JSONDecodeError:
-                self.unsure.add(r[0])
-                continue
-            for b in blocks:
-                text = b.get("text") if isinstance(b, dict) else None
-                if isinstance(text, str):
-                    self._keep(r[0], text)
-                elif text is not None:
-                    self.unsure.add(r[0])
-        for r in verifies:
-            self._keep(r[0], r[_DETAIL])
-        if self.left < 0:
-            self.texts.clear()  # over budget: every attempt of the shard is the database's
-
-    def vector(self, attempt: int, stimulus: str, reason: str) -> str | None:
-        """The attempt's `tsvector` text, or None where the database must make it."""
-        if self.left < 0 or attempt in self.unsure:
+def attempt_vector(
+    stimulus: str, reason: str, blocks: Iterable[str], details: Iterable[str]
+) -> str | None:
+    """The `tsvector` text of an attempt's document, or None when only the database can say:
+    its stimulus and reason, each of its turns' blocks (`blocks`, as stored: JSON arrays) by
+    their `text` as `->>` reads it (a string; a block whose text is anything else, which `->>`
+    prints as JSON, leaves the attempt to the database), and its checks' details as they are."""
+    texts = [stimulus, reason, *details]
+    for column in blocks:
+        try:
+            turn = orjson.loads(column)
+        except orjson.JSONDecodeError:
             return None
-        return text_vector([stimulus, reason, *self.texts.pop(attempt, ())])
+        if not isinstance(turn, list):
+            return None
+        for block in turn:
+            text = block.get("text") if isinstance(block, dict) else None
+            if isinstance(text, str):
+                texts.append(text)
+            elif text is not None:
+                return None
+    return text_vector(texts)
+
+
+# The pieces of each kind of document, read by id (PostgreSQL's SQL, in Django's %s style).
+_CALL_TEXTS = (
+    "SELECT id, arguments::text, result::text, text FROM records_call"
+    " WHERE id = ANY(%s) ORDER BY id"
+)
+_ATTEMPT_TEXTS = "SELECT id, stimulus, reason FROM records_attempt WHERE id = ANY(%s) ORDER BY id"
+_TURN_BLOCKS = "SELECT attempt_id, blocks::text FROM records_turn WHERE attempt_id = ANY(%s)"
+_VERIFY_DETAILS = "SELECT attempt_id, detail FROM records_verify WHERE attempt_id = ANY(%s)"
+
+
+def documents(
+    fetch: Callable[[str, list[Any]], list[tuple]], kind: int, ids: list[int]
+) -> list[tuple[int, str | None]]:
+    """Each of these documents' id and vector (None: the statement's to make), its pieces read
+    by `fetch(sql, params)` (a worker's own connection, `records.bulk.apart`, or Django's)."""
+    if kind == CALL:
+        return [
+            (pk, call_vector(arguments, result, text or ""))
+            for pk, arguments, result, text in fetch(_CALL_TEXTS, [ids])
+        ]
+    blocks: dict[int, list[str]] = {}
+    details: dict[int, list[str]] = {}
+    for pk, text in fetch(_TURN_BLOCKS, [ids]):
+        blocks.setdefault(pk, []).append(text)
+    for pk, detail in fetch(_VERIFY_DETAILS, [ids]):
+        details.setdefault(pk, []).append(detail)
+    return [
+        (pk, attempt_vector(stimulus, reason, blocks.get(pk, ()), details.get(pk, ())))
+        for pk, stimulus, reason in fetch(_ATTEMPT_TEXTS, [ids])
+    ]
