@@ -183,6 +183,7 @@ def test_a_runs_vectors_are_made_by_a_process_of_their_own_and_its_failure_fails
         pytest.skip("the index is made by statements on SQLite")
     # Made by the worker process alone: the writing process would fail to make any itself.
     monkeypatch.setattr(engine, "VECTOR_BYTES", 4096)  # many batches, some on their way at once
+    monkeypatch.setattr(engine, "VECTOR_PROCESS_MIN_ATTEMPTS", 1)
 
     def not_here(*args):
         raise AssertionError("made in the writing process")

@@ -30,6 +30,7 @@ from django.db import connection
 
 from records.bulk import processes
 from records.bulk.apart import Reader
+from records.models import Run
 from records.search.vectors import ATTEMPT, CALL, INDEXED_CHARS, documents
 from records.search.worker import vector_worker
 
@@ -228,6 +229,9 @@ _BYTES = {
 }
 # Batches of vectors a worker may have made ahead of their copy: what waits is bounded.
 IN_FLIGHT = 2
+# A run of fewer attempts has its vectors made in the writing thread: a process of their own
+# (some 60 MB resident, most of it shared) would start for a few milliseconds of work.
+VECTOR_PROCESS_MIN_ATTEMPTS = 1000
 
 
 def index_new_run(run_pk: int, reach: Reader | None = None) -> int:
@@ -237,9 +241,9 @@ def index_new_run(run_pk: int, reach: Reader | None = None) -> int:
     `VECTOR_BYTES` of them at a time; the statements make the few it cannot vouch for, and
     those too long to read (`READ_BELOW`). `reach`: how a process of its own reads the run's
     rows (`records.bulk.apart.reader`, taken before the caller's transaction began); with it,
-    a worker process (`records.search.worker`) makes the vectors, on a core of its own, while
-    this thread sizes the next batches and copies in the last. How many calls it wrote the
-    filtered columns of.
+    a large run's vectors are made by a worker process (`records.search.worker`), on a core of
+    its own, while this thread sizes the next batches and copies in the last. How many calls
+    it wrote the filtered columns of.
 
     A run of odd id has its calls' filtered columns written before its vectors are made, one
     of even id after: a zip's runs, stored one after another, are indexed two side by side
@@ -253,6 +257,9 @@ def index_new_run(run_pk: int, reach: Reader | None = None) -> int:
         if columns_first:
             cursor.execute(_CALLS + _of_run(), [run_pk, run_pk])
             calls = max(cursor.rowcount, 0)
+        attempts = Run.objects.filter(pk=run_pk).values_list("attempt_count", flat=True).first()
+        if (attempts or 0) < VECTOR_PROCESS_MIN_ATTEMPTS:
+            reach = None
         left = _Vectors(cursor, reach).write(run_pk)
         for kind, ids in left.items():
             if ids:
