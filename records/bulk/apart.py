@@ -8,7 +8,8 @@ caller's Django connection, how a worker reaches the same database, or that it c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
@@ -88,3 +89,24 @@ def connect(reach: Reader) -> tuple[Fetch, Callable[[], None]]:
         return pg.execute(sql, params).fetchall()
 
     return fetch_pg, pg.close
+
+
+@contextmanager
+def reading(reach: Reader | None) -> Iterator[Fetch]:
+    """Within this block, a fetch on a read-only connection of this process's own (`connect`),
+    opened at its first statement (a worker sent its rows instead never opens one) and closed
+    as the block ends."""
+    opened: list[tuple[Fetch, Callable[[], None]]] = []
+
+    def fetch(sql: str, params: list[Any]) -> list[tuple]:
+        if not opened:
+            if reach is None:
+                raise RuntimeError("this process has no way to read the store")
+            opened.append(connect(reach))
+        return opened[0][0](sql, params)
+
+    try:
+        yield fetch
+    finally:
+        if opened:
+            opened[0][1]()

@@ -11,7 +11,7 @@ import gc
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
-from records.bulk.apart import Fetch, Reader, connect
+from records.bulk.apart import Fetch, Reader, reading
 from records.bulk.processes import pack, unpack
 from records.formats.corpus_key import KeyDocument
 from records.scorer.batch import Chunk, score_chunk
@@ -55,28 +55,24 @@ def score_worker(
     empty message ends them), packed ("verdicts", rows, retired, unknown, unscoreable) or
     ("error", message) out."""
     gc.disable()  # nothing here makes cycles; a forked scorer shares the writer's pages
-    fetch, close = None, None
-    try:
-        while data := source.recv_bytes():
-            kind, body = unpack(data)
-            if kind == "read":
-                try:
-                    if fetch is None:
-                        assert reach is not None
-                        fetch, close = connect(reach)
-                    chunk = read_chunk(fetch, ChunkRead(*body))
-                except Exception as exc:  # noqa: BLE001 (the scoring fails, saying why)
-                    sink.send_bytes(pack(("error", f"a scorer could not read the run: {exc}")))
-                    return
-            else:
-                chunk = tuple(body)
-            rows, retired, unknown, unscoreable = score_chunk(doc, stale, chunk, refused)
-            sink.send_bytes(pack(("verdicts", rows, retired, unknown, unscoreable)))
-    except ScoringError as exc:
-        sink.send_bytes(pack(("error", str(exc))))
-    except EOFError:
-        pass  # the writer gave up
-    finally:
-        if close is not None:
-            close()
-        sink.close()
+    with reading(reach) as fetch:
+        try:
+            while data := source.recv_bytes():
+                kind, body = unpack(data)
+                if kind == "read":
+                    try:
+                        chunk = read_chunk(fetch, ChunkRead(*body))
+                    except Exception as exc:  # noqa: BLE001 (the scoring fails, saying why)
+                        message = f"a scorer could not read the run: {exc}"
+                        sink.send_bytes(pack(("error", message)))
+                        return
+                else:
+                    chunk = tuple(body)
+                rows, retired, unknown, unscoreable = score_chunk(doc, stale, chunk, refused)
+                sink.send_bytes(pack(("verdicts", rows, retired, unknown, unscoreable)))
+        except ScoringError as exc:
+            sink.send_bytes(pack(("error", str(exc))))
+        except EOFError:
+            pass  # the writer gave up
+        finally:
+            sink.close()

@@ -11,12 +11,12 @@ query must answer alike on both databases.
 
 Documents are built from the rows a shard has written, once its transaction has committed
 (`records.search.index`): on SQLite by SQL over those rows; on PostgreSQL the attempts' and
-calls' vectors are made here from their stored text (`records.search.vectors`) and the SQL
-makes the few left (`index_new_run`). The same statements over a run's rows rebuild its index (`index_run`).
-What is indexed of a document is
-its first `INDEXED_CHARS` characters, on both databases alike: a job trace of megabytes stays
-searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB limit (a stripped
-vector of 100,000 characters holds at most some 600 kB, whatever the words).
+calls' vectors are made in Python from their stored text (`records.search.vectors`, in a
+process of their own for a large run) and the SQL makes the few left (`index_new_run`). The
+same statements over a run's rows rebuild its index (`index_run`). What is indexed of a
+document is its first `INDEXED_CHARS` characters, on both databases alike: a job trace of
+megabytes stays searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB
+limit (a stripped vector of 100,000 characters holds at most some 600 kB, whatever the words).
 """
 
 from __future__ import annotations

@@ -1,17 +1,18 @@
 """A call's or an attempt's document as PostgreSQL's index holds it (a `tsvector` of its words),
 made in Python where that gives the very same vector, so the database's regular expressions
 (most of the index's time on PostgreSQL) cut only what Python cannot vouch for. Pure Python:
-`records.search.engine.index_new_run` reads the stored pieces of each document and makes its
-vector here.
+`records.search.engine.index_new_run` reads the stored pieces of each document (`documents`,
+in a worker process of its own for a large run) and makes its vector here.
 
 The statements in `records.search.engine` join a call's JSON values (strings and numbers as
 `jsonb` prints them, not the keys), its arguments' then its result's, and its text; or an
-attempt's stimulus, reason, its turns' blocks' `text` and its checks' details. Each
-lower-cases its document's first `INDEXED_CHARS` characters and keeps each run of letters and
-digits shorter than 2 kB. A document of ASCII text well under that length gives the same words here, whatever the
-order its values are joined in: the vector is the set of its words. Anything else (a letter
-outside ASCII, whose case and class the database's locale decides; a NUL, which `jsonb`
-refuses; a document near the length where the head is cut) is left to the database (None).
+attempt's stimulus, reason, its turns' blocks' `text` and its checks' details. Each lower-cases
+its document's first `INDEXED_CHARS` characters and keeps each run of letters and digits
+shorter than 2 kB. A document of ASCII text well under that length gives the same words here,
+whatever the order its pieces are joined in: the vector is the set of its words. Anything else
+(a letter outside ASCII, whose case and class the database's locale decides; a NUL, which
+`jsonb` refuses; a document near the length where the head is cut) is left to the database
+(None).
 """
 
 from __future__ import annotations

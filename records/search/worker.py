@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from records.bulk.apart import Reader, connect
+from records.bulk.apart import Reader, reading
 from records.bulk.processes import pack, unpack
 from records.search.vectors import documents
 
@@ -21,21 +21,18 @@ def vector_worker(source: Any, sink: Any, reach: Reader) -> None:
     """Packed (kind, ids) messages in (an empty message ends them); for each, packed
     ("vectors", [(id, vector or None), ...]) out, or ("error", message) and the end."""
     gc.disable()  # nothing here makes cycles
-    fetch, close = None, None
-    try:
-        while data := source.recv_bytes():
-            kind, ids = unpack(data)
-            try:
-                if fetch is None:
-                    fetch, close = connect(reach)
-                made = documents(fetch, kind, ids)
-            except Exception as exc:  # noqa: BLE001 (the index fails, saying why)
-                sink.send_bytes(pack(("error", f"the index's vectors could not be made: {exc}")))
-                return
-            sink.send_bytes(pack(("vectors", made)))
-    except EOFError:
-        pass  # the writer gave up
-    finally:
-        if close is not None:
-            close()
-        sink.close()
+    with reading(reach) as fetch:
+        try:
+            while data := source.recv_bytes():
+                kind, ids = unpack(data)
+                try:
+                    made = documents(fetch, kind, ids)
+                except Exception as exc:  # noqa: BLE001 (the index fails, saying why)
+                    message = f"the index's vectors could not be made: {exc}"
+                    sink.send_bytes(pack(("error", message)))
+                    return
+                sink.send_bytes(pack(("vectors", made)))
+        except EOFError:
+            pass  # the writer gave up
+        finally:
+            sink.close()
