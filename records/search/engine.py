@@ -12,8 +12,9 @@ query must answer alike on both databases.
 Documents are built from the rows a shard has written, once its transaction has committed
 (`records.search.index`): on SQLite by SQL over those rows; on PostgreSQL the attempts' and
 calls' vectors are made in Python from their stored text (`records.search.vectors`, in a
-process of their own for a large run) and the SQL makes the few left (`index_new_run`). The
-same statements over a run's rows rebuild its index (`index_run`). What is indexed of a
+process of their own for a large run) and the SQL makes the few left (`index_new_run`, also
+what `manage.py search_index` runs). The statements alone over a run's rows make every
+document (`index_run`): what the vectors made in Python are tested against. What is indexed of a
 document is its first `INDEXED_CHARS` characters, on both databases alike: a job trace of
 megabytes stays searchable by its head, and PostgreSQL's `tsvector` stays far below its 1 MB
 limit (a stripped vector of 100,000 characters holds at most some 600 kB, whatever the words).
@@ -203,7 +204,7 @@ VECTOR_BYTES = 8 * 1024 * 1024
 # longer one has its head cut (it is past `WHOLE_BELOW`, for which `text_vector` has no
 # answer) but for JSON whose keys outweigh its values. Either way the statement makes it,
 # reading only its indexed head, so a call or a turn of a megabyte never reaches Python; its
-# vector is the one a rebuild makes, as every document's is.
+# vector is the one the statement makes, as every document's is.
 READ_BELOW = 2 * INDEXED_CHARS
 
 # Each kind of document: the run's lowest and highest ids, each id's stored bytes (by id range),

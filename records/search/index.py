@@ -253,16 +253,17 @@ def forget_run(sender: Any, instance: Run, **kwargs: Any) -> None:
 
 
 def rebuild(runs: Any = None) -> int:
-    """Index again every run (or those of `runs`), one transaction each; how many. After a
-    large rebuild the calls' statistics are refreshed, as after a large ingest, so the search's
-    plans fit what is now indexed rather than wait for autovacuum (or go without, where none
-    runs)."""
+    """Index again every run (or those of `runs`), one transaction each, as a run just stored
+    is indexed (`engine.index_new_run`); how many. After a large rebuild the calls' statistics
+    are refreshed, as after a large ingest, so the search's plans fit what is now indexed rather
+    than wait for autovacuum (or go without, where none runs)."""
     queryset = Run.objects.all() if runs is None else runs
     count = calls = 0
     for pk in queryset.order_by("pk").values_list("pk", flat=True):
+        reach = reader(connection)  # before the transaction, as `index_pending` takes it
         with transaction.atomic():
             engine.forget_run(pk)
-            calls += engine.index_run(pk)
+            calls += engine.index_new_run(pk, reach)
             PendingIndex.objects.filter(run=pk).delete()
         count += 1
     analyze_if_large(calls, INDEX_TABLES)
