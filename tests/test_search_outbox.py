@@ -13,6 +13,7 @@ import pytest
 from django.core.management import call_command
 from django.db import DatabaseError, connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
@@ -143,6 +144,17 @@ def test_a_follow_up_lost_with_its_process_is_queued_by_the_sweep_and_writes_the
     engine.index_run(run.pk)
     assert _documents() == written  # what a rebuild writes
     assert SearchCall.objects.count() == calls
+
+
+def test_forgetting_a_run_looks_first_and_deletes_only_what_the_index_holds_of_it():
+    run = _stored_but_not_indexed()
+    with CaptureQueriesContext(connection) as seen:
+        engine.forget_run(run.pk)  # as its first follow-up does: nothing of it to delete
+    assert [q["sql"] for q in seen.captured_queries if "DELETE" in q["sql"]] == []
+    assert index_run_task.call(run.pk) is True
+    assert SearchCall.objects.filter(run=run).exists() and _documents()
+    engine.forget_run(run.pk)
+    assert _documents() == {} and not SearchCall.objects.exists()
 
 
 def test_a_failed_follow_up_is_counted_and_tried_again_until_it_has_failed_too_often(

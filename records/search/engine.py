@@ -358,9 +358,22 @@ class _Vectors:
 
 
 def forget_run(run_pk: int) -> None:
-    """Remove a run's documents from the index (before its rows are deleted)."""
+    """Remove a run's documents from the index (before its rows are deleted). A run not in the
+    index, as every run is when its follow-up first indexes it, costs one lookup, not the
+    deletes' reading of the ids of each of its attempts and calls (on PostgreSQL some 0.1 s for
+    a run of 20,000 attempts)."""
     key = _key()
     with connection.cursor() as cursor:
+        # A run's index is written in one transaction, every attempt's document and the calls'
+        # filtered columns among it: its first attempt's document, or a call's row, tells.
+        cursor.execute(
+            f"SELECT EXISTS(SELECT 1 FROM records_searchentry WHERE {key} = 2 *"
+            " (SELECT MIN(id) FROM records_attempt WHERE run_id = %s))"
+            " OR EXISTS(SELECT 1 FROM records_searchcall WHERE run_id = %s)",
+            [run_pk, run_pk],
+        )
+        if not cursor.fetchone()[0]:
+            return
         cursor.execute(
             f"DELETE FROM records_searchentry WHERE {key} IN"
             " (SELECT 2 * id FROM records_attempt WHERE run_id = %s)",
